@@ -1,0 +1,74 @@
+package ratelimit
+
+import (
+	"fmt"
+	"time"
+)
+
+// Source says where a decision was made.
+type Source int
+
+// The decision sources. The zero value is invalid.
+const (
+	// GlobalRedis: the shared Redis coordination state decided.
+	GlobalRedis Source = iota + 1
+)
+
+// String returns "global_redis".
+func (s Source) String() string {
+	if s == GlobalRedis {
+		return "global_redis"
+	}
+	return fmt.Sprintf("Source(%d)", int(s))
+}
+
+// Certainty says how exact a decision is with respect to the policy.
+type Certainty int
+
+// The certainties. The zero value is invalid.
+const (
+	// Certain: the algorithm is exact (fixed window, token bucket).
+	Certain Certainty = iota + 1
+	// ApproximateAlgorithm: the algorithm estimates (sliding-window
+	// counter); the estimate is conservative.
+	ApproximateAlgorithm
+)
+
+// String returns "certain" or "approximate_algorithm".
+func (c Certainty) String() string {
+	switch c {
+	case Certain:
+		return "certain"
+	case ApproximateAlgorithm:
+		return "approximate_algorithm"
+	}
+	return fmt.Sprintf("Certainty(%d)", int(c))
+}
+
+// Decision is the answer of an evaluated policy. Denied is a Decision, not an
+// error.
+type Decision struct {
+	Allowed bool
+	// Limit is the policy's limit or capacity.
+	Limit int64
+	// Remaining is what is left after this request (0..Limit).
+	Remaining int64
+	// RetryAfter is 0 when allowed; when denied, the wait after which the
+	// same request with no other traffic is allowed.
+	RetryAfter time.Duration
+	// ResetAt is the server instant at which the state is back to full.
+	ResetAt        time.Time
+	PolicyID       PolicyID
+	PolicyRevision int64
+	Source         Source
+	Certainty      Certainty
+}
+
+// String renders the decision for logs.
+func (d Decision) String() string {
+	verdict := "denied"
+	if d.Allowed {
+		verdict = "allowed"
+	}
+	return fmt.Sprintf("%s %s rev %d remaining %d/%d retry %v", verdict, d.PolicyID, d.PolicyRevision, d.Remaining, d.Limit, d.RetryAfter)
+}

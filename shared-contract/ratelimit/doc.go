@@ -1,0 +1,13 @@
+// Package ratelimit is the provider-neutral edge rate-limit contract: the
+// EdgePort that an inbound adapter calls, the Request it sends, the immutable
+// Policy a provider enforces, and the sealed Outcome it gets back.
+//
+// It owns the semantics of admission (fail closed: only an allowed Evaluated
+// outcome admits), the failure taxonomy (Unavailable, Indeterminate,
+// Incompatible, each with a stable Category) and the integer-arithmetic bounds
+// every provider must respect (see Bounds and docs/arithmetic.md).
+//
+// It must never import anything outside the Go standard library: no Redis
+// client, no HTTP framework, no dependency-injection container. Providers live
+// in adapter modules and depend on this package, never the other way round.
+package ratelimit

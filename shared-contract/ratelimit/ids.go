@@ -1,0 +1,76 @@
+package ratelimit
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/tech-log/tech-log-backend/shared-contract/keyspace"
+)
+
+// PolicyID names a policy. It is 1 to 64 characters, starts with a lowercase
+// letter or digit and continues with lowercase letters, digits, '.', '_' or
+// '-'. It is safe to use in a Redis key region and as a metric label.
+type PolicyID string
+
+// MaxPolicyIDLen is the longest accepted PolicyID (a key segment).
+const MaxPolicyIDLen = keyspace.MaxSegmentLen
+
+// SubjectDigest is an already pseudonymized subject (for example an HMAC of an
+// API key or client IP). It is 16 to 128 characters of the base64url alphabet
+// [A-Za-z0-9_-]; a provider never sees the raw identity.
+type SubjectDigest string
+
+// Subject digest length bounds.
+const (
+	MinSubjectDigestLen = 16
+	MaxSubjectDigestLen = 128
+)
+
+// ErrInvalidPolicyID and ErrInvalidSubjectDigest are wrapped by the errors
+// Validate returns for malformed identifiers.
+var (
+	ErrInvalidPolicyID      = errors.New("invalid policy id")
+	ErrInvalidSubjectDigest = errors.New("invalid subject digest")
+)
+
+// Validate reports whether id has the PolicyID syntax.
+func (id PolicyID) Validate() error {
+	if !keyspace.IsSegment(string(id)) {
+		return fmt.Errorf("%w: %q must match ^[a-z0-9][a-z0-9._-]{0,63}$", ErrInvalidPolicyID, bounded(string(id)))
+	}
+	return nil
+}
+
+// ParsePolicyID validates s and returns it as a PolicyID.
+func ParsePolicyID(s string) (PolicyID, error) {
+	id := PolicyID(s)
+	return id, id.Validate()
+}
+
+// Validate reports whether d has the SubjectDigest syntax. The error never
+// contains the digest itself: even pseudonymized subjects stay out of logs.
+func (d SubjectDigest) Validate() error {
+	n := len(d)
+	if n < MinSubjectDigestLen || n > MaxSubjectDigestLen {
+		return fmt.Errorf("%w: length %d outside %d..%d", ErrInvalidSubjectDigest, n, MinSubjectDigestLen, MaxSubjectDigestLen)
+	}
+	for i := 0; i < n; i++ {
+		if !isBase64URL(d[i]) {
+			return fmt.Errorf("%w: byte %d is not in [A-Za-z0-9_-]", ErrInvalidSubjectDigest, i)
+		}
+	}
+	return nil
+}
+
+func isBase64URL(c byte) bool {
+	return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-' || c == '_'
+}
+
+// bounded trims s for inclusion in an error message.
+func bounded(s string) string {
+	const max = 80
+	if len(s) > max {
+		return s[:max] + "..."
+	}
+	return s
+}

@@ -1,0 +1,107 @@
+package ratelimit
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+)
+
+// EdgePort is the edge-enforcement port an inbound adapter calls once per
+// request. Implementations are safe for concurrent use.
+//
+// Evaluate never panics and never returns nil. Only an allowed Evaluated
+// outcome admits the request (see Admitted); every failure is a value that
+// says what the provider knows about whether state changed.
+type EdgePort interface {
+	Evaluate(ctx context.Context, req Request) Outcome
+}
+
+// Request asks for Cost units of the policy PolicyID on behalf of
+// SubjectDigest. The zero value is invalid.
+type Request struct {
+	// PolicyID selects the policy; see PolicyID for the syntax.
+	PolicyID PolicyID
+	// SubjectDigest is the pseudonymized subject; see SubjectDigest.
+	SubjectDigest SubjectDigest
+	// Cost is the number of units to take, 1..policy.MaxCost().
+	Cost int64
+	// EvaluationID must be empty: deduplication is not supported in v1.
+	EvaluationID string
+	// Deadline is required; the earlier of it and the context's deadline
+	// applies. It is an admission precheck against the provider's fixed
+	// command timeout, not a per-command timeout.
+	Deadline time.Time
+}
+
+// Request validation errors, wrapped by the error Validate returns.
+var (
+	ErrInvalidRequest    = errors.New("invalid rate-limit request")
+	ErrDedupNotSupported = errors.New("evaluation id given but deduplication is not supported")
+	ErrDeadlineMissing   = errors.New("deadline is required")
+	ErrDeadlinePassed    = errors.New("deadline has passed")
+	ErrCostOutOfRange    = errors.New("cost out of range")
+	ErrCostAboveMaxCost  = errors.New("cost above the policy's max cost")
+	ErrPolicyMismatch    = errors.New("request policy id differs from the policy")
+)
+
+// Validate checks every field of r that does not depend on the policy, with
+// now as the current time. It returns all violations joined, each wrapping
+// ErrInvalidRequest and a specific sentinel. The error never contains the
+// subject digest.
+func (r Request) Validate(now time.Time) error {
+	var errs []error
+	if err := r.PolicyID.Validate(); err != nil {
+		errs = append(errs, requestError("PolicyID", err))
+	}
+	if err := r.SubjectDigest.Validate(); err != nil {
+		errs = append(errs, requestError("SubjectDigest", err))
+	}
+	if r.Cost < 1 || r.Cost > MaxExactInt {
+		errs = append(errs, requestError("Cost", fmt.Errorf("%w: %d not in 1..%d", ErrCostOutOfRange, r.Cost, MaxExactInt)))
+	}
+	if r.EvaluationID != "" {
+		errs = append(errs, requestError("EvaluationID", ErrDedupNotSupported))
+	}
+	switch {
+	case r.Deadline.IsZero():
+		errs = append(errs, requestError("Deadline", ErrDeadlineMissing))
+	case !r.Deadline.After(now):
+		errs = append(errs, requestError("Deadline", ErrDeadlinePassed))
+	}
+	return errors.Join(errs...)
+}
+
+// ValidateFor checks r against p: the policy must be the one r names and the
+// cost must not exceed p.MaxCost(). Call it after Validate.
+func (r Request) ValidateFor(p Policy) error {
+	var errs []error
+	if r.PolicyID != p.ID() {
+		errs = append(errs, requestError("PolicyID", fmt.Errorf("%w: %q vs %q", ErrPolicyMismatch, r.PolicyID, p.ID())))
+	}
+	if r.Cost > p.MaxCost() {
+		errs = append(errs, requestError("Cost", fmt.Errorf("%w: %d > %d", ErrCostAboveMaxCost, r.Cost, p.MaxCost())))
+	}
+	return errors.Join(errs...)
+}
+
+// EffectiveDeadline is the earlier of r.Deadline and ctx's deadline.
+func (r Request) EffectiveDeadline(ctx context.Context) time.Time {
+	if d, ok := ctx.Deadline(); ok && d.Before(r.Deadline) {
+		return d
+	}
+	return r.Deadline
+}
+
+// RequestError names the request field at fault.
+type RequestError struct {
+	Field string
+	Err   error
+}
+
+func (e *RequestError) Error() string { return "request " + e.Field + ": " + e.Err.Error() }
+
+// Unwrap exposes ErrInvalidRequest and the specific cause to errors.Is.
+func (e *RequestError) Unwrap() []error { return []error{ErrInvalidRequest, e.Err} }
+
+func requestError(field string, err error) error { return &RequestError{Field: field, Err: err} }
