@@ -1,7 +1,21 @@
 module github.com/tech-log/tech-log-backend/adapter-outbound-cache-redis
 
-go 1.26
+go 1.26.0
 
-require github.com/tech-log/tech-log-backend/shared-contract v0.0.0
+require (
+	github.com/redis/go-redis/v9 v9.23.0
+	github.com/stretchr/testify v1.12.1
+	github.com/tech-log/tech-log-backend/shared-contract v0.0.0
+	go.uber.org/goleak v1.3.0
+)
+
+require (
+	github.com/alicebob/miniredis/v2 v2.40.0 // indirect
+	github.com/cespare/xxhash/v2 v2.3.0 // indirect
+	github.com/yuin/gopher-lua v1.1.1 // indirect
+	go.uber.org/atomic v1.12.0 // indirect
+	go.yaml.in/yaml/v3 v3.0.5 // indirect
+	golang.org/x/sys v0.49.0 // indirect
+)
 
 replace github.com/tech-log/tech-log-backend/shared-contract => ../shared-contract

@@ -1,0 +1,24 @@
+// Package redistest starts a private Redis server for a test, in the spirit of
+// net/http/httptest: [Start] returns a [Server] with an address, an admin
+// client and fault controls (Kill, Restart, Pause), and removes everything
+// with t.Cleanup.
+//
+// Three lanes sit behind the one API, chosen by the environment:
+//
+//   - process (default): redis-server from PATH on a free 127.0.0.1 port,
+//     no persistence, data directory in t.TempDir().
+//   - container (REDIS_TEST_LANE=container): a testcontainers-go Redis
+//     container from REDIS_TEST_IMAGE (default tech-log/redis-test:local,
+//     built by `make redis-image`; no registry is reachable).
+//   - external (REDIS_TEST_ADDR=host:port): a dedicated loopback test server
+//     someone else runs; no fault controls, never flushed.
+//
+// Start skips the test under `go test -short` and when the lane's
+// prerequisite is missing, unless REDIS_REQUIRED=1, in which case a missing
+// prerequisite fails the test and names it.
+//
+// redistest owns the test Redis lifecycle only. It is imported by tests
+// (never by production code) and is the only package of the module that may
+// import testcontainers-go. It must never import other packages of this
+// module, the web adapter, app-bootstrap or fx.
+package redistest

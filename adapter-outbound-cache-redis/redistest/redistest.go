@@ -1,0 +1,419 @@
+package redistest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// Environment variables read by [Start].
+const (
+	// EnvLane selects the lane: "process" (default), "container" or "external".
+	EnvLane = "REDIS_TEST_LANE"
+	// EnvImage names the container lane's image.
+	EnvImage = "REDIS_TEST_IMAGE"
+	// EnvAddr points the external lane at a loopback host:port.
+	EnvAddr = "REDIS_TEST_ADDR"
+	// EnvRequired, when true ("1"), turns a missing prerequisite into a test failure.
+	EnvRequired = "REDIS_REQUIRED"
+)
+
+// Lane names returned by [Server.Lane].
+const (
+	LaneProcess   = "process"
+	LaneContainer = "container"
+	LaneExternal  = "external"
+)
+
+// DefaultImage is the container lane's image when REDIS_TEST_IMAGE is unset.
+const DefaultImage = "tech-log/redis-test:local"
+
+// startTimeout bounds how long Start and Restart wait for the server to answer PING.
+const startTimeout = 15 * time.Second
+
+// Capability is a fault control a lane may or may not offer; see [Server.Require].
+type Capability int
+
+// Capabilities a test can require.
+const (
+	// CapKill is [Server.Kill].
+	CapKill Capability = iota + 1
+	// CapRestart is [Server.Restart].
+	CapRestart
+	// CapPause is [Server.Pause] and [Server.Resume].
+	CapPause
+)
+
+// String returns the capability's method name.
+func (c Capability) String() string {
+	switch c {
+	case CapKill:
+		return "Kill"
+	case CapRestart:
+		return "Restart"
+	case CapPause:
+		return "Pause"
+	default:
+		return "Capability(" + strconv.Itoa(int(c)) + ")"
+	}
+}
+
+// Option configures the server [Start] launches.
+type Option func(*config)
+
+type directive struct{ name, value string }
+
+type config struct {
+	directives []directive
+}
+
+// WithConfig sets a redis.conf directive on the server, for example
+// WithConfig("maxmemory", "2mb") or WithConfig("enable-debug-command", "yes").
+// The value is passed as one argument (quoted by redis-server if it holds
+// spaces). Directives apply after the lane's defaults, so they override them.
+// The external lane cannot apply directives: Start skips the test instead.
+func WithConfig(name, value string) Option {
+	return func(c *config) { c.directives = append(c.directives, directive{name, value}) }
+}
+
+func (c *config) validate() error {
+	var errs []error
+	for i, d := range c.directives {
+		if d.name == "" || strings.ContainsAny(d.name, " \t\r\n\"'") || strings.HasPrefix(d.name, "-") {
+			errs = append(errs, fmt.Errorf("redistest: config directive %d: invalid name %q", i, d.name))
+		}
+		if strings.ContainsAny(d.value, "\r\n") {
+			errs = append(errs, fmt.Errorf("redistest: config directive %q: value %q contains a line break", d.name, d.value))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// lane is what a Server needs from a lane implementation.
+type lane interface {
+	name() string
+	addr() string
+	caps() map[Capability]bool
+	kill() error
+	restart(ctx context.Context) error
+	pause() error
+	resume() error
+	// close stops the server and releases everything; it returns when no
+	// process or goroutine started by the lane is left.
+	close() error
+	// logTail returns the last lines of the server log, or "".
+	logTail() string
+	pid() int
+}
+
+// Server is a Redis server private to one test (except in the external
+// lane). Its methods may be called from any goroutine; they fail the test
+// that started the server (t.Fatal semantics are not used from other
+// goroutines: errors there are reported with t.Error).
+type Server struct {
+	t       testing.TB
+	lane    lane
+	client  *redis.Client
+	version string
+
+	mu        sync.Mutex
+	pauseStop chan struct{} // non-nil while paused; closed on resume
+	wg        sync.WaitGroup
+}
+
+// Start launches a private Redis server for t in the lane the environment
+// selects and registers its removal with t.Cleanup. It skips t under
+// testing.Short(), and when the lane's prerequisite is missing (for example
+// redis-server not on PATH) unless REDIS_REQUIRED=1, in which case it fails t
+// naming what is missing. A misconfigured environment (unknown lane,
+// non-loopback REDIS_TEST_ADDR) always fails t.
+func Start(t testing.TB, opts ...Option) *Server {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("redistest: skipping Redis test under -short")
+	}
+	var cfg config
+	for _, o := range opts {
+		o(&cfg)
+	}
+	if err := cfg.validate(); err != nil {
+		t.Fatal(err)
+	}
+	e, err := readEnv(os.Getenv)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	var (
+		l       lane
+		missing string
+	)
+	switch e.lane {
+	case LaneProcess:
+		l, missing, err = startProcess(t, &cfg)
+	case LaneContainer:
+		l, missing, err = startContainer(t, &cfg, e.image)
+	case LaneExternal:
+		if len(cfg.directives) > 0 {
+			t.Skipf("redistest: the external lane cannot apply config directives (%d given)", len(cfg.directives))
+		}
+		l, err = newExternal(e.addr)
+	}
+	switch decide(e.required, missing) {
+	case verdictFail:
+		t.Fatalf("redistest: %s lane unavailable: %s (%s=1)", e.lane, missing, EnvRequired)
+	case verdictSkip:
+		t.Skipf("redistest: %s lane unavailable: %s (set %s=1 to fail instead)", e.lane, missing, EnvRequired)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	s := &Server{t: t, lane: l}
+	s.client = redis.NewClient(s.adminOptions())
+	t.Cleanup(s.cleanup)
+
+	ctx, cancel := context.WithTimeout(context.Background(), startTimeout)
+	defer cancel()
+	info, err := s.client.InfoMap(ctx, "server").Result()
+	if err != nil {
+		t.Fatalf("redistest: INFO server on %s: %v%s", l.addr(), err, s.tail())
+	}
+	s.version = info["Server"]["redis_version"]
+	if s.version == "" {
+		t.Fatalf("redistest: INFO server on %s: no redis_version field%s", l.addr(), s.tail())
+	}
+	return s
+}
+
+func (s *Server) adminOptions() *redis.Options {
+	o := s.Options()
+	o.MaxRetries = -1
+	o.DialerRetries = 1 // a dead server answers at once, not after 5 dials
+	o.DialTimeout = 2 * time.Second
+	o.ReadTimeout = 5 * time.Second
+	o.WriteTimeout = 5 * time.Second
+	return o
+}
+
+// Addr returns the server address, "127.0.0.1:port" in the process and
+// container lanes. It stays the same across Restart.
+func (s *Server) Addr() string { return s.lane.addr() }
+
+// Options returns fresh base client options (Addr, Protocol 3) for a client
+// the test configures and closes itself.
+func (s *Server) Options() *redis.Options {
+	return &redis.Options{Addr: s.lane.addr(), Protocol: 3}
+}
+
+// Client returns the admin client owned by the Server (MaxRetries -1),
+// closed at cleanup. Tests must not close it.
+func (s *Server) Client() *redis.Client { return s.client }
+
+// Version returns the server's redis_version, for example "7.0.15".
+func (s *Server) Version() string { return s.version }
+
+// Lane returns "process", "container" or "external".
+func (s *Server) Lane() string { return s.lane.name() }
+
+// PID returns the redis-server process id in the process lane, 0 otherwise
+// (and 0 after Kill until Restart).
+func (s *Server) PID() int { return s.lane.pid() }
+
+// Require skips t unless the lane offers every capability in caps.
+func (s *Server) Require(t testing.TB, caps ...Capability) {
+	t.Helper()
+	have := s.lane.caps()
+	var lacking []string
+	for _, c := range caps {
+		if !have[c] {
+			lacking = append(lacking, c.String())
+		}
+	}
+	if len(lacking) > 0 {
+		t.Skipf("redistest: the %s lane cannot %s", s.lane.name(), strings.Join(lacking, ", "))
+	}
+}
+
+func (s *Server) must(c Capability) {
+	s.t.Helper()
+	if !s.lane.caps()[c] {
+		s.t.Fatalf("redistest: the %s lane cannot %s (call Require first)", s.lane.name(), c)
+	}
+}
+
+// Kill stops the server abruptly (SIGKILL in the process lane). The port
+// stays reserved for Restart. A pause in progress ends.
+func (s *Server) Kill() {
+	s.t.Helper()
+	s.must(CapKill)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.endPauseLocked(false)
+	if err := s.lane.kill(); err != nil {
+		s.t.Fatalf("redistest: kill: %v", err)
+	}
+}
+
+// Restart starts the server again on the same address and configuration
+// with an empty dataset, and returns once it answers PING. It kills a
+// server that is still running first.
+func (s *Server) Restart() {
+	s.t.Helper()
+	s.must(CapRestart)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.endPauseLocked(false)
+	ctx, cancel := context.WithTimeout(context.Background(), startTimeout)
+	defer cancel()
+	if err := s.lane.restart(ctx); err != nil {
+		s.t.Fatalf("redistest: restart: %v%s", err, s.tail())
+	}
+}
+
+// Pause freezes the server (SIGSTOP, or docker pause) and resumes it after d
+// in the background; it returns at once. Calling Pause while paused moves
+// the resume time to d from now. Connections stay open: clients see
+// timeouts, not refusals.
+func (s *Server) Pause(d time.Duration) {
+	s.t.Helper()
+	s.must(CapPause)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.pauseStop != nil {
+		close(s.pauseStop) // the old timer goroutine exits without resuming
+	} else if err := s.lane.pause(); err != nil {
+		s.t.Fatalf("redistest: pause: %v", err)
+	}
+	stop := make(chan struct{})
+	s.pauseStop = stop
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		timer := time.NewTimer(d)
+		defer timer.Stop()
+		select {
+		case <-timer.C:
+			s.mu.Lock()
+			defer s.mu.Unlock()
+			if s.pauseStop == stop {
+				s.endPauseLocked(true)
+			}
+		case <-stop:
+		}
+	}()
+}
+
+// Resume ends a pause early. It does nothing when the server is not paused.
+func (s *Server) Resume() {
+	s.t.Helper()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.endPauseLocked(true)
+}
+
+// endPauseLocked ends a pause in progress, thawing the server if thaw.
+func (s *Server) endPauseLocked(thaw bool) {
+	if s.pauseStop == nil {
+		return
+	}
+	close(s.pauseStop)
+	s.pauseStop = nil
+	if err := s.lane.resume(); err != nil && thaw {
+		s.t.Errorf("redistest: resume: %v", err)
+	}
+}
+
+func (s *Server) cleanup() {
+	s.mu.Lock()
+	s.endPauseLocked(true)
+	s.mu.Unlock()
+	s.wg.Wait()
+	if err := s.client.Close(); err != nil {
+		s.t.Errorf("redistest: close admin client: %v", err)
+	}
+	if s.t.Failed() {
+		if tail := s.tail(); tail != "" {
+			s.t.Logf("redistest: %s lane server log%s", s.lane.name(), tail)
+		}
+	}
+	if err := s.lane.close(); err != nil {
+		s.t.Errorf("redistest: stop server: %v", err)
+	}
+}
+
+func (s *Server) tail() string { return tailSuffix(s.lane.logTail()) }
+
+// env is the part of the environment Start reads.
+type env struct {
+	lane     string
+	addr     string
+	image    string
+	required bool
+}
+
+// readEnv resolves the lane and its settings from getenv.
+func readEnv(getenv func(string) string) (env, error) {
+	e := env{
+		lane:  strings.TrimSpace(getenv(EnvLane)),
+		addr:  strings.TrimSpace(getenv(EnvAddr)),
+		image: strings.TrimSpace(getenv(EnvImage)),
+	}
+	if e.image == "" {
+		e.image = DefaultImage
+	}
+	if v := strings.TrimSpace(getenv(EnvRequired)); v != "" {
+		b, err := strconv.ParseBool(v)
+		if err != nil {
+			return env{}, fmt.Errorf("redistest: %s=%q: want 1 or 0: %w", EnvRequired, v, err)
+		}
+		e.required = b
+	}
+	switch e.lane {
+	case "":
+		e.lane = LaneProcess
+		if e.addr != "" {
+			e.lane = LaneExternal
+		}
+	case LaneProcess, LaneContainer:
+		if e.addr != "" {
+			return env{}, fmt.Errorf("redistest: %s=%q conflicts with %s=%q (unset one)", EnvLane, e.lane, EnvAddr, e.addr)
+		}
+	case LaneExternal:
+		if e.addr == "" {
+			return env{}, fmt.Errorf("redistest: %s=external needs %s=host:port", EnvLane, EnvAddr)
+		}
+	default:
+		return env{}, fmt.Errorf("redistest: %s=%q: want process, container or external", EnvLane, e.lane)
+	}
+	return e, nil
+}
+
+type verdict int
+
+const (
+	verdictRun verdict = iota + 1
+	verdictSkip
+	verdictFail
+)
+
+// decide says what Start does given the lane's missing prerequisite ("" when
+// nothing is missing): run, or fail under REDIS_REQUIRED, or skip.
+func decide(required bool, missing string) verdict {
+	switch {
+	case missing == "":
+		return verdictRun
+	case required:
+		return verdictFail
+	default:
+		return verdictSkip
+	}
+}
