@@ -1,0 +1,72 @@
+package programs
+
+import "github.com/tech-log/tech-log-backend/shared-contract/ratelimit"
+
+// Positions in the argument list built by Args: index i is ARGV[i+1] in the
+// programs. Every argument is a non-negative integer sent in canonical
+// decimal; the programs answer StatusInvalid to anything else.
+const (
+	// ArgRevision is the policy revision (1..MaxExactInt, A2).
+	ArgRevision = iota
+	// ArgCost is the request cost (1..limit or capacity, A4).
+	ArgCost
+	// ArgMaxClockRegression is MaxClockRegression in ms (0..MaxHorizonMillis, A3).
+	ArgMaxClockRegression
+	// ArgCleanupGrace is CleanupGrace in ms (1..MaxHorizonMillis).
+	ArgCleanupGrace
+	// ArgLimit is the window limit or the bucket capacity (F1, S1, T1).
+	ArgLimit
+	// ArgWindow is the window length in ms, fixed window and sliding
+	// counter (F2, S2, S3).
+	ArgWindow
+)
+
+// Token-bucket positions after ArgLimit (the capacity).
+const (
+	// ArgRefillTokens is the tokens added per refill period (T2).
+	ArgRefillTokens = ArgLimit + 1 + iota
+	// ArgRefillPeriod is the refill period in ms (T1).
+	ArgRefillPeriod
+)
+
+// Argument counts (ARGV length) per program.
+const (
+	ArgCountWindow      = ArgWindow + 1       // fixed window, sliding counter
+	ArgCountTokenBucket = ArgRefillPeriod + 1 // token bucket
+)
+
+// NumKeys is the number of KEYS every program takes: its one state hash.
+const NumKeys = 1
+
+// Args returns the ARGV of the program for p's algorithm, for one request of
+// the given cost. It does not check cost; the program answers StatusInvalid
+// when it is outside 1..limit. For the zero Policy it returns an empty list,
+// which every program answers StatusInvalid.
+func Args(p ratelimit.Policy, cost int64) []any {
+	return AppendArgs(make([]any, 0, ArgCountTokenBucket), p, cost)
+}
+
+// AppendArgs appends the ARGV that Args returns to dst and returns the
+// extended slice, so a caller can reuse one buffer.
+func AppendArgs(dst []any, p ratelimit.Policy, cost int64) []any {
+	var params []int64
+	var buf [3]int64
+	switch q := p.Params().(type) {
+	case ratelimit.FixedWindow:
+		buf[0], buf[1] = q.Limit, q.Window.Milliseconds()
+		params = buf[:2]
+	case ratelimit.SlidingWindowCounter:
+		buf[0], buf[1] = q.Limit, q.Window.Milliseconds()
+		params = buf[:2]
+	case ratelimit.TokenBucket:
+		buf[0], buf[1], buf[2] = q.Capacity, q.RefillTokens, q.RefillPeriod.Milliseconds()
+		params = buf[:3]
+	default:
+		return dst
+	}
+	dst = append(dst, p.Revision(), cost, p.MaxClockRegression().Milliseconds(), p.CleanupGrace().Milliseconds())
+	for _, v := range params {
+		dst = append(dst, v)
+	}
+	return dst
+}

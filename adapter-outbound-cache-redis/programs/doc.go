@@ -1,0 +1,13 @@
+// Package programs owns the three atomic rate-limit programs (Redis Lua,
+// embedded byte for byte), their generated manifest, the argument list a
+// caller sends them, the 7-integer reply they return with its consistency
+// check, and a pure-Go reference model of each algorithm that reproduces the
+// programs' integer arithmetic exactly and serves as the test oracle.
+//
+// The specification is docs/programs.md; every arithmetic bound cites the
+// F1-F2, S1-S3 and T1-T2 labels of ratelimit/policy.go.
+//
+// It depends on the standard library and shared-contract only. It must never
+// import a Redis client, the redisrate provider, an inbound adapter or
+// app-bootstrap: it is data and arithmetic, usable by any executor.
+package programs

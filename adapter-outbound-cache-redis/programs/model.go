@@ -1,0 +1,226 @@
+package programs
+
+import (
+	"math/bits"
+
+	"github.com/tech-log/tech-log-backend/shared-contract/ratelimit"
+)
+
+// Evaluate is the reference model: what the program for p answers, and the
+// state it leaves, when it runs on a key holding st while the server's TIME
+// reads serverNowMillis, for one request of the given cost. It performs the
+// programs' integer arithmetic step for step (docs/programs.md), so the
+// programs are tested against it. The returned State is st itself unless the
+// reply is StatusAllowed; the TTL then set is Reply.ExpiryMillis.
+//
+// serverNowMillis outside 0..MaxServerMillis is StatusClockUnsafe, as a TIME
+// past MaxServerMillis is. The zero Policy is StatusInvalid.
+func Evaluate(p ratelimit.Policy, st State, serverNowMillis, cost int64) (Reply, State) {
+	var c calc
+	r, next := evaluate(p, st, serverNowMillis, cost, &c)
+	return r, next
+}
+
+// calc performs the model's arithmetic and records the largest magnitude of
+// any intermediate, so that tests can show every one stays within
+// MaxExactInt, where the programs' doubles are exact.
+type calc struct {
+	peak     int64
+	overflow bool
+}
+
+func (c *calc) note(x int64) int64 {
+	m := x
+	if m < 0 {
+		m = -m
+	}
+	if m > ratelimit.MaxExactInt || m < 0 {
+		c.overflow = true
+	}
+	if m > c.peak {
+		c.peak = m
+	}
+	return x
+}
+
+// mul multiplies a, b >= 0.
+func (c *calc) mul(a, b int64) int64 {
+	hi, lo := bits.Mul64(uint64(a), uint64(b))
+	if hi != 0 || lo > uint64(ratelimit.MaxExactInt) {
+		c.overflow = true
+	}
+	return c.note(int64(lo))
+}
+
+func (c *calc) add(a, b int64) int64 { return c.note(a + b) }
+func (c *calc) sub(a, b int64) int64 { return c.note(a - b) }
+
+// floor is math.floor(a / b) for a >= 0, b >= 1.
+func (c *calc) floor(a, b int64) int64 { return c.note(a / b) }
+
+// ceil mirrors the programs' ceil(): quotient, then remainder a - q*b.
+func (c *calc) ceil(a, b int64) int64 {
+	q := c.floor(a, b)
+	if c.sub(a, c.mul(q, b)) > 0 {
+		q = c.add(q, 1)
+	}
+	return q
+}
+
+func fail(s Status, now int64) Reply { return Reply{Status: s, ServerNowMillis: now} }
+
+func evaluate(p ratelimit.Policy, st State, now, cost int64, c *calc) (Reply, State) {
+	future := now < 0 || now > ratelimit.MaxServerMillis
+	if future {
+		now = 0
+	}
+	if p.IsZero() || cost < 1 || cost > p.Limit() {
+		return fail(StatusInvalid, now), st
+	}
+	if future {
+		return Reply{Status: StatusClockUnsafe}, st
+	}
+	n := numbersOf(p)
+	var f map[string]int64
+	if len(st) > 0 {
+		var ok bool
+		if f, ok = st.fields(n.alg); !ok || !n.validState(f, c) {
+			return fail(StatusStateIncompatible, now), st
+		}
+	}
+	eff := now
+	if f != nil && now < f[FieldLastObserved] {
+		last := f[FieldLastObserved]
+		if c.sub(last, now) > n.reg {
+			return Reply{Status: StatusClockUnsafe, ServerNowMillis: now, EffectiveNowMillis: last,
+				RetryAfterMillis: c.sub(c.sub(last, now), n.reg)}, st
+		}
+		eff = last
+	}
+	var r Reply
+	var next State
+	switch n.alg {
+	case ratelimit.AlgorithmFixedWindow:
+		r, next = n.fixedWindow(f, now, eff, cost, p.Revision(), c)
+	case ratelimit.AlgorithmSlidingWindowCounter:
+		r, next = n.slidingCounter(f, now, eff, cost, p.Revision(), c)
+	default:
+		r, next = n.tokenBucket(f, now, eff, cost, p.Revision(), c)
+	}
+	if next == nil {
+		return r, st
+	}
+	// The TTL the program sets: (resetAt - serverNow) + grace.
+	c.add(c.sub(r.ResetAtMillis, now), n.grace)
+	return r, next
+}
+
+// validState mirrors the programs' state checks: schema, algorithm,
+// revision, lastObserved within MaxServerMillis and each algorithm field in
+// its range.
+func (n numbers) validState(f map[string]int64, c *calc) bool {
+	if f[FieldSchema] != SchemaVersion || f[FieldAlgorithm] != int64(n.alg) || f[FieldLastObserved] > ratelimit.MaxServerMillis {
+		return false
+	}
+	switch n.alg {
+	case ratelimit.AlgorithmFixedWindow:
+		return f[FieldWindow] == c.floor(f[FieldLastObserved], n.win) &&
+			f[FieldCount] >= 1 && f[FieldCount] <= n.limit
+	case ratelimit.AlgorithmSlidingWindowCounter:
+		return f[FieldWindow] == c.floor(f[FieldLastObserved], n.win) &&
+			f[FieldCount] >= 1 && f[FieldCount] <= n.limit && f[FieldPrevious] <= n.limit
+	default:
+		return f[FieldTokens] < n.limit && f[FieldRemainder] < n.per
+	}
+}
+
+// fixedWindow: F1 bounds used + cost <= 2*limit, F2 bounds the window end
+// and the TTL.
+func (n numbers) fixedWindow(f map[string]int64, now, eff, cost, rev int64, c *calc) (Reply, State) {
+	k := c.floor(eff, n.win)
+	var used int64
+	if f != nil && f[FieldWindow] == k {
+		used = f[FieldCount]
+	}
+	reset := c.mul(c.add(k, 1), n.win)
+	if c.add(used, cost) > n.limit {
+		return Reply{StatusDenied, now, eff, n.limit, c.sub(n.limit, used), c.sub(reset, eff), reset}, nil
+	}
+	next := encodeState(n.alg, SchemaVersion, int64(n.alg), rev, eff, k, c.add(used, cost))
+	return Reply{StatusAllowed, now, eff, n.limit, c.sub(c.sub(n.limit, used), cost), 0, reset}, next
+}
+
+// slidingCounter: S1 bounds count*weight and budget*WeightScale, S2 the
+// weight numerator and q*window, S3 the reset instant and the TTL.
+func (n numbers) slidingCounter(f map[string]int64, now, eff, cost, rev int64, c *calc) (Reply, State) {
+	const q = ratelimit.WeightScale
+	k := c.floor(eff, n.win)
+	e := c.sub(eff, c.mul(k, n.win))
+	var prev, cur int64
+	if f != nil {
+		switch f[FieldWindow] {
+		case k:
+			prev, cur = f[FieldPrevious], f[FieldCount]
+		case k - 1:
+			prev = f[FieldCount]
+		}
+	}
+	weight := c.ceil(c.mul(c.sub(n.win, e), q), n.win)
+	estimate := c.add(c.ceil(c.mul(prev, weight), q), cur)
+	if c.add(estimate, cost) <= n.limit {
+		reset := c.mul(c.add(k, 2), n.win)
+		next := encodeState(n.alg, SchemaVersion, int64(n.alg), rev, eff, k, c.add(cur, cost), prev)
+		return Reply{StatusAllowed, now, eff, n.limit, c.sub(c.sub(n.limit, estimate), cost), 0, reset}, next
+	}
+	earliest := func(b, p int64) int64 {
+		w := q
+		if p > 0 {
+			w = c.floor(c.mul(b, q), p)
+			if w > q {
+				w = q
+			}
+		}
+		return c.sub(n.win, c.floor(c.mul(w, n.win), q))
+	}
+	var retry int64
+	if c.add(cur, cost) <= n.limit {
+		retry = c.sub(earliest(c.sub(c.sub(n.limit, cur), cost), prev), e)
+	} else {
+		retry = c.add(c.sub(n.win, e), earliest(c.sub(n.limit, cost), cur))
+	}
+	remaining := c.sub(n.limit, estimate)
+	if remaining < 0 {
+		remaining = 0
+	}
+	reset := c.mul(c.add(k, 1), n.win)
+	if cur > 0 {
+		reset = c.add(reset, n.win)
+	}
+	return Reply{StatusDenied, now, eff, n.limit, remaining, retry, reset}, nil
+}
+
+// tokenBucket: T1 bounds every scaled level by capacity*period, T2 the reset
+// instant and the TTL.
+func (n numbers) tokenBucket(f map[string]int64, now, eff, cost, rev int64, c *calc) (Reply, State) {
+	full := c.mul(n.limit, n.per)
+	s := full
+	if f != nil {
+		s = c.add(c.mul(f[FieldTokens], n.per), f[FieldRemainder])
+		elapsed := c.sub(eff, f[FieldLastObserved])
+		if elapsed >= c.ceil(c.sub(full, s), n.rate) {
+			s = full
+		} else {
+			s = c.add(s, c.mul(elapsed, n.rate))
+		}
+	}
+	need := c.mul(cost, n.per)
+	if s >= need {
+		after := c.sub(s, need)
+		tokens := c.floor(after, n.per)
+		reset := c.add(eff, c.ceil(c.sub(full, after), n.rate))
+		next := encodeState(n.alg, SchemaVersion, int64(n.alg), rev, eff, tokens, c.sub(after, c.mul(tokens, n.per)))
+		return Reply{StatusAllowed, now, eff, n.limit, tokens, 0, reset}, next
+	}
+	return Reply{StatusDenied, now, eff, n.limit, c.floor(s, n.per), c.ceil(c.sub(need, s), n.rate),
+		c.add(eff, c.ceil(c.sub(full, s), n.rate))}, nil
+}

@@ -1,0 +1,208 @@
+package programs
+
+import (
+	"bytes"
+	"crypto/sha1" //nolint:gosec // SHA1 is what EVALSHA names a script by, not a security boundary.
+	_ "embed"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sync"
+
+	"github.com/tech-log/tech-log-backend/shared-contract/ratelimit"
+)
+
+// MinRedisVersion is the lowest Redis version the programs are declared for:
+// the version the CI service lane runs (Debian's redis-server 7.0). They need
+// the `#!lua` shebang (Redis 7.0) and TYPE/pcall replies as tables.
+const MinRedisVersion = "7.0.0"
+
+// ManifestFormat identifies the manifest.json layout.
+const ManifestFormat = "rate-programs-manifest/v1"
+
+// ManifestFile is the name of the generated manifest beside the sources.
+const ManifestFile = "manifest.json"
+
+var (
+	//go:embed rate-fixed-window-v1.lua
+	fixedWindowSource string
+	//go:embed rate-sliding-counter-v1.lua
+	slidingCounterSource string
+	//go:embed rate-token-bucket-v1.lua
+	tokenBucketSource string
+	//go:embed manifest.json
+	manifestJSON []byte
+)
+
+// Program is one embedded rate-limit program as the manifest records it.
+type Program struct {
+	// Name is the program's stable name, e.g. "rate-fixed-window-v1"; the
+	// source file is Name + ".lua".
+	Name string
+	// Version is the program version (the "v1" of the name).
+	Version int
+	// Algorithm is the algorithm the program implements.
+	Algorithm ratelimit.Algorithm
+	// Source is the exact embedded source, `#!lua` line included: what EVAL
+	// sends after a NOSCRIPT.
+	Source string
+	// SHA1 is the lowercase hex SHA1 of Source: what EVALSHA sends.
+	SHA1 string
+	// MinRedisVersion is the lowest Redis version the program supports.
+	MinRedisVersion string
+	// ArgCount is the number of ARGV entries the program expects
+	// (ArgCountWindow or ArgCountTokenBucket).
+	ArgCount int
+}
+
+// definition is the compiled-in description of a program; the manifest is
+// generated from these and the embedded bytes.
+type definition struct {
+	name      string
+	version   int
+	algorithm ratelimit.Algorithm
+	argCount  int
+	source    string
+}
+
+func definitions() []definition {
+	return []definition{
+		{"rate-fixed-window-v1", 1, ratelimit.AlgorithmFixedWindow, ArgCountWindow, fixedWindowSource},
+		{"rate-sliding-counter-v1", 1, ratelimit.AlgorithmSlidingWindowCounter, ArgCountWindow, slidingCounterSource},
+		{"rate-token-bucket-v1", 1, ratelimit.AlgorithmTokenBucket, ArgCountTokenBucket, tokenBucketSource},
+	}
+}
+
+// manifest is the JSON layout of manifest.json.
+type manifest struct {
+	Format   string          `json:"format"`
+	Programs []manifestEntry `json:"programs"`
+}
+
+type manifestEntry struct {
+	Name            string `json:"name"`
+	File            string `json:"file"`
+	Version         int    `json:"version"`
+	Algorithm       string `json:"algorithm"`
+	SHA1            string `json:"sha1"`
+	MinRedisVersion string `json:"minRedisVersion"`
+}
+
+// ErrManifest is wrapped by every error that reports a manifest that does not
+// describe the embedded sources exactly.
+var ErrManifest = errors.New("program manifest does not match the embedded sources")
+
+func sha1Hex(s string) string {
+	sum := sha1.Sum([]byte(s)) //nolint:gosec // see import
+	return hex.EncodeToString(sum[:])
+}
+
+// GenerateManifest renders the manifest for the embedded sources: the bytes
+// manifest.json must hold. cmd/genmanifest writes it.
+func GenerateManifest() ([]byte, error) {
+	return renderManifest(definitions())
+}
+
+func renderManifest(defs []definition) ([]byte, error) {
+	m := manifest{Format: ManifestFormat}
+	for _, d := range defs {
+		m.Programs = append(m.Programs, manifestEntry{
+			Name:            d.name,
+			File:            d.name + ".lua",
+			Version:         d.version,
+			Algorithm:       d.algorithm.String(),
+			SHA1:            sha1Hex(d.source),
+			MinRedisVersion: MinRedisVersion,
+		})
+	}
+	out, err := json.MarshalIndent(m, "", "  ")
+	if err != nil {
+		return nil, fmt.Errorf("render manifest: %w", err)
+	}
+	return append(out, '\n'), nil
+}
+
+// catalog holds the verified programs indexed by algorithm.
+type catalog struct {
+	byAlgorithm map[ratelimit.Algorithm]Program
+	all         []Program
+}
+
+// buildCatalog decodes raw and checks it entry by entry against defs: same
+// programs in the same order, and each SHA1 equal to that of the source.
+func buildCatalog(raw []byte, defs []definition) (catalog, error) {
+	var m manifest
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&m); err != nil {
+		return catalog{}, fmt.Errorf("%w: decode %s: %w", ErrManifest, ManifestFile, err)
+	}
+	if m.Format != ManifestFormat {
+		return catalog{}, fmt.Errorf("%w: format %q, want %q", ErrManifest, m.Format, ManifestFormat)
+	}
+	if len(m.Programs) != len(defs) {
+		return catalog{}, fmt.Errorf("%w: %d programs listed, %d embedded", ErrManifest, len(m.Programs), len(defs))
+	}
+	c := catalog{byAlgorithm: make(map[ratelimit.Algorithm]Program, len(defs))}
+	for i, d := range defs {
+		e := m.Programs[i]
+		switch {
+		case e.Name != d.name || e.File != d.name+".lua":
+			return catalog{}, fmt.Errorf("%w: entry %d names %q (%q), want %q", ErrManifest, i, e.Name, e.File, d.name)
+		case e.Version != d.version:
+			return catalog{}, fmt.Errorf("%w: %s version %d, want %d", ErrManifest, d.name, e.Version, d.version)
+		case e.Algorithm != d.algorithm.String():
+			return catalog{}, fmt.Errorf("%w: %s algorithm %q, want %q", ErrManifest, d.name, e.Algorithm, d.algorithm)
+		case e.MinRedisVersion != MinRedisVersion:
+			return catalog{}, fmt.Errorf("%w: %s minRedisVersion %q, want %q", ErrManifest, d.name, e.MinRedisVersion, MinRedisVersion)
+		case e.SHA1 != sha1Hex(d.source):
+			return catalog{}, fmt.Errorf("%w: %s sha1 %s, embedded source has %s (run go generate)", ErrManifest, d.name, e.SHA1, sha1Hex(d.source))
+		}
+		p := Program{
+			Name:            e.Name,
+			Version:         e.Version,
+			Algorithm:       d.algorithm,
+			Source:          d.source,
+			SHA1:            e.SHA1,
+			MinRedisVersion: e.MinRedisVersion,
+			ArgCount:        d.argCount,
+		}
+		c.byAlgorithm[d.algorithm] = p
+		c.all = append(c.all, p)
+	}
+	return c, nil
+}
+
+var loadCatalog = sync.OnceValues(func() (catalog, error) {
+	return buildCatalog(manifestJSON, definitions())
+})
+
+// Verify reports whether the embedded manifest describes the embedded sources
+// exactly. When it does not, ForAlgorithm and All return nothing, so a
+// provider built from a stale manifest fails closed at construction.
+func Verify() error {
+	_, err := loadCatalog()
+	return err
+}
+
+// ForAlgorithm returns the program implementing a. ok is false for an
+// unsupported algorithm or when Verify fails.
+func ForAlgorithm(a ratelimit.Algorithm) (p Program, ok bool) {
+	c, err := loadCatalog()
+	if err != nil {
+		return Program{}, false
+	}
+	p, ok = c.byAlgorithm[a]
+	return p, ok
+}
+
+// All returns every program in manifest order (fixed window, sliding
+// counter, token bucket), or nil when Verify fails. The slice is a copy.
+func All() []Program {
+	c, err := loadCatalog()
+	if err != nil {
+		return nil
+	}
+	return append([]Program(nil), c.all...)
+}

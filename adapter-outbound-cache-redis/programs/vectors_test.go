@@ -1,0 +1,61 @@
+package programs
+
+import (
+	"fmt"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+// TestModelReproducesVectors runs every golden case through Evaluate, from an
+// empty key, and compares every field of every step (CONTRACT.md 4a).
+func TestModelReproducesVectors(t *testing.T) {
+	vf := loadVectors(t)
+	steps := 0
+	for _, vc := range vf.Cases {
+		t.Run(vc.Name, func(t *testing.T) {
+			p := vc.policy(t)
+			var st State
+			for i, step := range vc.Steps {
+				where := fmt.Sprintf("step %d at %d cost %d", i, step.ServerNowMillis, step.Cost)
+				r, next := Evaluate(p, st, step.ServerNowMillis, step.Cost)
+				checkStep(t, where, step, r)
+				require.NoError(t, r.Check(p), where)
+				if r.Status != StatusAllowed {
+					require.Equal(t, st, next, "%s: only an allowed request writes", where)
+				}
+				st = next
+			}
+		})
+		steps += len(vc.Steps)
+	}
+	require.Equal(t, 3434, steps)
+}
+
+// TestProgramsReproduceVectors runs every golden case through the real Lua
+// programs on miniredis with the clock set by SetTime before each step, and
+// compares every reply field and the stored hash with the model.
+func TestProgramsReproduceVectors(t *testing.T) {
+	vf := loadVectors(t)
+	m := newMini(t)
+	for n, vc := range vf.Cases {
+		t.Run(vc.Name, func(t *testing.T) {
+			p := vc.policy(t)
+			prog := mustProgram(t, p.Algorithm())
+			key := fmt.Sprintf("vector:%d", n)
+			var st State
+			for i, step := range vc.Steps {
+				where := fmt.Sprintf("step %d at %d cost %d", i, step.ServerNowMillis, step.Cost)
+				got := m.eval(prog, p, step.ServerNowMillis, key, step.Cost)
+				checkStep(t, where, step, got)
+				want, next := Evaluate(p, st, step.ServerNowMillis, step.Cost)
+				require.Equal(t, want, got, "%s: program and model", where)
+				st = next
+				require.Equal(t, st, hgetall(t, m.c, key), "%s: stored hash", where)
+				if got.Status == StatusAllowed {
+					require.Equal(t, got.ExpiryMillis(p), m.srv.TTL(key).Milliseconds(), "%s: TTL", where)
+				}
+			}
+		})
+	}
+}
