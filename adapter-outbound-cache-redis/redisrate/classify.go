@@ -1,0 +1,150 @@
+package redisrate
+
+import (
+	"context"
+	"errors"
+	"net"
+	"strings"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/tech-log/tech-log-backend/shared-contract/ratelimit"
+)
+
+// verdict is what the classifier concludes about a failed program call: the
+// outcome kind and its category.
+type verdict struct {
+	kind     ratelimit.OutcomeKind
+	category ratelimit.Category
+}
+
+// The documented Redis error-reply forms the classifier keys on.
+const (
+	// noScriptPrefix starts the reply to EVALSHA of an unknown digest; the
+	// script did not run.
+	noScriptPrefix = "NOSCRIPT"
+	// wrongTypePrefix starts the error of a data command on a key of another
+	// type; for a program call it can only come from inside the script.
+	wrongTypePrefix = "WRONGTYPE"
+	// maxClientsReply is sent by a server at maxclients when it accepts a
+	// connection, before it reads any command.
+	maxClientsReply = "ERR max number of clients reached"
+	// scriptRunMarkers: Redis appends " script: <sha>, on @user_script:<n>."
+	// to an error raised inside a running script, and names the chunk
+	// "user_script:<n>" in Lua runtime errors (also "@user_script:" in
+	// Redis 6 "Error running script"). A pre-run refusal has neither.
+	scriptRunMarker      = "user_script:"
+	scriptErrorSuffixKey = " script: "
+)
+
+// preRunRefusal reports whether prefix is the first word of an error with
+// which Redis refuses a command before executing it: ACL (NOPERM), memory
+// (OOM), role (READONLY, MASTERDOWN, NOREPLICAS), state (LOADING, BUSY),
+// cluster (CLUSTERDOWN, TRYAGAIN), a discarded transaction (EXECABORT) and
+// authentication (NOAUTH, WRONGPASS). With the programs' `#!lua` shebang,
+// OOM and READONLY are among these checks (a script declared as writing is
+// refused up front), so the script cannot have run.
+func preRunRefusal(prefix string) bool {
+	switch prefix {
+	case "NOPERM", "OOM", "READONLY", "LOADING", "BUSY", "MASTERDOWN", "CLUSTERDOWN",
+		"NOREPLICAS", "TRYAGAIN", "EXECABORT", "NOAUTH", "WRONGPASS":
+		return true
+	}
+	return false
+}
+
+// errorPrefix returns the first word of a Redis error reply.
+func errorPrefix(msg string) string {
+	if i := strings.IndexByte(msg, ' '); i >= 0 {
+		return msg[:i]
+	}
+	return msg
+}
+
+// isNoScript reports whether err is the server's NOSCRIPT reply.
+func isNoScript(err error) bool {
+	var rerr redis.Error
+	return errors.As(err, &rerr) && errorPrefix(rerr.Error()) == noScriptPrefix
+}
+
+// classify maps the error of one program call to an outcome. written says
+// whether go-redis began serializing the call (see wireArg): when false, no
+// byte of it can have left the process. It never answers Unavailable for a
+// call that may have been written unless the server's own reply says the
+// program was refused before it ran.
+func classify(err error, written bool) verdict {
+	var rerr redis.Error
+	switch {
+	case errors.Is(err, redis.Nil):
+		// The server replied with a nil: the program ran (or something
+		// answered for it) and did not return 7 integers.
+		return verdict{ratelimit.KindIncompatible, ratelimit.CategoryMalformedReply}
+	case errors.As(err, &rerr):
+		return classifyServerError(rerr.Error(), written)
+	case !written:
+		return classifyBeforeWrite(err)
+	default:
+		return classifyAfterWrite(err)
+	}
+}
+
+// classifyServerError maps an error reply from the server.
+func classifyServerError(msg string, written bool) verdict {
+	if !written {
+		// The call was never serialized, so this is the reply to the
+		// connection handshake (HELLO, AUTH, CLIENT SETNAME) or the
+		// maxclients greeting: the server refused the connection.
+		return verdict{ratelimit.KindUnavailable, ratelimit.CategoryServerRejected}
+	}
+	prefix := errorPrefix(msg)
+	switch {
+	case strings.Contains(msg, scriptRunMarker) || strings.Contains(msg, scriptErrorSuffixKey):
+		// Raised while the script ran: a Lua runtime error or a failing
+		// redis.call. The programs validate everything before writing, so
+		// this is a program (or deployment) fault, never a decision.
+		return verdict{ratelimit.KindIncompatible, ratelimit.CategoryProgramFault}
+	case prefix == wrongTypePrefix:
+		return verdict{ratelimit.KindIncompatible, ratelimit.CategoryProgramFault}
+	case preRunRefusal(prefix) || msg == maxClientsReply:
+		return verdict{ratelimit.KindUnavailable, ratelimit.CategoryServerRejected}
+	default:
+		// NOSCRIPT after the EVAL fallback, UNKILLABLE, an unknown ERR:
+		// the server answered the program call in a way this provider does
+		// not expect. It is not proof that nothing ran.
+		return verdict{ratelimit.KindIncompatible, ratelimit.CategoryProgramFault}
+	}
+}
+
+// classifyBeforeWrite maps a failure that happened before the call was
+// serialized: while waiting for a pool turn, dialing, or initializing a new
+// connection. Nothing of the call was sent.
+func classifyBeforeWrite(err error) verdict {
+	var de *dialError
+	switch {
+	case errors.Is(err, redis.ErrClosed):
+		return verdict{ratelimit.KindUnavailable, ratelimit.CategoryClosed}
+	case errors.Is(err, redis.ErrPoolTimeout), errors.Is(err, redis.ErrPoolExhausted):
+		return verdict{ratelimit.KindUnavailable, ratelimit.CategoryAdmission}
+	case errors.As(err, &de):
+		return verdict{ratelimit.KindUnavailable, ratelimit.CategoryConnection}
+	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
+		return verdict{ratelimit.KindUnavailable, ratelimit.CategoryDeadline}
+	default:
+		// A transport failure during the connection handshake, or a
+		// client-side refusal: no connection could be had.
+		return verdict{ratelimit.KindUnavailable, ratelimit.CategoryConnection}
+	}
+}
+
+// classifyAfterWrite maps a failure after the call may have been written:
+// whatever the error, the program may have run.
+func classifyAfterWrite(err error) verdict {
+	var ne net.Error
+	switch {
+	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
+		return verdict{ratelimit.KindIndeterminate, ratelimit.CategoryCancelled}
+	case errors.As(err, &ne) && ne.Timeout():
+		return verdict{ratelimit.KindIndeterminate, ratelimit.CategoryTimeout}
+	default:
+		return verdict{ratelimit.KindIndeterminate, ratelimit.CategoryConnectionLost}
+	}
+}

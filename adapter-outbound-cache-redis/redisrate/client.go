@@ -1,0 +1,264 @@
+package redisrate
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"strconv"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/redis/go-redis/v9/maintnotifications"
+)
+
+// Bounds and fixed settings of the coordination client.
+const (
+	// MaxTimeout bounds CommandTimeout, DialTimeout and PoolTimeout: a
+	// rate-limit decision that takes longer is worth less than a fast denial.
+	MaxTimeout = 10 * time.Second
+	// MaxPoolSize bounds PoolSize.
+	MaxPoolSize = 1024
+	// ProtocolRESP2 and ProtocolRESP3 are the accepted ClientConfig.Protocol
+	// values. RESP2 is the recommended one: it has no out-of-band push frames,
+	// so nothing but the program's reply is ever read on a command's
+	// connection. The programs' replies arrive identically under both.
+	ProtocolRESP2 = 2
+	ProtocolRESP3 = 3
+	// dialAttempts is go-redis DialerRetries: exactly one attempt per dial,
+	// so a refused or black-holed address costs at most one DialTimeout.
+	dialAttempts = 1
+)
+
+// redacted is what String prints instead of a set password.
+const redacted = "[redacted]"
+
+// ErrInvalidConfig is wrapped by every ClientConfig.Validate and Options
+// error.
+var ErrInvalidConfig = errors.New("invalid rate-limit redis config")
+
+// ClientConfig configures the coordination client: its own connection pool,
+// never shared with the cache capability. The zero value is invalid; every
+// field without "optional" must be set. Every textual form redacts Password.
+type ClientConfig struct {
+	// Addr is host:port of the coordination Redis (TCP).
+	Addr string
+	// Username is the ACL user (optional; empty is the default user).
+	Username string
+	// Password is the ACL password or requirepass (optional); never printed.
+	Password string
+	// TLSConfig enables TLS when non-nil (optional). NewClient clones it,
+	// fills ServerName from Addr when empty and requires TLS 1.2 or later.
+	TLSConfig *tls.Config
+	// Protocol is ProtocolRESP2 or ProtocolRESP3.
+	Protocol int
+	// CommandTimeout is the fixed socket read and write timeout of every
+	// command, in 1ms..MaxTimeout. The Provider's Options.CommandTimeout
+	// must equal it.
+	CommandTimeout time.Duration
+	// DialTimeout bounds the single dial attempt, in 1ms..CommandTimeout.
+	DialTimeout time.Duration
+	// PoolSize is the bound on connections in use, 1..MaxPoolSize.
+	PoolSize int
+	// PoolTimeout bounds the wait for a free connection, in
+	// 1ms..CommandTimeout.
+	PoolTimeout time.Duration
+	// ClientName is sent with CLIENT SETNAME on each new connection
+	// (optional; empty sends nothing). It must be a single word.
+	ClientName string
+	// Dialer, when non-nil, opens the TCP connection instead of a
+	// net.Dialer (optional; for proxies and fault-injection tests). It must
+	// honour ctx. TLS, when configured, is layered on top of it.
+	Dialer func(ctx context.Context, network, addr string) (net.Conn, error)
+}
+
+// Validate reports every invalid field, each error wrapping ErrInvalidConfig
+// and naming the field. It never includes the password.
+func (c ClientConfig) Validate() error {
+	var errs []error
+	bad := func(format string, args ...any) {
+		errs = append(errs, fmt.Errorf("%w: "+format, append([]any{ErrInvalidConfig}, args...)...))
+	}
+	if host, port, err := net.SplitHostPort(c.Addr); err != nil || host == "" {
+		bad("Addr %q must be host:port", c.Addr)
+	} else if p, err := strconv.Atoi(port); err != nil || p < 1 || p > 65535 {
+		bad("Addr %q: port must be 1..65535", c.Addr)
+	}
+	if c.TLSConfig != nil && c.TLSConfig.MinVersion != 0 && c.TLSConfig.MinVersion < tls.VersionTLS12 {
+		bad("TLSConfig.MinVersion %#x must be at least TLS 1.2", c.TLSConfig.MinVersion)
+	}
+	if c.Protocol != ProtocolRESP2 && c.Protocol != ProtocolRESP3 {
+		bad("Protocol %d must be %d or %d", c.Protocol, ProtocolRESP2, ProtocolRESP3)
+	}
+	if c.CommandTimeout < time.Millisecond || c.CommandTimeout > MaxTimeout {
+		bad("CommandTimeout %v must be in 1ms..%v", c.CommandTimeout, MaxTimeout)
+	}
+	for _, d := range []struct {
+		name string
+		v    time.Duration
+	}{{"DialTimeout", c.DialTimeout}, {"PoolTimeout", c.PoolTimeout}} {
+		switch {
+		case d.v < time.Millisecond || d.v > MaxTimeout:
+			bad("%s %v must be in 1ms..%v", d.name, d.v, MaxTimeout)
+		case d.v > c.CommandTimeout && c.CommandTimeout > 0:
+			bad("%s %v must not exceed CommandTimeout %v", d.name, d.v, c.CommandTimeout)
+		}
+	}
+	if c.PoolSize < 1 || c.PoolSize > MaxPoolSize {
+		bad("PoolSize %d must be in 1..%d", c.PoolSize, MaxPoolSize)
+	}
+	for i := 0; i < len(c.ClientName); i++ {
+		if ch := c.ClientName[i]; ch <= ' ' || ch > '~' {
+			bad("ClientName must be printable ASCII without spaces (byte %d)", i)
+			break
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// String implements fmt.Stringer with the password redacted.
+func (c ClientConfig) String() string {
+	pw := ""
+	if c.Password != "" {
+		pw = redacted
+	}
+	tlsMode := "off"
+	if c.TLSConfig != nil {
+		tlsMode = "on"
+		if c.TLSConfig.InsecureSkipVerify {
+			tlsMode = "on(insecure-skip-verify)"
+		}
+	}
+	return fmt.Sprintf("redisrate.ClientConfig{Addr:%q Username:%q Password:%q TLS:%s Protocol:%d CommandTimeout:%v DialTimeout:%v PoolSize:%d PoolTimeout:%v ClientName:%q CustomDialer:%t}",
+		c.Addr, c.Username, pw, tlsMode, c.Protocol, c.CommandTimeout, c.DialTimeout, c.PoolSize, c.PoolTimeout, c.ClientName, c.Dialer != nil)
+}
+
+// GoString implements fmt.GoStringer with the password redacted.
+func (c ClientConfig) GoString() string { return c.String() }
+
+// LogValue implements slog.LogValuer with the password redacted.
+func (c ClientConfig) LogValue() slog.Value { return slog.StringValue(c.String()) }
+
+// NewClient validates cfg and builds the coordination client. Its options are
+// fixed for failure certainty (docs/failure-certainty.md): go-redis retries
+// off (MaxRetries -1: in go-redis 0 means 3), one dial attempt, read and
+// write timeouts equal to CommandTimeout, the caller's context not used as a
+// socket deadline (ContextTimeoutEnabled false: the caller deadline is an
+// admission precheck), a bounded pool, no dedicated pipeline pool, no
+// maintenance notifications, no client-side caching and no CLIENT SETINFO
+// traffic. Connections are dialed lazily; NewClient does no I/O.
+func NewClient(cfg ClientConfig) (*redis.Client, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	return redis.NewClient(clientOptions(cfg)), nil
+}
+
+func clientOptions(cfg ClientConfig) *redis.Options {
+	tlsConfig := tlsFor(cfg)
+	return &redis.Options{
+		Network:    "tcp",
+		Addr:       cfg.Addr,
+		ClientName: cfg.ClientName,
+		Dialer:     newDialer(cfg.Dialer, cfg.DialTimeout, tlsConfig),
+		OnConnect:  probeConn,
+		Protocol:   cfg.Protocol,
+		Username:   cfg.Username,
+		Password:   cfg.Password,
+
+		MaxRetries:      -1,
+		MinRetryBackoff: -1,
+		MaxRetryBackoff: -1,
+
+		DialTimeout:   cfg.DialTimeout,
+		DialerRetries: dialAttempts,
+
+		ReadTimeout:           cfg.CommandTimeout,
+		WriteTimeout:          cfg.CommandTimeout,
+		ContextTimeoutEnabled: false,
+
+		// PoolSize is go-redis's turn semaphore: at most PoolSize commands
+		// hold a connection at once. MaxActiveConns stays 0 because go-redis
+		// answers a dial at that cap with ErrPoolExhausted even while a turn
+		// is free, which would turn a healthy burst into admission failures.
+		PoolSize:         cfg.PoolSize,
+		PoolTimeout:      cfg.PoolTimeout,
+		PipelinePoolSize: -1,
+
+		// TLSConfig stays nil: the dialer performs the handshake so that its
+		// failure is a dial error like any other.
+		DisableIdentity:          true,
+		MaintNotificationsConfig: &maintnotifications.Config{Mode: maintnotifications.ModeDisabled},
+	}
+}
+
+// probeConn is the last step of every new connection's handshake: a PING.
+// go-redis tolerates an error reply to HELLO (it falls back to RESP2), so a
+// server that greets with "ERR max number of clients reached" and closes, or
+// that requires AUTH when no password is configured, would otherwise first
+// fail on the program call, after it was written (Indeterminate). With the
+// probe that failure happens during the handshake, before anything of the
+// call is serialized (Unavailable).
+func probeConn(ctx context.Context, cn *redis.Conn) error {
+	return cn.Ping(ctx).Err()
+}
+
+// tlsFor returns the TLS configuration the dialer uses: a clone of
+// cfg.TLSConfig with MinVersion at least TLS 1.2 and ServerName defaulting
+// to Addr's host; nil without TLS.
+func tlsFor(cfg ClientConfig) *tls.Config {
+	if cfg.TLSConfig == nil {
+		return nil
+	}
+	c := cfg.TLSConfig.Clone()
+	if c.MinVersion == 0 {
+		c.MinVersion = tls.VersionTLS12
+	}
+	if c.ServerName == "" {
+		host, _, _ := net.SplitHostPort(cfg.Addr)
+		c.ServerName = host
+	}
+	return c
+}
+
+// dialError marks an error that came out of the coordination client's
+// dialer. A dial happens before any command byte is written on the new
+// connection, so for the command waiting on it nothing was sent.
+type dialError struct{ err error }
+
+func (e *dialError) Error() string { return "redisrate: dial: " + e.err.Error() }
+func (e *dialError) Unwrap() error { return e.err }
+
+// newDialer returns the go-redis Dialer of the coordination client: base (or
+// a net.Dialer with TCP keep-alive) bounded by timeout, then the TLS
+// handshake when tlsConfig is set, every failure wrapped in *dialError.
+func newDialer(base func(ctx context.Context, network, addr string) (net.Conn, error), timeout time.Duration, tlsConfig *tls.Config) func(ctx context.Context, network, addr string) (net.Conn, error) {
+	if base == nil {
+		d := &net.Dialer{
+			Timeout: timeout,
+			KeepAliveConfig: net.KeepAliveConfig{
+				Enable: true, Idle: 30 * time.Second, Interval: 5 * time.Second, Count: 3,
+			},
+		}
+		base = d.DialContext
+	}
+	return func(ctx context.Context, network, addr string) (net.Conn, error) {
+		ctx, cancel := context.WithTimeout(ctx, timeout)
+		defer cancel()
+		conn, err := base(ctx, network, addr)
+		if err != nil {
+			return nil, &dialError{err: err}
+		}
+		if tlsConfig == nil {
+			return conn, nil
+		}
+		tc := tls.Client(conn, tlsConfig)
+		if err := tc.HandshakeContext(ctx); err != nil {
+			_ = conn.Close()
+			return nil, &dialError{err: fmt.Errorf("tls handshake: %w", err)}
+		}
+		return tc, nil
+	}
+}

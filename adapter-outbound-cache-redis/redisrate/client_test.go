@@ -1,0 +1,250 @@
+package redisrate
+
+import (
+	"bytes"
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/redis/go-redis/v9/maintnotifications"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+func validClientConfig() ClientConfig {
+	return ClientConfig{
+		Addr:           "127.0.0.1:6379",
+		Protocol:       ProtocolRESP2,
+		CommandTimeout: 250 * time.Millisecond,
+		DialTimeout:    100 * time.Millisecond,
+		PoolSize:       8,
+		PoolTimeout:    50 * time.Millisecond,
+	}
+}
+
+func TestClientConfigValidate(t *testing.T) {
+	tests := []struct {
+		name   string
+		modify func(*ClientConfig)
+		field  string // "" means valid
+	}{
+		{"valid", func(*ClientConfig) {}, ""},
+		{"valid resp3 with tls and name", func(c *ClientConfig) {
+			c.Protocol = ProtocolRESP3
+			c.TLSConfig = &tls.Config{MinVersion: tls.VersionTLS13}
+			c.ClientName = "tlb-coordination"
+		}, ""},
+		{"empty addr", func(c *ClientConfig) { c.Addr = "" }, "Addr"},
+		{"addr without port", func(c *ClientConfig) { c.Addr = "127.0.0.1" }, "Addr"},
+		{"addr port zero", func(c *ClientConfig) { c.Addr = "127.0.0.1:0" }, "Addr"},
+		{"addr port too big", func(c *ClientConfig) { c.Addr = "127.0.0.1:70000" }, "Addr"},
+		{"tls below 1.2", func(c *ClientConfig) { c.TLSConfig = &tls.Config{MinVersion: tls.VersionTLS11} }, "TLSConfig.MinVersion"},
+		{"protocol unset", func(c *ClientConfig) { c.Protocol = 0 }, "Protocol"},
+		{"protocol 1", func(c *ClientConfig) { c.Protocol = 1 }, "Protocol"},
+		{"command timeout zero", func(c *ClientConfig) { c.CommandTimeout = 0 }, "CommandTimeout"},
+		{"command timeout negative", func(c *ClientConfig) { c.CommandTimeout = -1 }, "CommandTimeout"},
+		{"command timeout too long", func(c *ClientConfig) { c.CommandTimeout = MaxTimeout + time.Millisecond }, "CommandTimeout"},
+		{"dial timeout zero", func(c *ClientConfig) { c.DialTimeout = 0 }, "DialTimeout"},
+		{"dial timeout above command timeout", func(c *ClientConfig) { c.DialTimeout = time.Second }, "DialTimeout"},
+		{"pool timeout zero", func(c *ClientConfig) { c.PoolTimeout = 0 }, "PoolTimeout"},
+		{"pool timeout above command timeout", func(c *ClientConfig) { c.PoolTimeout = time.Second }, "PoolTimeout"},
+		{"pool size zero", func(c *ClientConfig) { c.PoolSize = 0 }, "PoolSize"},
+		{"pool size too big", func(c *ClientConfig) { c.PoolSize = MaxPoolSize + 1 }, "PoolSize"},
+		{"client name with space", func(c *ClientConfig) { c.ClientName = "a b" }, "ClientName"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c := validClientConfig()
+			tt.modify(&c)
+			err := c.Validate()
+			if tt.field == "" {
+				require.NoError(t, err)
+				return
+			}
+			require.Error(t, err)
+			assert.ErrorIs(t, err, ErrInvalidConfig)
+			assert.Contains(t, err.Error(), tt.field)
+			_, err = NewClient(c)
+			assert.ErrorIs(t, err, ErrInvalidConfig, "NewClient validates")
+		})
+	}
+}
+
+func TestClientConfigValidateJoinsAllViolations(t *testing.T) {
+	err := ClientConfig{}.Validate()
+	require.Error(t, err)
+	for _, field := range []string{"Addr", "Protocol", "CommandTimeout", "DialTimeout", "PoolTimeout", "PoolSize"} {
+		assert.Contains(t, err.Error(), field)
+	}
+}
+
+func TestClientConfigNeverPrintsPassword(t *testing.T) {
+	const secret = "s3cr3t-passw0rd"
+	c := validClientConfig()
+	c.Username = "limiter"
+	c.Password = secret
+	c.Addr = "bad"
+	var logged bytes.Buffer
+	slog.New(slog.NewTextHandler(&logged, nil)).Info("config", "cfg", c)
+	for _, s := range []string{
+		c.String(), fmt.Sprintf("%v", c), fmt.Sprintf("%+v", c), fmt.Sprintf("%#v", c), fmt.Sprintf("%s", c),
+		logged.String(), c.Validate().Error(),
+	} {
+		assert.NotContains(t, s, secret)
+	}
+	assert.Contains(t, c.String(), redacted)
+	assert.Contains(t, c.String(), "limiter")
+}
+
+// TestNewClientOptions pins every go-redis option failure certainty depends
+// on, as go-redis normalizes them.
+func TestNewClientOptions(t *testing.T) {
+	cfg := validClientConfig()
+	cfg.Username, cfg.Password, cfg.ClientName = "u", "p", "tlb-coordination"
+	client, err := NewClient(cfg)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = client.Close() })
+	o := client.Options()
+
+	assert.Equal(t, cfg.Addr, o.Addr)
+	assert.Equal(t, "tcp", o.Network)
+	assert.Equal(t, ProtocolRESP2, o.Protocol, "protocol is explicit")
+	assert.Equal(t, 0, o.MaxRetries, "MaxRetries -1 normalizes to 0 retries (0 would mean 3)")
+	assert.Equal(t, time.Duration(0), o.MinRetryBackoff)
+	assert.Equal(t, time.Duration(0), o.MaxRetryBackoff)
+	assert.Equal(t, 1, o.DialerRetries, "one dial attempt")
+	assert.Equal(t, cfg.DialTimeout, o.DialTimeout)
+	assert.LessOrEqual(t, o.DialTimeout, cfg.CommandTimeout)
+	assert.Equal(t, cfg.CommandTimeout, o.ReadTimeout)
+	assert.Equal(t, cfg.CommandTimeout, o.WriteTimeout)
+	assert.False(t, o.ContextTimeoutEnabled)
+	assert.Equal(t, cfg.PoolSize, o.PoolSize)
+	assert.Equal(t, cfg.PoolTimeout, o.PoolTimeout)
+	assert.Equal(t, -1, o.PipelinePoolSize, "no dedicated pipeline pool")
+	assert.Equal(t, 0, o.MinIdleConns, "no background pre-dialing")
+	assert.True(t, o.DisableIdentity, "no CLIENT SETINFO traffic")
+	require.NotNil(t, o.MaintNotificationsConfig)
+	assert.Equal(t, maintnotifications.ModeDisabled, o.MaintNotificationsConfig.Mode)
+	assert.Nil(t, o.ClientSideCache)
+	assert.Nil(t, o.ClientSideCacheConfig)
+	assert.Nil(t, o.Limiter)
+	assert.Nil(t, o.TLSConfig, "TLS is done by the dialer")
+	assert.NotNil(t, o.Dialer)
+	assert.NotNil(t, o.OnConnect, "handshake probe")
+	assert.Equal(t, "u", o.Username)
+	assert.Equal(t, "p", o.Password)
+	assert.Equal(t, "tlb-coordination", o.ClientName)
+
+	// The provider accepts exactly this client.
+	p, err := New(client, testKeys(t), testPolicies(t), Options{CommandTimeout: cfg.CommandTimeout, MaxInFlight: cfg.PoolSize})
+	require.NoError(t, err)
+	require.NoError(t, p.Close())
+}
+
+func TestTLSConfigIsClonedAndCompleted(t *testing.T) {
+	cfg := validClientConfig()
+	cfg.Addr = "redis.internal:6380"
+	assert.Nil(t, tlsFor(cfg), "no TLS unless configured")
+
+	orig := &tls.Config{}
+	cfg.TLSConfig = orig
+	got := tlsFor(cfg)
+	require.NotNil(t, got)
+	assert.NotSame(t, orig, got)
+	assert.Equal(t, uint16(tls.VersionTLS12), got.MinVersion)
+	assert.Equal(t, "redis.internal", got.ServerName)
+	assert.Equal(t, uint16(0), orig.MinVersion, "caller's config untouched")
+	assert.Equal(t, "", orig.ServerName, "caller's config untouched")
+
+	cfg.TLSConfig = &tls.Config{MinVersion: tls.VersionTLS13, ServerName: "other"}
+	got = tlsFor(cfg)
+	assert.Equal(t, uint16(tls.VersionTLS13), got.MinVersion)
+	assert.Equal(t, "other", got.ServerName)
+}
+
+func TestDialerMarksEveryDialFailure(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	addr := ln.Addr().String()
+	require.NoError(t, ln.Close()) // nothing listens there now
+
+	t.Run("refused", func(t *testing.T) {
+		_, err := newDialer(nil, time.Second, nil)(context.Background(), "tcp", addr)
+		var de *dialError
+		require.ErrorAs(t, err, &de)
+		var oe *net.OpError
+		require.ErrorAs(t, err, &oe)
+		assert.Equal(t, "dial", oe.Op)
+	})
+	t.Run("custom dialer", func(t *testing.T) {
+		boom := errors.New("boom")
+		_, err := newDialer(func(context.Context, string, string) (net.Conn, error) { return nil, boom }, time.Second, nil)(context.Background(), "tcp", addr)
+		var de *dialError
+		require.ErrorAs(t, err, &de)
+		assert.ErrorIs(t, err, boom)
+	})
+	t.Run("tls handshake", func(t *testing.T) {
+		srv := startRESP(t, func([]string) respAction { return respAction{} })
+		_, err := newDialer(nil, 200*time.Millisecond, &tls.Config{ServerName: "x", MinVersion: tls.VersionTLS12})(context.Background(), "tcp", srv.Addr())
+		var de *dialError
+		require.ErrorAs(t, err, &de, "a failed handshake is a dial failure")
+	})
+	t.Run("dial timeout bounds a custom dialer", func(t *testing.T) {
+		_, err := newDialer(func(ctx context.Context, _, _ string) (net.Conn, error) {
+			<-ctx.Done()
+			return nil, ctx.Err()
+		}, 20*time.Millisecond, nil)(context.Background(), "tcp", addr)
+		var de *dialError
+		require.ErrorAs(t, err, &de)
+		assert.ErrorIs(t, err, context.DeadlineExceeded)
+	})
+}
+
+func TestNewRejectsUnsafeClients(t *testing.T) {
+	base := func() *redis.Options { return clientOptions(validClientConfig()) }
+	opts := Options{CommandTimeout: 250 * time.Millisecond, MaxInFlight: 8}
+	tests := []struct {
+		name   string
+		modify func(*redis.Options)
+		want   string
+	}{
+		{"default retries", func(o *redis.Options) { o.MaxRetries = 0 }, "MaxRetries"},
+		{"explicit retries", func(o *redis.Options) { o.MaxRetries = 2 }, "MaxRetries"},
+		{"default dial retries", func(o *redis.Options) { o.DialerRetries = 0 }, "DialerRetries"},
+		{"context timeouts", func(o *redis.Options) { o.ContextTimeoutEnabled = true }, "ContextTimeoutEnabled"},
+		{"read timeout differs", func(o *redis.Options) { o.ReadTimeout = time.Second }, "ReadTimeout"},
+		{"write timeout differs", func(o *redis.Options) { o.WriteTimeout = time.Second }, "WriteTimeout"},
+		{"dial timeout too long", func(o *redis.Options) { o.DialTimeout = time.Second }, "DialTimeout"},
+		{"pool timeout too long", func(o *redis.Options) { o.PoolTimeout = time.Second }, "PoolTimeout"},
+		{"pool smaller than in-flight", func(o *redis.Options) { o.PoolSize = 4 }, "PoolSize"},
+		{"client-side cache", func(o *redis.Options) { o.ClientSideCacheConfig = &redis.ClientSideCacheConfig{} }, "client-side"},
+		{"maint notifications", func(o *redis.Options) { o.MaintNotificationsConfig = nil }, "maintenance"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			o := base()
+			tt.modify(o)
+			c := redis.NewClient(o)
+			t.Cleanup(func() { _ = c.Close() })
+			_, err := New(c, testKeys(t), testPolicies(t), opts)
+			require.ErrorIs(t, err, ErrInvalidConfig)
+			assert.Contains(t, err.Error(), tt.want)
+		})
+	}
+	t.Run("cluster client", func(t *testing.T) {
+		c := redis.NewClusterClient(&redis.ClusterOptions{Addrs: []string{"127.0.0.1:1"}, MaxRetries: -1})
+		t.Cleanup(func() { _ = c.Close() })
+		_, err := New(c, testKeys(t), testPolicies(t), opts)
+		require.ErrorIs(t, err, ErrUnsupportedClient)
+	})
+	t.Run("nil client", func(t *testing.T) {
+		_, err := New(nil, testKeys(t), testPolicies(t), opts)
+		require.ErrorIs(t, err, ErrUnsupportedClient)
+	})
+}

@@ -1,0 +1,18 @@
+// Package redisrate is the Redis provider of ratelimit.EdgePort: the
+// dedicated coordination client (NewClient), the structured executor that runs
+// the embedded programs (EVALSHA, then exactly one EVAL of the exact source on
+// NOSCRIPT and on nothing else), the strict 7-integer reply parser, the
+// failure-certainty classifier, and the Provider that ties them together.
+//
+// Failure certainty is the point of the package: every failure is reported as
+// Unavailable only when it is known that no byte of the program call reached
+// the server or that the server refused before running it; a failure after
+// the call may have been written is Indeterminate; a reply or state the
+// provider does not understand is Incompatible. docs/failure-certainty.md
+// holds the table and the reasoning.
+//
+// It imports shared-contract, the programs package and go-redis. It must
+// never import the cache store (rediscache) or share a client, configuration
+// or decorator with it, never import an inbound adapter, app-bootstrap, fx or
+// testcontainers (redistest is for its tests only).
+package redisrate

@@ -1,0 +1,141 @@
+package redisrate
+
+import (
+	"context"
+	"sync"
+	"sync/atomic"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/tech-log/tech-log-backend/adapter-outbound-cache-redis/programs"
+)
+
+// commander is the adapter's own view of go-redis: the one call the
+// executor and the provider make. Every redis.UniversalClient satisfies it;
+// unit tests use a fake.
+type commander interface {
+	Process(ctx context.Context, cmd redis.Cmder) error
+}
+
+// Command names of the structured executor.
+const (
+	cmdEvalSha = "evalsha"
+	cmdEval    = "eval"
+)
+
+// wireArg is a command argument whose serialization is observable. go-redis
+// writes a command only after it holds an initialized connection: it
+// serializes the arguments into the connection's (empty) write buffer in
+// order, calling MarshalBinary for this one, and flushes afterwards. So
+// until MarshalBinary has run, no complete frame of the command (and, with a
+// write buffer larger than the few bytes before this argument, no byte of
+// it) can have reached the socket, and the server cannot have run it.
+// After it has run, the command may have been sent.
+//
+// It is the second argument of EVALSHA (the digest) and EVAL (the source),
+// so its payload is what Redis needs there anyway.
+type wireArg struct {
+	payload    []byte
+	text       string
+	serialized atomic.Bool
+}
+
+// MarshalBinary implements encoding.BinaryMarshaler for go-redis's writer.
+func (a *wireArg) MarshalBinary() ([]byte, error) {
+	a.serialized.Store(true)
+	return a.payload, nil
+}
+
+// String keeps fmt (go-redis's fallback for argument text) away from the
+// atomic field; it is the digest or the program name.
+func (a *wireArg) String() string { return a.text }
+
+// script is one program prepared for the executor.
+type script struct {
+	name   string
+	sha    []byte // what EVALSHA sends
+	shaHex string
+	source []byte // what EVAL sends: the exact embedded bytes
+}
+
+func newScript(p programs.Program) *script {
+	return &script{name: p.Name, sha: []byte(p.SHA1), shaHex: p.SHA1, source: []byte(p.Source)}
+}
+
+// maxArgs is the longest argument list: name, script, numkeys, key, ARGV.
+const maxArgs = 4 + programs.ArgCountTokenBucket
+
+// call holds the reusable per-call argument storage, so that building a
+// command allocates nothing but go-redis's own Cmd.
+type call struct {
+	program wireArg
+	key     string
+	cost    int64
+	args    [maxArgs]any
+}
+
+// attempt is one command of a program call.
+type attempt struct {
+	val any
+	err error
+	// written: go-redis began serializing the command (see wireArg).
+	written bool
+	// command is cmdEvalSha or cmdEval.
+	command string
+}
+
+// executor runs a program: EVALSHA with the manifest digest, and on a
+// NOSCRIPT reply, and on nothing else, exactly one EVAL of the exact source.
+// It is the only place that sends a program.
+type executor struct {
+	client commander
+	calls  sync.Pool // of *call
+}
+
+func newExecutor(client commander) *executor {
+	x := &executor{client: client}
+	x.calls.New = func() any { return new(call) }
+	return x
+}
+
+// run sends s for key with argv (the policy's ARGV; argv[programs.ArgCost]
+// is replaced by cost). fallbackOK is asked, after a NOSCRIPT, whether the
+// EVAL may still be sent; when it says no, run returns the NOSCRIPT attempt
+// and fellBack false. The returned attempt is the last command sent.
+func (x *executor) run(ctx context.Context, s *script, key string, argv []any, cost int64, fallbackOK func() bool) (a attempt, fellBack bool) {
+	c := x.calls.Get().(*call)
+	defer x.release(c)
+	c.key, c.cost = key, cost
+
+	a = x.send(ctx, c, cmdEvalSha, s.sha, s.shaHex, argv)
+	if a.err == nil || !a.written || !isNoScript(a.err) {
+		return a, false
+	}
+	// NOSCRIPT: the server does not know the digest and ran nothing.
+	if !fallbackOK() {
+		return a, false
+	}
+	return x.send(ctx, c, cmdEval, s.source, s.name, argv), true
+}
+
+func (x *executor) send(ctx context.Context, c *call, command string, program []byte, text string, argv []any) attempt {
+	c.program.payload, c.program.text = program, text
+	c.program.serialized.Store(false)
+	args := c.args[:0]
+	args = append(args, command, &c.program, programs.NumKeys, &c.key)
+	n := len(args)
+	args = append(args, argv...)
+	args[n+programs.ArgCost] = &c.cost
+	cmd := redis.NewCmd(ctx, args...)
+	_ = x.client.Process(ctx, cmd)
+	val, err := cmd.Result()
+	return attempt{val: val, err: err, written: c.program.serialized.Load(), command: command}
+}
+
+func (x *executor) release(c *call) {
+	c.program.payload, c.program.text = nil, ""
+	c.program.serialized.Store(false)
+	c.key = ""
+	clear(c.args[:])
+	x.calls.Put(c)
+}

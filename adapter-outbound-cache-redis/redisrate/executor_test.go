@@ -1,0 +1,156 @@
+package redisrate
+
+import (
+	"context"
+	"io"
+	"net"
+	"os"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/tech-log/tech-log-backend/adapter-outbound-cache-redis/programs"
+	"github.com/tech-log/tech-log-backend/shared-contract/ratelimit"
+)
+
+func scriptFor(t testing.TB, p ratelimit.Policy) *script {
+	t.Helper()
+	prog, ok := programs.ForAlgorithm(p.Algorithm())
+	require.True(t, ok)
+	return newScript(prog)
+}
+
+func TestExecutorFallsBackToExactlyOneEvalOnNoScript(t *testing.T) {
+	for _, p := range testPolicies(t) {
+		t.Run(p.Algorithm().String(), func(t *testing.T) {
+			reply := modelReply(p, t0, 2)
+			f := &fakeCommander{respond: func(i int, _ sentCommand) fakeReply {
+				if i == 0 {
+					return fakeReply{err: redis.ErrNoScript}
+				}
+				return fakeReply{val: reply}
+			}}
+			prog, _ := programs.ForAlgorithm(p.Algorithm())
+			fallbackAsked := 0
+			a, fellBack := newExecutor(f).run(context.Background(), newScript(prog), "k1", programs.Args(p, 1), 2, func() bool {
+				fallbackAsked++
+				return true
+			})
+			require.NoError(t, a.err)
+			assert.True(t, fellBack)
+			assert.Equal(t, 1, fallbackAsked)
+			assert.Equal(t, reply, a.val)
+			assert.Equal(t, cmdEval, a.command)
+
+			sent := f.commands()
+			require.Len(t, sent, 2)
+			assert.Equal(t, cmdEvalSha, sent[0].name)
+			assert.Equal(t, prog.SHA1, sent[0].program)
+			assert.Equal(t, cmdEval, sent[1].name)
+			assert.Equal(t, prog.Source, sent[1].program, "EVAL sends the exact embedded source")
+			for _, c := range sent {
+				assert.Equal(t, "k1", c.key)
+				assert.Equal(t, programs.NumKeys, c.numKeys)
+				assert.Equal(t, programs.Args(p, 2), c.argv, "same ARGV as programs.Args")
+			}
+		})
+	}
+}
+
+func TestExecutorNeverEvalsAfterAnyOtherError(t *testing.T) {
+	readTimeout := &net.OpError{Op: "read", Net: "tcp", Err: os.ErrDeadlineExceeded}
+	tests := []struct {
+		name string
+		r    fakeReply
+	}{
+		{"success", fakeReply{val: ints(1, 2, 3)}},
+		{"read timeout", fakeReply{err: readTimeout}},
+		{"eof", fakeReply{err: io.EOF}},
+		{"ctx cancelled", fakeReply{err: context.Canceled}},
+		{"pool timeout", fakeReply{err: redis.ErrPoolTimeout, unwritten: true}},
+		{"dial", fakeReply{err: &dialError{err: io.EOF}, unwritten: true}},
+		{"oom", fakeReply{err: serverError(msgOOM)}},
+		{"readonly", fakeReply{err: serverError(msgReadOnly)}},
+		{"busy", fakeReply{err: serverError(msgBusy)}},
+		{"lua runtime error", fakeReply{err: serverError("ERR user_script:1: boom" + scriptSuffix)}},
+		{"wrongtype", fakeReply{err: serverError("WRONGTYPE Operation against a key holding the wrong kind of value")}},
+		{"nil reply", fakeReply{err: redis.Nil}},
+		{"noscript text that is not a server reply", fakeReply{err: io.ErrUnexpectedEOF}},
+		{"noscript before the write (impossible, still no eval)", fakeReply{err: redis.ErrNoScript, unwritten: true}},
+	}
+	p := fixedPolicy(t, "fw", 5, time.Minute)
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			f := &fakeCommander{respond: func(int, sentCommand) fakeReply { return tt.r }}
+			a, fellBack := newExecutor(f).run(context.Background(), scriptFor(t, p), "k", programs.Args(p, 1), 1, func() bool {
+				t.Error("fallback must not be considered")
+				return true
+			})
+			assert.False(t, fellBack)
+			assert.Equal(t, []string{cmdEvalSha}, f.names())
+			assert.Equal(t, tt.r.err, a.err)
+			assert.Equal(t, !tt.r.unwritten, a.written)
+		})
+	}
+}
+
+func TestExecutorNoScriptWithoutFallbackSendsNothingMore(t *testing.T) {
+	p := fixedPolicy(t, "fw", 5, time.Minute)
+	f := &fakeCommander{respond: func(int, sentCommand) fakeReply { return fakeReply{err: redis.ErrNoScript} }}
+	a, fellBack := newExecutor(f).run(context.Background(), scriptFor(t, p), "k", programs.Args(p, 1), 1, func() bool { return false })
+	assert.False(t, fellBack)
+	assert.True(t, isNoScript(a.err))
+	assert.Equal(t, []string{cmdEvalSha}, f.names())
+}
+
+func TestExecutorEvalFailureIsTheResult(t *testing.T) {
+	p := fixedPolicy(t, "fw", 5, time.Minute)
+	readTimeout := &net.OpError{Op: "read", Net: "tcp", Err: os.ErrDeadlineExceeded}
+	f := &fakeCommander{respond: func(i int, _ sentCommand) fakeReply {
+		if i == 0 {
+			return fakeReply{err: redis.ErrNoScript}
+		}
+		return fakeReply{err: readTimeout}
+	}}
+	a, fellBack := newExecutor(f).run(context.Background(), scriptFor(t, p), "k", programs.Args(p, 1), 1, func() bool { return true })
+	assert.True(t, fellBack)
+	assert.Equal(t, cmdEval, a.command)
+	assert.True(t, a.written)
+	assert.Equal(t, readTimeout, a.err)
+	assert.Equal(t, []string{cmdEvalSha, cmdEval}, f.names(), "no second EVAL, no retry")
+}
+
+func TestExecutorArgumentsMatchProgramsArgs(t *testing.T) {
+	for _, p := range testPolicies(t) {
+		s := scriptFor(t, p)
+		base := programs.Args(p, 1)
+		for _, cost := range []int64{1, 2, 3, 5} {
+			f := &fakeCommander{respond: func(int, sentCommand) fakeReply { return fakeReply{val: ints()} }}
+			newExecutor(f).run(context.Background(), s, "key", base, cost, func() bool { return true })
+			sent := f.commands()
+			require.Len(t, sent, 1)
+			assert.Equal(t, programs.Args(p, cost), sent[0].argv, "%v cost %d", p.Algorithm(), cost)
+		}
+		assert.Equal(t, programs.Args(p, 1), base, "the per-policy ARGV is not modified")
+	}
+}
+
+func TestExecutorReleaseClearsTheCall(t *testing.T) {
+	x := newExecutor(&fakeCommander{})
+	c := x.calls.Get().(*call)
+	c.key, c.cost = "secret-key", 3
+	c.program.payload, c.program.text = []byte("sha"), "sha"
+	c.program.serialized.Store(true)
+	c.args[3] = &c.key
+	x.release(c)
+	assert.Empty(t, c.key, "no key retained in the pool")
+	assert.Nil(t, c.program.payload)
+	assert.Empty(t, c.program.text)
+	assert.False(t, c.program.serialized.Load())
+	for _, a := range c.args {
+		assert.Nil(t, a)
+	}
+}

@@ -1,0 +1,541 @@
+package redisrate
+
+import (
+	"context"
+	"crypto/sha1"
+	"encoding/hex"
+	"errors"
+	"io"
+	"net"
+	"os"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/tech-log/tech-log-backend/adapter-outbound-cache-redis/programs"
+	"github.com/tech-log/tech-log-backend/shared-contract/ratelimit"
+)
+
+// TestEvaluateRefusalsBeforeSendSendNothing: every check before the program
+// call answers without a single command reaching the client.
+func TestEvaluateRefusalsBeforeSendSendNothing(t *testing.T) {
+	valid := request("fw", subjectA, 1, t0)
+	cancelled, cancel := context.WithCancel(context.Background())
+	cancel()
+	short, cancelShort := context.WithTimeout(context.Background(), testTimeout-10*time.Millisecond)
+	defer cancelShort()
+	tests := []struct {
+		name   string
+		ctx    context.Context
+		req    func(r ratelimit.Request) ratelimit.Request
+		kind   ratelimit.OutcomeKind
+		cat    ratelimit.Category
+		id     ratelimit.PolicyID
+		target error
+	}{
+		{"nil context", nil, nil, ratelimit.KindUnavailable, ratelimit.CategoryInvalidRequest, "fw", ErrNilContext},
+		{"invalid policy id", context.Background(), func(r ratelimit.Request) ratelimit.Request { r.PolicyID = "Bad ID!"; return r },
+			ratelimit.KindUnavailable, ratelimit.CategoryInvalidRequest, "", ratelimit.ErrInvalidPolicyID},
+		{"invalid subject", context.Background(), func(r ratelimit.Request) ratelimit.Request { r.SubjectDigest = "short"; return r },
+			ratelimit.KindUnavailable, ratelimit.CategoryInvalidRequest, "fw", ratelimit.ErrInvalidSubjectDigest},
+		{"zero cost", context.Background(), func(r ratelimit.Request) ratelimit.Request { r.Cost = 0; return r },
+			ratelimit.KindUnavailable, ratelimit.CategoryInvalidRequest, "fw", ratelimit.ErrCostOutOfRange},
+		{"negative cost", context.Background(), func(r ratelimit.Request) ratelimit.Request { r.Cost = -1; return r },
+			ratelimit.KindUnavailable, ratelimit.CategoryInvalidRequest, "fw", ratelimit.ErrCostOutOfRange},
+		{"evaluation id", context.Background(), func(r ratelimit.Request) ratelimit.Request { r.EvaluationID = "e1"; return r },
+			ratelimit.KindUnavailable, ratelimit.CategoryInvalidRequest, "fw", ratelimit.ErrDedupNotSupported},
+		{"no deadline", context.Background(), func(r ratelimit.Request) ratelimit.Request { r.Deadline = time.Time{}; return r },
+			ratelimit.KindUnavailable, ratelimit.CategoryInvalidRequest, "fw", ratelimit.ErrDeadlineMissing},
+		{"deadline passed", context.Background(), func(r ratelimit.Request) ratelimit.Request { r.Deadline = t0; return r },
+			ratelimit.KindUnavailable, ratelimit.CategoryDeadline, "fw", ratelimit.ErrDeadlinePassed},
+		{"deadline passed and bad cost", context.Background(), func(r ratelimit.Request) ratelimit.Request { r.Deadline, r.Cost = t0, 0; return r },
+			ratelimit.KindUnavailable, ratelimit.CategoryInvalidRequest, "fw", ratelimit.ErrCostOutOfRange},
+		{"unknown policy", context.Background(), func(r ratelimit.Request) ratelimit.Request { r.PolicyID = "nope"; return r },
+			ratelimit.KindUnavailable, ratelimit.CategoryUnknownPolicy, "nope", ErrUnknownPolicy},
+		{"cost above max cost", context.Background(), func(r ratelimit.Request) ratelimit.Request { r.Cost = 6; return r },
+			ratelimit.KindUnavailable, ratelimit.CategoryInvalidRequest, "fw", ratelimit.ErrCostAboveMaxCost},
+		{"context cancelled", cancelled, nil, ratelimit.KindUnavailable, ratelimit.CategoryDeadline, "fw", context.Canceled},
+		{"context deadline shorter than the command timeout", short, func(r ratelimit.Request) ratelimit.Request {
+			r.Deadline = time.Now().Add(time.Hour) // real clock: ctx's deadline is the earlier one
+			return r
+		}, ratelimit.KindUnavailable, ratelimit.CategoryDeadline, "fw", ErrDeadlineTooShort},
+		{"request deadline shorter than the command timeout", context.Background(), func(r ratelimit.Request) ratelimit.Request {
+			r.Deadline = t0.Add(testTimeout - time.Millisecond)
+			return r
+		}, ratelimit.KindUnavailable, ratelimit.CategoryDeadline, "fw", ErrDeadlineTooShort},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			f := &fakeCommander{}
+			p := fakeProvider(t, f, 4)
+			if tt.ctx == short {
+				p.now = time.Now
+			}
+			req := valid
+			if tt.req != nil {
+				req = tt.req(req)
+			}
+			out := p.Evaluate(tt.ctx, req)
+			require.NotNil(t, out)
+			assert.Equal(t, tt.kind, out.Kind())
+			assert.Equal(t, tt.cat, ratelimit.CategoryOf(out))
+			assert.False(t, ratelimit.Admitted(out))
+			u, ok := out.(ratelimit.Unavailable)
+			require.True(t, ok)
+			assert.Equal(t, tt.id, u.PolicyID)
+			assert.Equal(t, MinFailureRetryAfter, u.RetryAfter)
+			assert.ErrorIs(t, u.Cause, tt.target)
+			assert.Empty(t, f.commands(), "nothing sent")
+			if req.SubjectDigest != "" {
+				assert.NotContains(t, u.Cause.Error(), string(req.SubjectDigest))
+			}
+		})
+	}
+}
+
+func TestEvaluateExactDeadlineIsAdmitted(t *testing.T) {
+	f := &fakeCommander{respond: func(int, sentCommand) fakeReply {
+		return fakeReply{val: modelReply(fixedPolicy(t, "fw", 5, time.Minute), t0, 1)}
+	}}
+	p := fakeProvider(t, f, 4)
+	req := request("fw", subjectA, 1, t0)
+	req.Deadline = t0.Add(testTimeout) // exactly one command timeout left
+	out := p.Evaluate(context.Background(), req)
+	assert.True(t, ratelimit.Admitted(out), "%v", out)
+}
+
+func TestEvaluateAfterCloseIsUnavailableClosed(t *testing.T) {
+	f := &fakeCommander{}
+	p := fakeProvider(t, f, 4)
+	require.NoError(t, p.Close())
+	require.NoError(t, p.Close(), "idempotent")
+	assert.Equal(t, 1, f.closes, "client closed once")
+	out := p.Evaluate(context.Background(), request("fw", subjectA, 1, t0))
+	assert.Equal(t, ratelimit.CategoryClosed, ratelimit.CategoryOf(out))
+	assert.Equal(t, ratelimit.KindUnavailable, out.Kind())
+	assert.Empty(t, f.commands())
+	assert.ErrorIs(t, p.Ready(context.Background()), ErrClosed)
+	assert.ErrorIs(t, p.Start(context.Background()), ErrClosed)
+}
+
+func TestEvaluateInFlightBoundAnswersAtOnce(t *testing.T) {
+	reply := modelReply(fixedPolicy(t, "fw", 5, time.Minute), t0, 1)
+	f := &fakeCommander{
+		block:   make(chan struct{}),
+		entered: make(chan struct{}, 1),
+		respond: func(int, sentCommand) fakeReply { return fakeReply{val: reply} },
+	}
+	p := fakeProvider(t, f, 1)
+	first := make(chan ratelimit.Outcome, 1)
+	go func() { first <- p.Evaluate(context.Background(), request("fw", subjectA, 1, t0)) }()
+	select {
+	case <-f.entered:
+	case <-time.After(5 * time.Second):
+		t.Fatal("first call never reached the client")
+	}
+	out := p.Evaluate(context.Background(), request("fw", subjectB, 1, t0))
+	assert.Equal(t, ratelimit.KindUnavailable, out.Kind())
+	assert.Equal(t, ratelimit.CategoryAdmission, ratelimit.CategoryOf(out))
+	assert.ErrorIs(t, out.(ratelimit.Unavailable).Cause, ErrInFlightFull)
+	close(f.block)
+	assert.True(t, ratelimit.Admitted(<-first))
+	assert.Len(t, f.commands(), 1, "the refused call sent nothing")
+
+	f.block = nil // the slot is free again
+	assert.True(t, ratelimit.Admitted(p.Evaluate(context.Background(), request("fw", subjectB, 1, t0))))
+}
+
+// TestEvaluateMapsEveryStatus maps each program status, for each algorithm.
+func TestEvaluateMapsEveryStatus(t *testing.T) {
+	now := t0.UnixMilli()
+	for _, pol := range testPolicies(t) {
+		t.Run(pol.Algorithm().String(), func(t *testing.T) {
+			// A denial: exhaust the model's state, then ask once more.
+			var st programs.State
+			for i := 0; i < 5; i++ {
+				_, st = programs.Evaluate(pol, st, now, 1)
+			}
+			denied, _ := programs.Evaluate(pol, st, now, 1)
+			require.Equal(t, programs.StatusDenied, denied.Status)
+			allowed, _ := programs.Evaluate(pol, nil, now, 2)
+			require.Equal(t, programs.StatusAllowed, allowed.Status)
+
+			tests := []struct {
+				name  string
+				reply programs.Reply
+				check func(t *testing.T, out ratelimit.Outcome)
+			}{
+				{"allowed", allowed, func(t *testing.T, out ratelimit.Outcome) {
+					e := out.(ratelimit.Evaluated)
+					assert.True(t, ratelimit.Admitted(out))
+					assert.Equal(t, ratelimit.Decision{
+						Allowed: true, Limit: 5, Remaining: allowed.Remaining, RetryAfter: 0,
+						ResetAt: time.UnixMilli(allowed.ResetAtMillis), PolicyID: pol.ID(), PolicyRevision: 1,
+						Source: ratelimit.GlobalRedis, Certainty: pol.Certainty(),
+					}, e.Decision)
+				}},
+				{"denied", denied, func(t *testing.T, out ratelimit.Outcome) {
+					e := out.(ratelimit.Evaluated)
+					assert.False(t, ratelimit.Admitted(out))
+					assert.False(t, e.Decision.Allowed)
+					assert.Equal(t, time.Duration(denied.RetryAfterMillis)*time.Millisecond, e.Decision.RetryAfter)
+					assert.Positive(t, e.Decision.RetryAfter)
+					assert.Equal(t, denied.Remaining, e.Decision.Remaining)
+					assert.Equal(t, time.UnixMilli(denied.ResetAtMillis), e.Decision.ResetAt)
+					assert.Equal(t, pol.Certainty(), e.Decision.Certainty)
+				}},
+				{"clock unsafe behind", programs.Reply{Status: programs.StatusClockUnsafe, ServerNowMillis: now, EffectiveNowMillis: now + 5000, RetryAfterMillis: 3000},
+					func(t *testing.T, out ratelimit.Outcome) {
+						u := out.(ratelimit.Unavailable)
+						assert.Equal(t, ratelimit.CategoryClockUnsafe, u.Category)
+						assert.Equal(t, 3*time.Second, u.RetryAfter, "the program's wait")
+						assert.ErrorIs(t, u.Cause, ErrClockUnsafe)
+					}},
+				{"clock unsafe barely behind", programs.Reply{Status: programs.StatusClockUnsafe, ServerNowMillis: now, EffectiveNowMillis: now + 2001, RetryAfterMillis: 1},
+					func(t *testing.T, out ratelimit.Outcome) {
+						assert.Equal(t, MinFailureRetryAfter, out.(ratelimit.Unavailable).RetryAfter, "at least the failure hint")
+					}},
+				{"clock unsafe far behind", programs.Reply{Status: programs.StatusClockUnsafe, ServerNowMillis: now, EffectiveNowMillis: now + 3_600_000, RetryAfterMillis: 3_598_000},
+					func(t *testing.T, out ratelimit.Outcome) {
+						assert.Equal(t, MaxClockRetryAfter, out.(ratelimit.Unavailable).RetryAfter, "capped")
+					}},
+				{"clock unsafe past the server-time bound", programs.Reply{Status: programs.StatusClockUnsafe},
+					func(t *testing.T, out ratelimit.Outcome) {
+						u := out.(ratelimit.Unavailable)
+						assert.Equal(t, ratelimit.CategoryClockUnsafe, u.Category)
+						assert.Equal(t, MaxClockRetryAfter, u.RetryAfter)
+					}},
+				{"state incompatible", programs.Reply{Status: programs.StatusStateIncompatible, ServerNowMillis: now},
+					func(t *testing.T, out ratelimit.Outcome) {
+						i := out.(ratelimit.Incompatible)
+						assert.Equal(t, ratelimit.CategoryStateIncompatible, i.Category)
+						assert.ErrorIs(t, i.Cause, ErrStateIncompatible)
+					}},
+				{"invalid", programs.Reply{Status: programs.StatusInvalid, ServerNowMillis: now},
+					func(t *testing.T, out ratelimit.Outcome) {
+						i := out.(ratelimit.Incompatible)
+						assert.Equal(t, ratelimit.CategoryInvalidArguments, i.Category)
+						assert.ErrorIs(t, i.Cause, ErrInvalidArguments)
+					}},
+				{"inconsistent", programs.Reply{Status: programs.StatusAllowed, ServerNowMillis: now, EffectiveNowMillis: now, Limit: 5, Remaining: 5, ResetAtMillis: now + 1},
+					func(t *testing.T, out ratelimit.Outcome) {
+						i := out.(ratelimit.Incompatible)
+						assert.Equal(t, ratelimit.CategoryMalformedReply, i.Category)
+						assert.ErrorIs(t, i.Cause, ErrMalformedReply)
+					}},
+			}
+			for _, tt := range tests {
+				t.Run(tt.name, func(t *testing.T) {
+					f := &fakeCommander{respond: func(int, sentCommand) fakeReply { return fakeReply{val: modelReplyOf(tt.reply)} }}
+					out := fakeProvider(t, f, 4).Evaluate(context.Background(), request(pol.ID(), subjectA, 2, t0))
+					require.NotNil(t, out)
+					assert.Equal(t, pol.ID(), policyIDOf(out))
+					tt.check(t, out)
+					assert.Len(t, f.commands(), 1)
+				})
+			}
+		})
+	}
+}
+
+func sha1Hex(v any) string {
+	b, _ := v.([]byte)
+	sum := sha1.Sum(b)
+	return hex.EncodeToString(sum[:])
+}
+
+func policyIDOf(o ratelimit.Outcome) ratelimit.PolicyID {
+	switch v := o.(type) {
+	case ratelimit.Evaluated:
+		return v.Decision.PolicyID
+	case ratelimit.Unavailable:
+		return v.PolicyID
+	case ratelimit.Indeterminate:
+		return v.PolicyID
+	case ratelimit.Incompatible:
+		return v.PolicyID
+	}
+	return ""
+}
+
+func TestEvaluateSendsTheStateKey(t *testing.T) {
+	var got sentCommand
+	pol := tokenPolicy(t, "tb", 5, 1, time.Second)
+	f := &fakeCommander{respond: func(_ int, c sentCommand) fakeReply {
+		got = c
+		return fakeReply{val: modelReply(pol, t0, 1)}
+	}}
+	p := fakeProvider(t, f, 4)
+	require.True(t, ratelimit.Admitted(p.Evaluate(context.Background(), request("tb", subjectA, 1, t0))))
+	want, err := StateKey(testKeys(t), pol, subjectA)
+	require.NoError(t, err)
+	assert.Equal(t, want, got.key)
+	assert.True(t, strings.HasPrefix(got.key, "tlb:rate:tb:state:v1:"), got.key)
+	assert.NotContains(t, got.key, string(subjectA))
+}
+
+func TestStateKeyRollsWithRevisionAndAlgorithm(t *testing.T) {
+	keys := testKeys(t)
+	k := func(p ratelimit.Policy, s ratelimit.SubjectDigest) string {
+		key, err := StateKey(keys, p, s)
+		require.NoError(t, err)
+		return key
+	}
+	rev1 := fixedPolicy(t, "api", 5, time.Minute)
+	rev2 := mustPolicy(t, ratelimit.PolicySpec{ID: "api", Revision: 2, Params: ratelimit.FixedWindow{Limit: 5, Window: time.Minute}})
+	sliding := slidingPolicy(t, "api", 5, time.Minute)
+	other := fixedPolicy(t, "login", 5, time.Minute)
+	all := map[string]bool{}
+	for _, key := range []string{k(rev1, subjectA), k(rev2, subjectA), k(sliding, subjectA), k(other, subjectA), k(rev1, subjectB)} {
+		assert.False(t, all[key], "distinct keys")
+		all[key] = true
+		assert.NotContains(t, key, string(subjectA))
+		assert.NotContains(t, key, string(subjectB))
+	}
+	assert.Equal(t, k(rev1, subjectA), k(rev1, subjectA), "deterministic")
+	assert.True(t, strings.HasPrefix(k(other, subjectA), "tlb:rate:login:state:v1:"))
+}
+
+// TestEvaluateMapsCallFailures: a failed call becomes the classifier's
+// outcome, with the retry hint and a CallError cause.
+func TestEvaluateMapsCallFailures(t *testing.T) {
+	readTimeout := &net.OpError{Op: "read", Net: "tcp", Err: os.ErrDeadlineExceeded}
+	tests := []struct {
+		name    string
+		r       fakeReply
+		kind    ratelimit.OutcomeKind
+		cat     ratelimit.Category
+		written bool
+	}{
+		{"read timeout", fakeReply{err: readTimeout}, ratelimit.KindIndeterminate, ratelimit.CategoryTimeout, true},
+		{"handshake read timeout", fakeReply{err: readTimeout, unwritten: true}, ratelimit.KindUnavailable, ratelimit.CategoryConnection, false},
+		{"eof after write", fakeReply{err: io.EOF}, ratelimit.KindIndeterminate, ratelimit.CategoryConnectionLost, true},
+		{"pool timeout", fakeReply{err: redis.ErrPoolTimeout, unwritten: true}, ratelimit.KindUnavailable, ratelimit.CategoryAdmission, false},
+		{"oom", fakeReply{err: serverError(msgOOM)}, ratelimit.KindUnavailable, ratelimit.CategoryServerRejected, true},
+		{"lua error", fakeReply{err: serverError("ERR user_script:9: x" + scriptSuffix)}, ratelimit.KindIncompatible, ratelimit.CategoryProgramFault, true},
+		{"nil reply", fakeReply{err: redis.Nil}, ratelimit.KindIncompatible, ratelimit.CategoryMalformedReply, true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			f := &fakeCommander{respond: func(int, sentCommand) fakeReply { return tt.r }}
+			out := fakeProvider(t, f, 4).Evaluate(context.Background(), request("sw", subjectA, 1, t0))
+			assert.Equal(t, tt.kind, out.Kind())
+			assert.Equal(t, tt.cat, ratelimit.CategoryOf(out))
+			assert.Equal(t, ratelimit.PolicyID("sw"), policyIDOf(out))
+			var cause error
+			switch v := out.(type) {
+			case ratelimit.Unavailable:
+				assert.Equal(t, MinFailureRetryAfter, v.RetryAfter)
+				cause = v.Cause
+			case ratelimit.Indeterminate:
+				assert.Equal(t, MinFailureRetryAfter, v.RetryAfter)
+				cause = v.Cause
+			case ratelimit.Incompatible:
+				cause = v.Cause
+			}
+			var ce *CallError
+			require.ErrorAs(t, cause, &ce)
+			assert.Equal(t, tt.written, ce.Written)
+			assert.Equal(t, cmdEvalSha, ce.Command)
+			assert.Equal(t, "rate-sliding-counter-v1", ce.Program)
+			assert.ErrorIs(t, cause, tt.r.err)
+			assert.Len(t, f.commands(), 1)
+		})
+	}
+}
+
+func TestEvaluateNoScriptFallsBackOnce(t *testing.T) {
+	pol := fixedPolicy(t, "fw", 5, time.Minute)
+	f := &fakeCommander{respond: func(i int, _ sentCommand) fakeReply {
+		if i == 0 {
+			return fakeReply{err: redis.ErrNoScript}
+		}
+		return fakeReply{val: modelReply(pol, t0, 1)}
+	}}
+	out := fakeProvider(t, f, 4).Evaluate(context.Background(), request("fw", subjectA, 1, t0))
+	assert.True(t, ratelimit.Admitted(out), "%v", out)
+	assert.Equal(t, []string{cmdEvalSha, cmdEval}, f.names())
+}
+
+// TestEvaluateNoScriptWithTooLittleDeadlineLeftSendsNoEval: the deadline
+// precheck applies to the fallback EVAL too; NOSCRIPT ran nothing, so the
+// answer is Unavailable{deadline}.
+func TestEvaluateNoScriptWithTooLittleDeadlineLeftSendsNoEval(t *testing.T) {
+	var late atomic.Bool
+	f := &fakeCommander{respond: func(int, sentCommand) fakeReply {
+		late.Store(true) // the NOSCRIPT round trip took 9.5 command timeouts
+		return fakeReply{err: redis.ErrNoScript}
+	}}
+	p, err := newProvider(f, testKeys(t), testPolicies(t), Options{CommandTimeout: testTimeout, MaxInFlight: 1, Now: func() time.Time {
+		if late.Load() {
+			return t0.Add(19 * testTimeout / 2)
+		}
+		return t0
+	}})
+	require.NoError(t, err)
+	out := p.Evaluate(context.Background(), request("fw", subjectA, 1, t0))
+	assert.Equal(t, ratelimit.KindUnavailable, out.Kind())
+	assert.Equal(t, ratelimit.CategoryDeadline, ratelimit.CategoryOf(out))
+	assert.ErrorIs(t, out.(ratelimit.Unavailable).Cause, ErrDeadlineTooShort)
+	assert.Equal(t, []string{cmdEvalSha}, f.names())
+}
+
+func TestEvaluateRecoversFromPanics(t *testing.T) {
+	f := &fakeCommander{panics: true}
+	out := fakeProvider(t, f, 1).Evaluate(context.Background(), request("tb", subjectA, 1, t0))
+	require.NotNil(t, out)
+	i, ok := out.(ratelimit.Incompatible)
+	require.True(t, ok, "%T", out)
+	assert.Equal(t, ratelimit.CategoryProgramFault, i.Category)
+	assert.Equal(t, ratelimit.PolicyID("tb"), i.PolicyID)
+	assert.ErrorIs(t, i.Cause, ErrPanic)
+}
+
+func TestEvaluateRecoversFromPanicsHoldingTheSlot(t *testing.T) {
+	f := &fakeCommander{panics: true}
+	p := fakeProvider(t, f, 1)
+	for i := 0; i < 3; i++ {
+		assert.Equal(t, ratelimit.CategoryProgramFault, ratelimit.CategoryOf(p.Evaluate(context.Background(), request("tb", subjectA, 1, t0))))
+	}
+	f.panics = false
+	f.respond = func(int, sentCommand) fakeReply {
+		return fakeReply{val: modelReply(tokenPolicy(t, "tb", 5, 1, time.Second), t0, 1)}
+	}
+	assert.True(t, ratelimit.Admitted(p.Evaluate(context.Background(), request("tb", subjectA, 1, t0))), "the semaphore slot was released")
+}
+
+func TestNewValidatesPoliciesAndOptions(t *testing.T) {
+	keys := testKeys(t)
+	pols := testPolicies(t)
+	good := Options{CommandTimeout: testTimeout, MaxInFlight: 2}
+	tests := []struct {
+		name     string
+		keysNil  bool
+		policies []ratelimit.Policy
+		opts     Options
+		want     string
+	}{
+		{"nil keys", true, pols, good, "keys"},
+		{"no policies", false, nil, good, "policies"},
+		{"zero policy", false, []ratelimit.Policy{{}}, good, "zero policy"},
+		{"duplicate ids", false, []ratelimit.Policy{pols[0], fixedPolicy(t, "fw", 9, time.Second)}, good, "duplicate"},
+		{"no command timeout", false, pols, Options{MaxInFlight: 2}, "CommandTimeout"},
+		{"command timeout too long", false, pols, Options{CommandTimeout: time.Hour, MaxInFlight: 2}, "CommandTimeout"},
+		{"no in-flight bound", false, pols, Options{CommandTimeout: testTimeout}, "MaxInFlight"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			k := keys
+			if tt.keysNil {
+				k = nil
+			}
+			_, err := newProvider(&fakeCommander{}, k, tt.policies, tt.opts)
+			require.ErrorIs(t, err, ErrInvalidConfig)
+			assert.Contains(t, err.Error(), tt.want)
+		})
+	}
+	p, err := newProvider(&fakeCommander{}, keys, pols, good)
+	require.NoError(t, err)
+	assert.Len(t, p.scripts, 3, "one script per program")
+	assert.Equal(t, programs.MinRedisVersion, p.minRedis)
+}
+
+// TestStartChecksTheServerVersion: Start reads INFO server, refuses a server
+// older than the manifest (Evaluate then answers Incompatible{server_version}
+// unsent) and loads every program otherwise.
+func TestStartChecksTheServerVersion(t *testing.T) {
+	infoOf := func(v string) string {
+		return "# Server\r\nredis_git_sha1:00000000\r\nredis_version:" + v + "\r\nredis_mode:standalone\r\n"
+	}
+	newFake := func(version string) *fakeCommander {
+		return &fakeCommander{respond: func(_ int, c sentCommand) fakeReply {
+			switch c.name {
+			case "info":
+				return fakeReply{val: infoOf(version)}
+			case "ping":
+				return fakeReply{val: "PONG"}
+			case "script":
+				return fakeReply{val: sha1Hex(c.raw[2])}
+			}
+			return fakeReply{}
+		}}
+	}
+	t.Run("old server", func(t *testing.T) {
+		f := newFake("6.2.14")
+		p := fakeProvider(t, f, 2)
+		err := p.Start(context.Background())
+		require.ErrorIs(t, err, ErrServerVersion)
+		assert.Contains(t, err.Error(), "6.2.14")
+		assert.Equal(t, []string{"info"}, f.names(), "no SCRIPT LOAD on an old server")
+		out := p.Evaluate(context.Background(), request("fw", subjectA, 1, t0))
+		assert.Equal(t, ratelimit.KindIncompatible, out.Kind())
+		assert.Equal(t, ratelimit.CategoryServerVersion, ratelimit.CategoryOf(out))
+		assert.ErrorIs(t, out.(ratelimit.Incompatible).Cause, ErrServerVersion)
+		assert.ErrorIs(t, p.Ready(context.Background()), ErrServerVersion)
+		assert.Equal(t, []string{"info"}, f.names(), "Evaluate and Ready sent nothing")
+	})
+	for _, v := range []string{"garbage", "", "7", "7.x.1"} {
+		t.Run("unreadable version "+v, func(t *testing.T) {
+			p := fakeProvider(t, newFake(v), 2)
+			require.ErrorIs(t, p.Start(context.Background()), ErrServerVersion)
+		})
+	}
+	t.Run("missing version field", func(t *testing.T) {
+		f := &fakeCommander{respond: func(int, sentCommand) fakeReply { return fakeReply{val: "# Server\r\nredis_mode:standalone\r\n"} }}
+		require.ErrorIs(t, fakeProvider(t, f, 2).Start(context.Background()), ErrServerVersion)
+	})
+	for _, v := range []string{"7.0.0", "7.0.15", "7.4.2", "8.0.1", "10.0"} {
+		t.Run("supported "+v, func(t *testing.T) {
+			f := newFake(v)
+			p := fakeProvider(t, f, 2)
+			require.NoError(t, p.Start(context.Background()))
+			sent := f.commands()
+			require.Len(t, sent, 4)
+			for i, prog := range programs.All() {
+				assert.Equal(t, []any{"script", "load", []byte(prog.Source)}, sent[i+1].raw, "SCRIPT LOAD of the exact source")
+			}
+			require.NoError(t, p.Ready(context.Background()))
+		})
+	}
+	t.Run("digest mismatch", func(t *testing.T) {
+		f := &fakeCommander{respond: func(_ int, c sentCommand) fakeReply {
+			if c.name == "info" {
+				return fakeReply{val: infoOf("7.0.15")}
+			}
+			return fakeReply{val: "0000000000000000000000000000000000000000"}
+		}}
+		require.ErrorIs(t, fakeProvider(t, f, 2).Start(context.Background()), ErrScriptDigest)
+	})
+	t.Run("a later successful start clears the failure", func(t *testing.T) {
+		version := "6.0.0"
+		f := &fakeCommander{respond: func(_ int, c sentCommand) fakeReply {
+			switch c.name {
+			case "info":
+				return fakeReply{val: infoOf(version)}
+			case "script":
+				return fakeReply{val: sha1Hex(c.raw[2])}
+			}
+			return fakeReply{}
+		}}
+		p := fakeProvider(t, f, 2)
+		require.ErrorIs(t, p.Start(context.Background()), ErrServerVersion)
+		version = "7.0.15"
+		require.NoError(t, p.Start(context.Background()))
+		reply := modelReply(fixedPolicy(t, "fw", 5, time.Minute), t0, 1)
+		f.respond = func(int, sentCommand) fakeReply { return fakeReply{val: reply} }
+		assert.True(t, ratelimit.Admitted(p.Evaluate(context.Background(), request("fw", subjectA, 1, t0))))
+	})
+	t.Run("transport failure changes nothing", func(t *testing.T) {
+		f := &fakeCommander{respond: func(int, sentCommand) fakeReply { return fakeReply{err: io.EOF} }}
+		p := fakeProvider(t, f, 2)
+		err := p.Start(context.Background())
+		require.ErrorIs(t, err, io.EOF)
+		assert.False(t, errors.Is(err, ErrServerVersion))
+		assert.Nil(t, p.versionErr.Load())
+	})
+}
