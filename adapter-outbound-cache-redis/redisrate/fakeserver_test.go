@@ -32,7 +32,9 @@ type respServer struct {
 	handler func(args []string) respAction
 	// onAccept, if set, runs for each new connection before anything is
 	// read; returning false closes the connection at once.
-	onAccept func() bool
+	onAccept func(c net.Conn) bool
+	// hello and ping, if set, replace the default answers.
+	hello, ping *respAction
 
 	mu       sync.Mutex
 	conns    map[net.Conn]struct{}
@@ -41,13 +43,17 @@ type respServer struct {
 	stopping bool
 }
 
-func startRESP(t testing.TB, handler func(args []string) respAction) *respServer {
+// startRESP starts the server; opts adjust it before it accepts anything.
+func startRESP(t testing.TB, handler func(args []string) respAction, opts ...func(*respServer)) *respServer {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatalf("fake resp server: listen: %v", err)
 	}
 	s := &respServer{t: t, ln: ln, handler: handler, conns: map[net.Conn]struct{}{}}
+	for _, o := range opts {
+		o(s)
+	}
 	s.wg.Add(1)
 	go s.accept()
 	t.Cleanup(s.stop)
@@ -113,7 +119,7 @@ func (s *respServer) serve(c net.Conn) {
 		s.mu.Unlock()
 		_ = c.Close()
 	}()
-	if s.onAccept != nil && !s.onAccept() {
+	if s.onAccept != nil && !s.onAccept(c) {
 		return
 	}
 	r := bufio.NewReader(c)
@@ -127,10 +133,14 @@ func (s *respServer) serve(c net.Conn) {
 		s.commands = append(s.commands, name)
 		s.mu.Unlock()
 		var a respAction
-		switch name {
-		case "hello":
+		switch {
+		case name == "hello" && s.hello != nil:
+			a = *s.hello
+		case name == "hello":
 			a = respAction{reply: "-ERR unknown command 'HELLO'\r\n"}
-		case "ping":
+		case name == "ping" && s.ping != nil:
+			a = *s.ping
+		case name == "ping":
 			a = respAction{reply: "+PONG\r\n"}
 		default:
 			a = s.handler(args)

@@ -1,9 +1,11 @@
 package redisrate
 
 import (
+	"bytes"
 	"context"
 	"encoding"
 	"fmt"
+	"runtime"
 	"sync"
 	"testing"
 	"time"
@@ -223,3 +225,25 @@ func (serverError) RedisError()     {}
 var _ redis.Error = serverError("")
 
 func noScript() error { return redis.ErrNoScript }
+
+// waitGoroutineGone waits (bounded) until no goroutine has fn in its stack.
+// go-redis's pool starts a dial prober (tryDial) after PoolSize failed dials;
+// it notices Close only after its 1 s sleep.
+func waitGoroutineGone(t testing.TB, fn string) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		buf := make([]byte, 1<<20)
+		buf = buf[:runtime.Stack(buf, true)]
+		if !bytes.Contains(buf, []byte(fn)) {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Errorf("goroutine %s still running after close", fn)
+			return
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+const poolDialProber = "pool.(*ConnPool).tryDial"
