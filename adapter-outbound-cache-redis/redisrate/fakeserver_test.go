@@ -10,6 +10,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 )
 
 // respAction is what the fake server does with one command.
@@ -20,6 +21,8 @@ type respAction struct {
 	close bool
 	// hang never answers; the connection stays open until the server stops.
 	hang bool
+	// delay waits before answering.
+	delay time.Duration
 }
 
 // respServer is a fake RESP endpoint on 127.0.0.1 for driving a real
@@ -148,6 +151,9 @@ func (s *respServer) serve(c net.Conn) {
 		if a.hang {
 			_, _ = io.Copy(io.Discard, r) // until the client or the server closes
 			return
+		}
+		if a.delay > 0 {
+			time.Sleep(a.delay)
 		}
 		if a.reply != "" {
 			if _, err := io.WriteString(c, a.reply); err != nil {

@@ -362,3 +362,28 @@ func TestWireRESP3ReplyIsTheSame(t *testing.T) {
 	out := wireProvider(t, cfg).Evaluate(context.Background(), liveRequest("fw"))
 	assert.True(t, ratelimit.Admitted(out), "%v", out)
 }
+
+// TestWireContextEndingAfterTheWriteIsIgnored: with ContextTimeoutEnabled
+// false go-redis does not abandon a written call when the caller's context
+// ends; it reads the reply within the command timeout, so the connection
+// stays in sync and the decision is real. The caller deadline is an
+// admission precheck only.
+func TestWireContextEndingAfterTheWriteIsIgnored(t *testing.T) {
+	reply := validWireReply(t)
+	srv := startRESP(t, func([]string) respAction { return respAction{reply: reply, delay: 150 * time.Millisecond} })
+	p := wireProvider(t, wireConfig(srv.Addr()))
+	ctx, cancel := context.WithCancel(context.Background())
+	go func() {
+		for i := 0; i < 5000 && srv.Count(cmdEvalSha) == 0; i++ {
+			time.Sleep(time.Millisecond)
+		}
+		cancel() // after the call was written
+	}()
+	out := p.Evaluate(ctx, liveRequest("fw"))
+	assert.Error(t, ctx.Err(), "the context ended during the call")
+	assert.True(t, ratelimit.Admitted(out), "%v", out)
+	// The next call on the same connection reads its own reply.
+	out = p.Evaluate(context.Background(), liveRequest("fw"))
+	assert.True(t, ratelimit.Admitted(out), "%v", out)
+	assert.Equal(t, 2, srv.Count(cmdEvalSha))
+}

@@ -1,0 +1,121 @@
+package redisrate
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/tech-log/tech-log-backend/adapter-outbound-cache-redis/programs"
+	"github.com/tech-log/tech-log-backend/adapter-outbound-cache-redis/redistest"
+	"github.com/tech-log/tech-log-backend/shared-contract/ratelimit"
+)
+
+// hotPath is the same program call made two ways on one server with the
+// same client options: through the Provider, and as a bare go-redis EvalSha.
+type hotPath struct {
+	provider *Provider
+	bare     *redis.Client
+	req      ratelimit.Request
+	key      string
+	sha      string
+	argv     []any
+}
+
+func newHotPath(t testing.TB) *hotPath {
+	t.Helper()
+	srv := redistest.Start(t)
+	keys := randomKeys(t)
+	// A limit no benchmark run reaches: every call is an allowed write.
+	pol := mustPolicy(t, ratelimit.PolicySpec{ID: "bench", Params: ratelimit.FixedWindow{Limit: 1 << 40, Window: time.Hour}, MaxCost: 1})
+	p := serviceProvider(t, srv, keys, []ratelimit.Policy{pol}, nil)
+	bare, err := NewClient(serviceConfig(srv))
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = bare.Close() })
+	subject := randomSubject(t)
+	key, err := StateKey(keys, pol, subject)
+	require.NoError(t, err)
+	prog, _ := programs.ForAlgorithm(pol.Algorithm())
+	h := &hotPath{
+		provider: p, bare: bare, key: key, sha: prog.SHA1, argv: programs.Args(pol, 1),
+		req: ratelimit.Request{PolicyID: pol.ID(), SubjectDigest: subject, Cost: 1, Deadline: time.Now().Add(time.Hour)},
+	}
+	require.True(t, ratelimit.Admitted(h.evaluate()))
+	require.NoError(t, h.evalSha())
+	return h
+}
+
+func (h *hotPath) evaluate() ratelimit.Outcome {
+	return h.provider.Evaluate(context.Background(), h.req)
+}
+
+func (h *hotPath) evalSha() error {
+	return h.bare.EvalSha(context.Background(), h.sha, []string{h.key}, h.argv...).Err()
+}
+
+// TestServiceEvaluateAllocationBudget: the provider's hot path allocates at
+// most 4 more objects than a bare EvalSha of the same program.
+func TestServiceEvaluateAllocationBudget(t *testing.T) {
+	h := newHotPath(t)
+	bare := testing.AllocsPerRun(200, func() {
+		if err := h.evalSha(); err != nil {
+			t.Fatal(err)
+		}
+	})
+	provider := testing.AllocsPerRun(200, func() {
+		if !ratelimit.Admitted(h.evaluate()) {
+			t.Fatal("not admitted")
+		}
+	})
+	t.Logf("allocs per call: provider %.1f, bare EvalSha %.1f", provider, bare)
+	assert.LessOrEqual(t, provider, bare+4)
+}
+
+func BenchmarkEvaluate(b *testing.B) {
+	h := newHotPath(b)
+	b.ReportAllocs()
+	for b.Loop() {
+		if !ratelimit.Admitted(h.evaluate()) {
+			b.Fatal("not admitted")
+		}
+	}
+}
+
+func BenchmarkBareEvalSha(b *testing.B) {
+	h := newHotPath(b)
+	b.ReportAllocs()
+	for b.Loop() {
+		if err := h.evalSha(); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+func BenchmarkEvaluateParallel(b *testing.B) {
+	h := newHotPath(b)
+	b.ReportAllocs()
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			if !ratelimit.Admitted(h.evaluate()) {
+				b.Error("not admitted")
+				return
+			}
+		}
+	})
+}
+
+func BenchmarkBareEvalShaParallel(b *testing.B) {
+	h := newHotPath(b)
+	b.ReportAllocs()
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			if err := h.evalSha(); err != nil {
+				b.Error(err)
+				return
+			}
+		}
+	})
+}

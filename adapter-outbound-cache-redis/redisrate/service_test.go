@@ -1,0 +1,651 @@
+package redisrate
+
+// The Redis service lane: every test here runs against a private
+// redis-server started by redistest (skipped under -short or without a
+// server, failed under REDIS_REQUIRED=1).
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	mrand "math/rand/v2"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/tech-log/tech-log-backend/adapter-outbound-cache-redis/programs"
+	"github.com/tech-log/tech-log-backend/adapter-outbound-cache-redis/redistest"
+	"github.com/tech-log/tech-log-backend/shared-contract/keyspace"
+	"github.com/tech-log/tech-log-backend/shared-contract/ratelimit"
+)
+
+// serviceTimeout is the command timeout of the service lane: generous for
+// two noisy cores under -race.
+const serviceTimeout = 500 * time.Millisecond
+
+func serviceConfig(srv *redistest.Server) ClientConfig {
+	return ClientConfig{
+		Addr:           srv.Addr(),
+		Protocol:       ProtocolRESP2,
+		CommandTimeout: serviceTimeout,
+		DialTimeout:    serviceTimeout,
+		PoolSize:       16,
+		PoolTimeout:    200 * time.Millisecond,
+	}
+}
+
+// randomKeys returns a keyspace builder with a random prefix: the test's
+// own corner of the keyspace.
+func randomKeys(t testing.TB) *keyspace.Builder {
+	t.Helper()
+	b := make([]byte, 6)
+	_, err := rand.Read(b)
+	require.NoError(t, err)
+	secret, err := keyspace.NewSecret([]byte("service-lane-secret-0123456789abcdef"))
+	require.NoError(t, err)
+	keys, err := keyspace.NewBuilder("t"+hex.EncodeToString(b), secret)
+	require.NoError(t, err)
+	return keys
+}
+
+// serviceProvider builds and starts a Provider on srv; mutate adjusts the
+// client config first.
+func serviceProvider(t testing.TB, srv *redistest.Server, keys *keyspace.Builder, policies []ratelimit.Policy, mutate func(*ClientConfig)) *Provider {
+	t.Helper()
+	cfg := serviceConfig(srv)
+	if mutate != nil {
+		mutate(&cfg)
+	}
+	client, err := NewClient(cfg)
+	require.NoError(t, err)
+	p, err := New(client, keys, policies, Options{CommandTimeout: cfg.CommandTimeout, MaxInFlight: cfg.PoolSize})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = p.Close() })
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	require.NoError(t, p.Start(ctx))
+	return p
+}
+
+// ownServer skips tests that reconfigure or fault the server on the
+// external lane, which is shared.
+func ownServer(t testing.TB, srv *redistest.Server) {
+	t.Helper()
+	if srv.Lane() == redistest.LaneExternal {
+		t.Skip("reconfigures the server: not on the external lane")
+	}
+}
+
+func adminCtx(t testing.TB) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// commandCalls returns the calls of cmd in INFO commandstats.
+func commandCalls(t testing.TB, admin *redis.Client, cmd string) int {
+	t.Helper()
+	stats, err := admin.Info(adminCtx(t), "commandstats").Result()
+	require.NoError(t, err)
+	return statField(stats, "cmdstat_"+cmd, "calls")
+}
+
+// statField reads field of line name from an INFO section (0 when absent).
+func statField(info, name, field string) int {
+	v, ok := infoField(info, name)
+	if !ok {
+		return 0
+	}
+	for _, kv := range strings.Split(v, ",") {
+		k, val, _ := strings.Cut(kv, "=")
+		if k == field {
+			n, _ := strconv.Atoi(val)
+			return n
+		}
+	}
+	return 0
+}
+
+func TestServiceStartLoadsEveryProgram(t *testing.T) {
+	srv := redistest.Start(t)
+	p := serviceProvider(t, srv, randomKeys(t), conformancePolicies(t, 1), nil)
+	var shas []string
+	for _, prog := range programs.All() {
+		shas = append(shas, prog.SHA1)
+	}
+	exists, err := srv.Client().ScriptExists(adminCtx(t), shas...).Result()
+	require.NoError(t, err)
+	assert.Equal(t, []bool{true, true, true}, exists)
+	require.NoError(t, p.Ready(adminCtx(t)))
+	require.NoError(t, p.Close())
+	assert.ErrorIs(t, p.Ready(adminCtx(t)), ErrClosed)
+	assert.Equal(t, ratelimit.CategoryClosed, ratelimit.CategoryOf(ask(p, "c-fixed", randomSubject(t), 1)))
+}
+
+// TestConformanceRedis runs the EdgePort conformance suite against the
+// provider on a real server.
+func TestConformanceRedis(t *testing.T) {
+	srv := redistest.Start(t)
+	keys := randomKeys(t)
+	runConformance(t, func(t *testing.T, policies []ratelimit.Policy) ratelimit.EdgePort {
+		return serviceProvider(t, srv, keys, policies, nil)
+	})
+}
+
+// TestServiceProgramsMatchModel is the differential test through the
+// provider's executor and parser: on seeded random sequences of costs and
+// real time steps, each reply equals the model's for the server time the
+// program reports, the stored hash equals the model's state and the TTL is
+// the model's expiry.
+func TestServiceProgramsMatchModel(t *testing.T) {
+	srv := redistest.Start(t)
+	policies := []ratelimit.Policy{
+		mustPolicy(t, ratelimit.PolicySpec{ID: "d-fixed", Params: ratelimit.FixedWindow{Limit: 6, Window: 40 * time.Millisecond}, MaxCost: 4, MaxClockRegression: time.Second}),
+		mustPolicy(t, ratelimit.PolicySpec{ID: "d-sliding", Params: ratelimit.SlidingWindowCounter{Limit: 6, Window: 40 * time.Millisecond}, MaxCost: 4, MaxClockRegression: time.Second}),
+		mustPolicy(t, ratelimit.PolicySpec{ID: "d-bucket", Params: ratelimit.TokenBucket{Capacity: 6, RefillTokens: 2, RefillPeriod: 15 * time.Millisecond}, MaxCost: 4, MaxClockRegression: time.Second}),
+	}
+	keys := randomKeys(t)
+	p := serviceProvider(t, srv, keys, policies, nil)
+	admin := srv.Client()
+	for i, pol := range policies {
+		t.Run(pol.Algorithm().String(), func(t *testing.T) {
+			rng := mrand.New(mrand.NewPCG(uint64(i)+1, 42))
+			ps := p.policies[pol.ID()]
+			key, err := StateKey(keys, pol, randomSubject(t))
+			require.NoError(t, err)
+			var model programs.State
+			statuses := map[programs.Status]int{}
+			for step := 0; step < 150; step++ {
+				if rng.IntN(3) == 0 {
+					time.Sleep(time.Duration(rng.IntN(12)) * time.Millisecond)
+				}
+				cost := 1 + rng.Int64N(pol.MaxCost())
+				a, _ := p.exec.run(context.Background(), ps.script, key, ps.argv, cost, func() bool { return true })
+				require.NoError(t, a.err, "step %d", step)
+				got, err := parseReply(a.val, pol)
+				require.NoError(t, err, "step %d", step)
+				want, next := programs.Evaluate(pol, model, got.ServerNowMillis, cost)
+				require.Equal(t, want, got, "step %d cost %d", step, cost)
+				model = next
+				statuses[got.Status]++
+
+				stored, err := admin.HGetAll(adminCtx(t), key).Result()
+				require.NoError(t, err)
+				assert.Equal(t, map[string]string(model), stored, "step %d state", step)
+				if got.Status == programs.StatusAllowed {
+					ttl, err := admin.PTTL(adminCtx(t), key).Result()
+					require.NoError(t, err)
+					assert.Positive(t, ttl, "step %d: finite TTL set", step)
+					assert.LessOrEqual(t, ttl, millis(got.ExpiryMillis(pol)), "step %d TTL", step)
+				}
+			}
+			assert.Positive(t, statuses[programs.StatusAllowed])
+			assert.Positive(t, statuses[programs.StatusDenied], "the sequence reached the limit")
+		})
+	}
+}
+
+// TestServiceDenialWritesNothing: a denial through the provider leaves the
+// hash byte-identical and the TTL not extended.
+func TestServiceDenialWritesNothing(t *testing.T) {
+	srv := redistest.Start(t)
+	keys := randomKeys(t)
+	p := serviceProvider(t, srv, keys, conformancePolicies(t, 1), nil)
+	for _, pol := range conformancePolicies(t, 1) {
+		t.Run(pol.Algorithm().String(), func(t *testing.T) {
+			subject := randomSubject(t)
+			key, err := StateKey(keys, pol, subject)
+			require.NoError(t, err)
+			require.True(t, ratelimit.Admitted(ask(p, pol.ID(), subject, 4)))
+			before, err := srv.Client().HGetAll(adminCtx(t), key).Result()
+			require.NoError(t, err)
+			ttlBefore, err := srv.Client().PTTL(adminCtx(t), key).Result()
+			require.NoError(t, err)
+			out := ask(p, pol.ID(), subject, 2)
+			e, ok := out.(ratelimit.Evaluated)
+			require.True(t, ok, "%v", out)
+			require.False(t, e.Decision.Allowed)
+			after, err := srv.Client().HGetAll(adminCtx(t), key).Result()
+			require.NoError(t, err)
+			ttlAfter, err := srv.Client().PTTL(adminCtx(t), key).Result()
+			require.NoError(t, err)
+			assert.Equal(t, before, after)
+			assert.LessOrEqual(t, ttlAfter, ttlBefore, "TTL not refreshed by a denial")
+			require.True(t, ratelimit.Admitted(ask(p, pol.ID(), subject, 1)), "the exact remaining unit is still there")
+		})
+	}
+}
+
+// TestServiceScriptFlushFallsBackToOneEval: after SCRIPT FLUSH the next
+// evaluation costs exactly one EVAL, decides correctly, and re-caches the
+// script for the one after.
+func TestServiceScriptFlushFallsBackToOneEval(t *testing.T) {
+	srv := redistest.Start(t)
+	ownServer(t, srv)
+	admin := srv.Client()
+	p := serviceProvider(t, srv, randomKeys(t), conformancePolicies(t, 1), nil)
+	subject := randomSubject(t)
+	require.True(t, ratelimit.Admitted(ask(p, "c-bucket", subject, 2)))
+
+	require.NoError(t, admin.ConfigResetStat(adminCtx(t)).Err())
+	require.NoError(t, admin.ScriptFlush(adminCtx(t)).Err())
+	out := ask(p, "c-bucket", subject, 1)
+	e, ok := out.(ratelimit.Evaluated)
+	require.True(t, ok, "%v", out)
+	assert.True(t, e.Decision.Allowed)
+	assert.Equal(t, int64(2), e.Decision.Remaining, "state survived, one unit taken once")
+	assert.Equal(t, 1, commandCalls(t, admin, "evalsha"), "one EVALSHA answered NOSCRIPT")
+	assert.Equal(t, 1, commandCalls(t, admin, "eval"), "exactly one EVAL")
+
+	out = ask(p, "c-bucket", subject, 1)
+	require.True(t, ratelimit.Admitted(out), "%v", out)
+	assert.Equal(t, int64(1), out.(ratelimit.Evaluated).Decision.Remaining)
+	assert.Equal(t, 2, commandCalls(t, admin, "evalsha"))
+	assert.Equal(t, 1, commandCalls(t, admin, "eval"), "EVAL cached the script")
+}
+
+// TestServiceKeysArePrivateAndExpire scans the test's keyspace: every key is
+// a rate key of the canonical form, holds no subject, is a hash and has a
+// finite TTL within the policy horizon plus grace.
+func TestServiceKeysArePrivateAndExpire(t *testing.T) {
+	srv := redistest.Start(t)
+	keys := randomKeys(t)
+	policies := conformancePolicies(t, 1)
+	p := serviceProvider(t, srv, keys, policies, nil)
+	var subjects []ratelimit.SubjectDigest
+	for i := 0; i < 5; i++ {
+		s := randomSubject(t)
+		subjects = append(subjects, s)
+		for _, pol := range policies {
+			require.True(t, ratelimit.Admitted(ask(p, pol.ID(), s, 1)))
+		}
+	}
+	admin := srv.Client()
+	var found []string
+	iter := admin.Scan(adminCtx(t), 0, keys.Pattern(KeyCapability), 100).Iterator()
+	for iter.Next(adminCtx(t)) {
+		found = append(found, iter.Val())
+	}
+	require.NoError(t, iter.Err())
+	require.Len(t, found, len(subjects)*len(policies))
+	for _, key := range found {
+		for _, s := range subjects {
+			assert.NotContains(t, key, string(s))
+		}
+		parts := strings.Split(key, ":")
+		require.Len(t, parts, 6, key)
+		assert.Equal(t, []string{keys.Prefix(), KeyCapability}, parts[:2])
+		assert.Equal(t, KeyKind, parts[3])
+		assert.Equal(t, keyspace.Version, parts[4])
+		assert.Len(t, parts[5], keyspace.DigestLen)
+		typ, err := admin.Type(adminCtx(t), key).Result()
+		require.NoError(t, err)
+		assert.Equal(t, "hash", typ)
+		ttl, err := admin.PTTL(adminCtx(t), key).Result()
+		require.NoError(t, err)
+		assert.Positive(t, ttl, "finite TTL on %s", key)
+		assert.LessOrEqual(t, ttl, 2*time.Hour+time.Minute, "TTL within horizon + grace")
+	}
+}
+
+// TestServiceConcurrentClientsNeverOverAdmit: 64 goroutines on two separate
+// clients hammer one key across several fixed windows; no window admits more
+// than the limit.
+func TestServiceConcurrentClientsNeverOverAdmit(t *testing.T) {
+	srv := redistest.Start(t)
+	keys := randomKeys(t)
+	const limit = 10
+	pol := mustPolicy(t, ratelimit.PolicySpec{ID: "hot", Params: ratelimit.FixedWindow{Limit: limit, Window: 100 * time.Millisecond}, MaxCost: 2, MaxClockRegression: time.Second})
+	big := func(c *ClientConfig) { c.PoolSize = 32 }
+	providers := []*Provider{
+		serviceProvider(t, srv, keys, []ratelimit.Policy{pol}, big),
+		serviceProvider(t, srv, keys, []ratelimit.Policy{pol}, big),
+	}
+	subject := randomSubject(t)
+	var (
+		mu        sync.Mutex
+		perWindow = map[int64]int64{} // window end (ResetAt) -> units admitted
+		outcomes  = map[ratelimit.OutcomeKind]int{}
+		wg        sync.WaitGroup
+	)
+	stop := time.Now().Add(1200 * time.Millisecond)
+	for g := 0; g < 64; g++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			p := providers[g%2]
+			for i := 0; i < 400 && time.Now().Before(stop); i++ {
+				cost := int64(1 + (g+i)%2)
+				out := ask(p, pol.ID(), subject, cost)
+				mu.Lock()
+				outcomes[out.Kind()]++
+				if ratelimit.Admitted(out) {
+					perWindow[out.(ratelimit.Evaluated).Decision.ResetAt.UnixMilli()] += cost
+				}
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	require.NotEmpty(t, perWindow)
+	full := 0
+	for end, n := range perWindow {
+		assert.LessOrEqual(t, n, int64(limit), "window ending %d", end)
+		if n == limit {
+			full++
+		}
+	}
+	assert.Positive(t, full, "contention reached the limit in some window")
+	assert.GreaterOrEqual(t, len(perWindow), 3, "several windows")
+	assert.Positive(t, outcomes[ratelimit.KindEvaluated])
+	t.Logf("windows %d (full %d), outcomes %v", len(perWindow), full, outcomes)
+}
+
+// TestServiceKillAndRestart: with the server gone, evaluations are
+// Unavailable{connection} without waiting out the dial timeout; after a
+// restart (empty, no scripts) the same provider recovers by itself and
+// falls back to EVAL once.
+func TestServiceKillAndRestart(t *testing.T) {
+	srv := redistest.Start(t)
+	srv.Require(t, redistest.CapKill, redistest.CapRestart)
+	t.Cleanup(func() { waitGoroutineGone(t, poolDialProber) }) // after p.Close
+	slow := func(c *ClientConfig) {
+		c.CommandTimeout, c.DialTimeout = 2*time.Second, 2*time.Second
+	}
+	p := serviceProvider(t, srv, randomKeys(t), conformancePolicies(t, 1), slow)
+	subject := randomSubject(t)
+	require.True(t, ratelimit.Admitted(ask(p, "c-fixed", subject, 1)))
+
+	srv.Kill()
+	time.Sleep(50 * time.Millisecond) // let the kernel deliver the peer close to idle connections
+	for i := 0; i < 5; i++ {
+		start := time.Now()
+		out := ask(p, "c-fixed", subject, 1)
+		assert.Equal(t, ratelimit.KindUnavailable, out.Kind(), "%v", out)
+		assert.Equal(t, ratelimit.CategoryConnection, ratelimit.CategoryOf(out), "%v", out)
+		assert.Less(t, time.Since(start), 2*time.Second, "a refused dial is not waited out")
+	}
+
+	srv.Restart()
+	var out ratelimit.Outcome
+	require.Eventually(t, func() bool {
+		out = ask(p, "c-fixed", subject, 1)
+		return out.Kind() == ratelimit.KindEvaluated
+	}, 10*time.Second, 50*time.Millisecond, "the provider recovers without a rebuild")
+	assert.True(t, ratelimit.Admitted(out))
+	assert.Equal(t, int64(4), out.(ratelimit.Evaluated).Decision.Remaining, "the restarted server is empty")
+	assert.Equal(t, 1, commandCalls(t, srv.Client(), "eval"), "the empty script cache cost one EVAL")
+}
+
+// TestServiceReadTimeoutIsIndeterminateAndTheCallRan: a frozen server
+// answers nothing within the command timeout. On a warm connection the call
+// was written: Indeterminate, and once the server thaws the program has
+// run. On a fresh connection the freeze hits the handshake: Unavailable,
+// and the key was never touched.
+func TestServiceReadTimeoutIsIndeterminateAndTheCallRan(t *testing.T) {
+	srv := redistest.Start(t)
+	srv.Require(t, redistest.CapPause)
+	keys := randomKeys(t)
+	short := func(c *ClientConfig) {
+		c.CommandTimeout, c.DialTimeout, c.PoolTimeout = 300*time.Millisecond, 300*time.Millisecond, 100*time.Millisecond
+	}
+	pol := conformancePolicies(t, 1)[0]
+	admin := srv.Client()
+
+	t.Run("warm connection", func(t *testing.T) {
+		p := serviceProvider(t, srv, keys, conformancePolicies(t, 1), short) // Start warmed a connection
+		subject := randomSubject(t)
+		key, err := StateKey(keys, pol, subject)
+		require.NoError(t, err)
+		srv.Pause(2 * time.Second)
+		out := ask(p, pol.ID(), subject, 2)
+		srv.Resume()
+		assert.Equal(t, ratelimit.KindIndeterminate, out.Kind(), "%v", out)
+		assert.Equal(t, ratelimit.CategoryTimeout, ratelimit.CategoryOf(out), "%v", out)
+		assert.False(t, ratelimit.Admitted(out))
+		require.Eventually(t, func() bool {
+			c, err := admin.HGet(adminCtx(t), key, programs.FieldCount).Result()
+			return err == nil && c == "2"
+		}, 5*time.Second, 20*time.Millisecond, "the timed-out call ran once the server thawed")
+		out = ask(p, pol.ID(), subject, 1)
+		require.True(t, ratelimit.Admitted(out), "%v", out)
+		assert.Equal(t, int64(2), out.(ratelimit.Evaluated).Decision.Remaining, "ran exactly once, never retried")
+	})
+	t.Run("fresh connection", func(t *testing.T) {
+		cfg := serviceConfig(srv)
+		short(&cfg)
+		client, err := NewClient(cfg)
+		require.NoError(t, err)
+		p, err := New(client, keys, conformancePolicies(t, 1), Options{CommandTimeout: cfg.CommandTimeout, MaxInFlight: cfg.PoolSize})
+		require.NoError(t, err)
+		t.Cleanup(func() { _ = p.Close() })
+		subject := randomSubject(t)
+		key, err := StateKey(keys, pol, subject)
+		require.NoError(t, err)
+		srv.Pause(2 * time.Second)
+		out := ask(p, pol.ID(), subject, 2)
+		srv.Resume()
+		assert.Equal(t, ratelimit.KindUnavailable, out.Kind(), "%v", out)
+		assert.Equal(t, ratelimit.CategoryConnection, ratelimit.CategoryOf(out), "%v", out)
+		time.Sleep(100 * time.Millisecond) // give the thawed server time to run anything queued
+		n, err := admin.Exists(adminCtx(t), key).Result()
+		require.NoError(t, err)
+		assert.Zero(t, n, "nothing of the call reached the server")
+	})
+}
+
+// TestServiceOOMIsRefusedBeforeTheProgramRuns: with maxmemory exhausted the
+// `#!lua` program is refused up front: Unavailable{server_rejected}, the
+// state unchanged, the call counted as rejected.
+func TestServiceOOMIsRefusedBeforeTheProgramRuns(t *testing.T) {
+	srv := redistest.Start(t, redistest.WithConfig("maxmemory-policy", "noeviction"))
+	ownServer(t, srv)
+	keys := randomKeys(t)
+	admin := srv.Client()
+	p := serviceProvider(t, srv, keys, conformancePolicies(t, 1), nil)
+	subject := randomSubject(t)
+	pol := conformancePolicies(t, 1)[2]
+	key, err := StateKey(keys, pol, subject)
+	require.NoError(t, err)
+	require.True(t, ratelimit.Admitted(ask(p, pol.ID(), subject, 1)))
+	before, err := admin.HGetAll(adminCtx(t), key).Result()
+	require.NoError(t, err)
+	ttlBefore, err := admin.PTTL(adminCtx(t), key).Result()
+	require.NoError(t, err)
+
+	require.NoError(t, admin.ConfigResetStat(adminCtx(t)).Err())
+	require.NoError(t, admin.ConfigSet(adminCtx(t), "maxmemory", "1").Err())
+	t.Cleanup(func() { _ = admin.ConfigSet(context.Background(), "maxmemory", "0").Err() })
+	out := ask(p, pol.ID(), subject, 1)
+	assert.Equal(t, ratelimit.KindUnavailable, out.Kind(), "%v", out)
+	assert.Equal(t, ratelimit.CategoryServerRejected, ratelimit.CategoryOf(out), "%v", out)
+	var ce *CallError
+	require.ErrorAs(t, causeOf(out), &ce)
+	assert.True(t, ce.Written)
+	assert.True(t, strings.HasPrefix(ce.Err.Error(), "OOM "), ce.Err.Error())
+	assert.NotContains(t, ce.Err.Error(), "script:", "refused before the script ran")
+
+	after, err := admin.HGetAll(adminCtx(t), key).Result()
+	require.NoError(t, err)
+	ttlAfter, err := admin.PTTL(adminCtx(t), key).Result()
+	require.NoError(t, err)
+	assert.Equal(t, before, after)
+	assert.LessOrEqual(t, ttlAfter, ttlBefore)
+	stats, err := admin.Info(adminCtx(t), "commandstats").Result()
+	require.NoError(t, err)
+	assert.Equal(t, 1, statField(stats, "cmdstat_evalsha", "rejected_calls"))
+	assert.Equal(t, 0, statField(stats, "cmdstat_evalsha", "calls"), "never executed")
+
+	require.NoError(t, admin.ConfigSet(adminCtx(t), "maxmemory", "0").Err())
+	out = ask(p, pol.ID(), subject, 1)
+	require.True(t, ratelimit.Admitted(out), "%v", out)
+	assert.Equal(t, int64(3), out.(ratelimit.Evaluated).Decision.Remaining)
+}
+
+// TestServiceReplicaRefusesWrites: a server turned replica refuses the
+// program before it runs: Unavailable{server_rejected}.
+func TestServiceReplicaRefusesWrites(t *testing.T) {
+	primary := redistest.Start(t)
+	replica := redistest.Start(t)
+	ownServer(t, primary)
+	ownServer(t, replica)
+	p := serviceProvider(t, replica, randomKeys(t), conformancePolicies(t, 1), nil)
+	host, port, _ := strings.Cut(primary.Addr(), ":")
+	admin := replica.Client()
+	require.NoError(t, admin.SlaveOf(adminCtx(t), host, port).Err())
+	t.Cleanup(func() { _ = admin.SlaveOf(context.Background(), "NO", "ONE").Err() })
+	for i := 0; i < 3; i++ {
+		out := ask(p, "c-sliding", randomSubject(t), 1)
+		assert.Equal(t, ratelimit.KindUnavailable, out.Kind(), "%v", out)
+		assert.Equal(t, ratelimit.CategoryServerRejected, ratelimit.CategoryOf(out), "%v", out)
+		var ce *CallError
+		require.ErrorAs(t, causeOf(out), &ce)
+		assert.True(t, strings.HasPrefix(ce.Err.Error(), "READONLY "), ce.Err.Error())
+	}
+	n, err := admin.DBSize(adminCtx(t)).Result()
+	require.NoError(t, err)
+	assert.Zero(t, n)
+}
+
+// TestServiceBusyServerRefuses: while another client's script holds the
+// server past busy-reply-threshold, the program is refused with BUSY:
+// Unavailable{server_rejected}, nothing written; after SCRIPT KILL the
+// provider works again.
+func TestServiceBusyServerRefuses(t *testing.T) {
+	srv := redistest.Start(t, redistest.WithConfig("busy-reply-threshold", "50"))
+	ownServer(t, srv)
+	keys := randomKeys(t)
+	p := serviceProvider(t, srv, keys, conformancePolicies(t, 1), nil)
+	hog := redis.NewClient(&redis.Options{Addr: srv.Addr(), Protocol: 2, MaxRetries: -1, ReadTimeout: 20 * time.Second, DisableIdentity: true})
+	t.Cleanup(func() { _ = hog.Close() })
+	require.NoError(t, hog.Ping(adminCtx(t)).Err())
+	hogDone := make(chan error, 1)
+	go func() { hogDone <- hog.Eval(context.Background(), "while true do end", nil).Err() }()
+	admin := srv.Client()
+	require.Eventually(t, func() bool {
+		err := admin.Ping(adminCtx(t)).Err()
+		return err != nil && strings.HasPrefix(err.Error(), "BUSY ")
+	}, 10*time.Second, 20*time.Millisecond, "the hog script holds the server")
+
+	subject := randomSubject(t)
+	out := ask(p, "c-fixed", subject, 1)
+	assert.Equal(t, ratelimit.KindUnavailable, out.Kind(), "%v", out)
+	assert.Equal(t, ratelimit.CategoryServerRejected, ratelimit.CategoryOf(out), "%v", out)
+
+	require.NoError(t, admin.ScriptKill(adminCtx(t)).Err())
+	select {
+	case err := <-hogDone:
+		require.Error(t, err, "the hog was killed")
+	case <-time.After(10 * time.Second):
+		t.Fatal("hog script not killed")
+	}
+	out = ask(p, "c-fixed", subject, 1)
+	require.True(t, ratelimit.Admitted(out), "%v", out)
+	assert.Equal(t, int64(4), out.(ratelimit.Evaluated).Decision.Remaining, "the refused call consumed nothing")
+}
+
+// TestServiceAuthAndACLRefusals: NOAUTH, WRONGPASS and NOPERM are refusals
+// before the program runs.
+func TestServiceAuthAndACLRefusals(t *testing.T) {
+	srv := redistest.Start(t)
+	ownServer(t, srv)
+	admin := srv.Client()
+	require.NoError(t, admin.Do(adminCtx(t), "ACL", "SETUSER", "limiter", "on", ">limiter-pass", "~*", "+@all", "-evalsha", "-eval").Err())
+	require.NoError(t, admin.Do(adminCtx(t), "ACL", "SETUSER", "ok-user", "on", ">ok-pass", "~*", "+@all").Err())
+	require.NoError(t, admin.ConfigSet(adminCtx(t), "requirepass", "default-pass").Err())
+	t.Cleanup(func() { _ = admin.ConfigSet(context.Background(), "requirepass", "").Err() })
+	tests := []struct {
+		name     string
+		user, pw string
+		prefix   string
+	}{
+		{"no password", "", "", "NOAUTH"},
+		{"wrong password", "", "nope", "WRONGPASS"},
+		{"user without the script commands", "limiter", "limiter-pass", "NOPERM"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			cfg := serviceConfig(srv)
+			cfg.Username, cfg.Password = tt.user, tt.pw
+			client, err := NewClient(cfg)
+			require.NoError(t, err)
+			p, err := New(client, randomKeys(t), conformancePolicies(t, 1), Options{CommandTimeout: cfg.CommandTimeout, MaxInFlight: cfg.PoolSize})
+			require.NoError(t, err)
+			t.Cleanup(func() { _ = p.Close() })
+			out := ask(p, "c-fixed", randomSubject(t), 1)
+			assert.Equal(t, ratelimit.KindUnavailable, out.Kind(), "%v", out)
+			assert.Equal(t, ratelimit.CategoryServerRejected, ratelimit.CategoryOf(out), "%v", out)
+			var ce *CallError
+			require.ErrorAs(t, causeOf(out), &ce)
+			assert.True(t, strings.HasPrefix(ce.Err.Error(), tt.prefix+" "), ce.Err.Error())
+			if tt.pw != "" {
+				assert.NotContains(t, fmt.Sprint(out, ce), tt.pw, "no password in the outcome or its cause")
+			}
+		})
+	}
+	t.Run("right credentials", func(t *testing.T) {
+		p := serviceProvider(t, srv, randomKeys(t), conformancePolicies(t, 1), func(c *ClientConfig) { c.Username, c.Password = "ok-user", "ok-pass" })
+		assert.True(t, ratelimit.Admitted(ask(p, "c-fixed", randomSubject(t), 1)))
+	})
+}
+
+// TestServiceMaxClientsIsUnavailable: a server at maxclients greets a new
+// connection with an error and closes it; the handshake probe turns that
+// into Unavailable before anything of the call is written.
+func TestServiceMaxClientsIsUnavailable(t *testing.T) {
+	srv := redistest.Start(t)
+	ownServer(t, srv)
+	admin := srv.Client()
+	require.NoError(t, admin.Ping(adminCtx(t)).Err())
+	require.NoError(t, admin.ConfigSet(adminCtx(t), "maxclients", "1").Err()) // the admin connection is the one
+	t.Cleanup(func() { _ = admin.ConfigSet(context.Background(), "maxclients", "10000").Err() })
+	cfg := serviceConfig(srv)
+	client, err := NewClient(cfg)
+	require.NoError(t, err)
+	p, err := New(client, randomKeys(t), conformancePolicies(t, 1), Options{CommandTimeout: cfg.CommandTimeout, MaxInFlight: cfg.PoolSize})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = p.Close() })
+	out := ask(p, "c-fixed", randomSubject(t), 1)
+	assert.Equal(t, ratelimit.KindUnavailable, out.Kind(), "%v", out)
+	assert.Contains(t, []ratelimit.Category{ratelimit.CategoryConnection, ratelimit.CategoryServerRejected}, ratelimit.CategoryOf(out), "%v", out)
+	var ce *CallError
+	require.ErrorAs(t, causeOf(out), &ce)
+	assert.False(t, ce.Written)
+	t.Logf("maxclients outcome: %v cause %v", out, ce.Err)
+}
+
+// TestServiceForeignStateIsIncompatible: a key of another type is answered
+// Incompatible{state_incompatible} and left as it was.
+func TestServiceForeignStateIsIncompatible(t *testing.T) {
+	srv := redistest.Start(t)
+	keys := randomKeys(t)
+	p := serviceProvider(t, srv, keys, conformancePolicies(t, 1), nil)
+	pol := conformancePolicies(t, 1)[0]
+	subject := randomSubject(t)
+	key, err := StateKey(keys, pol, subject)
+	require.NoError(t, err)
+	require.NoError(t, srv.Client().Set(adminCtx(t), key, "garbage", time.Minute).Err())
+	out := ask(p, pol.ID(), subject, 1)
+	assert.Equal(t, ratelimit.KindIncompatible, out.Kind(), "%v", out)
+	assert.Equal(t, ratelimit.CategoryStateIncompatible, ratelimit.CategoryOf(out))
+	v, err := srv.Client().Get(adminCtx(t), key).Result()
+	require.NoError(t, err)
+	assert.Equal(t, "garbage", v)
+}
+
+// TestServiceRESP3 runs the provider with RESP3 against the real server.
+func TestServiceRESP3(t *testing.T) {
+	srv := redistest.Start(t)
+	p := serviceProvider(t, srv, randomKeys(t), conformancePolicies(t, 1), func(c *ClientConfig) { c.Protocol = ProtocolRESP3 })
+	subject := randomSubject(t)
+	for _, pol := range conformancePolicies(t, 1) {
+		runSteps(t, p, pol, subject, []step{{3, true, 2}, {3, false, 2}, {2, true, 0}})
+	}
+}
