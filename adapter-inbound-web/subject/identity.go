@@ -1,0 +1,333 @@
+package subject
+
+import (
+	"errors"
+	"fmt"
+	"hash/maphash"
+	"log/slog"
+	"net/http"
+	"net/netip"
+	"strings"
+)
+
+// APIKeyHeader is the request header whose value, when present, is the
+// client identity.
+const APIKeyHeader = "X-API-Key"
+
+// Bounds on identities and configuration.
+const (
+	// DefaultMaxAPIKeyLen is the longest X-API-Key accepted when
+	// Config.MaxAPIKeyLen is zero.
+	DefaultMaxAPIKeyLen = 256
+	// MaxAPIKeyLenLimit is the largest Config.MaxAPIKeyLen accepted (the
+	// keyspace field bound).
+	MaxAPIKeyLenLimit = 1024
+	// MaxForwardedHops is how many X-Forwarded-For entries are examined,
+	// right to left, before giving up and using the last trusted hop.
+	MaxForwardedHops = 32
+	// MaxTrustedProxies bounds the trusted-proxy list.
+	MaxTrustedProxies = 256
+)
+
+// Errors returned by Resolver.Identify. They never contain the header value or
+// the address; callers branch with errors.Is.
+var (
+	// ErrAPIKeyTooLong: the X-API-Key value is longer than the configured
+	// bound.
+	ErrAPIKeyTooLong = errors.New("x-api-key header too long")
+	// ErrAPIKeyAmbiguous: the request carries more than one X-API-Key.
+	ErrAPIKeyAmbiguous = errors.New("more than one x-api-key header")
+	// ErrNoClientAddress: RemoteAddr does not hold an IP address.
+	ErrNoClientAddress = errors.New("request remote address is not an ip address")
+	// ErrInvalidConfig is wrapped by every Config.Validate error.
+	ErrInvalidConfig = errors.New("invalid subject config")
+)
+
+// Kind says what an Identity was derived from. The zero value is invalid.
+type Kind uint8
+
+// The identity kinds.
+const (
+	// KindAPIKey: the X-API-Key header.
+	KindAPIKey Kind = iota + 1
+	// KindIP: the client IP address.
+	KindIP
+)
+
+// String returns "api_key" or "ip".
+func (k Kind) String() string {
+	switch k {
+	case KindAPIKey:
+		return "api_key"
+	case KindIP:
+		return "ip"
+	}
+	return fmt.Sprintf("Kind(%d)", uint8(k))
+}
+
+// Identity is a client identity read from a request: an API key or an IP
+// address. The zero value is invalid (IsZero). It never prints its value: all
+// of fmt's verbs, slog and encoding/json see a redacted placeholder. Hand it
+// to a Pseudonymizer or use Sum64; the raw value is not exported.
+type Identity struct {
+	kind Kind
+	key  string     // KindAPIKey
+	addr netip.Addr // KindIP: unmapped, zone removed, masked to the IPv6 prefix
+}
+
+// Kind is what the identity was derived from.
+func (id Identity) Kind() Kind { return id.kind }
+
+// IsZero reports whether id was not produced by a Resolver.
+func (id Identity) IsZero() bool { return id.kind == 0 }
+
+// redacted is every textual form of an Identity.
+func (id Identity) redacted() string { return "subject.Identity(" + id.kind.String() + ", [redacted])" }
+
+// String implements fmt.Stringer without the value.
+func (id Identity) String() string { return id.redacted() }
+
+// GoString implements fmt.GoStringer without the value.
+func (id Identity) GoString() string { return id.redacted() }
+
+// Format implements fmt.Formatter so that no verb reaches the fields.
+func (id Identity) Format(f fmt.State, _ rune) { _, _ = f.Write([]byte(id.redacted())) }
+
+// LogValue implements slog.LogValuer without the value.
+func (id Identity) LogValue() slog.Value { return slog.StringValue(id.redacted()) }
+
+// MarshalText implements encoding.TextMarshaler without the value.
+func (id Identity) MarshalText() ([]byte, error) { return []byte(id.redacted()), nil }
+
+// Sum64 is a 64-bit hash of the kind and value under seed, for in-process
+// tables (the local limiter). With a random per-process seed it reveals
+// nothing stable about the identity. It does not allocate.
+func (id Identity) Sum64(seed maphash.Seed) uint64 {
+	var h maphash.Hash
+	h.SetSeed(seed)
+	_ = h.WriteByte(byte(id.kind))
+	switch id.kind {
+	case KindAPIKey:
+		_, _ = h.WriteString(id.key)
+	case KindIP:
+		b := id.addr.As16()
+		_, _ = h.Write(b[:])
+		var bits [1]byte
+		if id.addr.Is4() {
+			bits[0] = 4
+		}
+		_, _ = h.Write(bits[:])
+	}
+	return h.Sum64()
+}
+
+// value is the canonical text of the identity fed to the HMAC.
+func (id Identity) value() string {
+	if id.kind == KindIP {
+		return id.addr.String()
+	}
+	return id.key
+}
+
+// Config configures a Resolver. The zero value is valid: API keys up to
+// DefaultMaxAPIKeyLen, no trusted proxy, whole IPv6 addresses.
+type Config struct {
+	// TrustedProxies lists the networks whose direct connections may set
+	// X-Forwarded-For. Empty (the default) means X-Forwarded-For is
+	// ignored. At most MaxTrustedProxies entries.
+	TrustedProxies []netip.Prefix
+	// MaxAPIKeyLen bounds the X-API-Key value in bytes; 0 means
+	// DefaultMaxAPIKeyLen. At most MaxAPIKeyLenLimit.
+	MaxAPIKeyLen int
+	// IPv6PrefixLen groups IPv6 clients by network: 0 or 128 keeps the
+	// whole address; 32..127 masks it (64 treats a /64 as one client).
+	IPv6PrefixLen int
+}
+
+// Validate reports every invalid field, joined; each error wraps
+// ErrInvalidConfig and names the field.
+func (c Config) Validate() error {
+	var errs []error
+	if len(c.TrustedProxies) > MaxTrustedProxies {
+		errs = append(errs, fmt.Errorf("%w: TrustedProxies has %d entries, max %d", ErrInvalidConfig, len(c.TrustedProxies), MaxTrustedProxies))
+	}
+	for i, p := range c.TrustedProxies {
+		if !p.IsValid() {
+			errs = append(errs, fmt.Errorf("%w: TrustedProxies[%d] is not a valid prefix", ErrInvalidConfig, i))
+		}
+	}
+	if c.MaxAPIKeyLen < 0 || c.MaxAPIKeyLen > MaxAPIKeyLenLimit {
+		errs = append(errs, fmt.Errorf("%w: MaxAPIKeyLen %d not in 0..%d", ErrInvalidConfig, c.MaxAPIKeyLen, MaxAPIKeyLenLimit))
+	}
+	if c.IPv6PrefixLen != 0 && (c.IPv6PrefixLen < 32 || c.IPv6PrefixLen > 128) {
+		errs = append(errs, fmt.Errorf("%w: IPv6PrefixLen %d is neither 0 nor in 32..128", ErrInvalidConfig, c.IPv6PrefixLen))
+	}
+	return errors.Join(errs...)
+}
+
+// ParseTrustedProxies parses a comma-separated list of CIDR prefixes or bare
+// IP addresses (a bare address is a /32 or /128), as in
+// APP_WEB_TRUSTED_PROXIES. Blank input is an empty list. Prefixes are masked
+// to their network.
+func ParseTrustedProxies(s string) ([]netip.Prefix, error) {
+	var out []netip.Prefix
+	for i, f := range strings.Split(s, ",") {
+		f = strings.TrimSpace(f)
+		if f == "" {
+			continue
+		}
+		if len(out) == MaxTrustedProxies {
+			return nil, fmt.Errorf("%w: trusted proxies: more than %d entries", ErrInvalidConfig, MaxTrustedProxies)
+		}
+		var p netip.Prefix
+		var err error
+		if strings.Contains(f, "/") {
+			p, err = netip.ParsePrefix(f)
+		} else {
+			var a netip.Addr
+			a, err = netip.ParseAddr(f)
+			p = netip.PrefixFrom(a, a.BitLen())
+		}
+		if err != nil {
+			return nil, fmt.Errorf("%w: trusted proxies entry %d %q: %w", ErrInvalidConfig, i, f, err)
+		}
+		out = append(out, p.Masked())
+	}
+	return out, nil
+}
+
+// Resolver reads the client Identity of requests. It is immutable and safe
+// for concurrent use; build it with NewResolver.
+type Resolver struct {
+	trusted   []netip.Prefix // masked, IPv4-mapped prefixes unmapped
+	maxKeyLen int
+	v6Bits    int
+}
+
+// NewResolver validates cfg and returns a Resolver.
+func NewResolver(cfg Config) (*Resolver, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	r := &Resolver{maxKeyLen: cfg.MaxAPIKeyLen, v6Bits: cfg.IPv6PrefixLen}
+	if r.maxKeyLen == 0 {
+		r.maxKeyLen = DefaultMaxAPIKeyLen
+	}
+	if r.v6Bits == 0 {
+		r.v6Bits = 128
+	}
+	for _, p := range cfg.TrustedProxies {
+		a := p.Addr()
+		bits := p.Bits()
+		if a.Is4In6() && bits >= 96 {
+			a, bits = a.Unmap(), bits-96
+		}
+		r.trusted = append(r.trusted, netip.PrefixFrom(a.WithZone(""), bits).Masked())
+	}
+	return r, nil
+}
+
+// Identify returns the identity of req: its X-API-Key when present and
+// non-blank, else its client IP. An empty X-API-Key counts as absent. The
+// errors (ErrAPIKeyTooLong, ErrAPIKeyAmbiguous, ErrNoClientAddress) never
+// contain the offending value.
+func (r *Resolver) Identify(req *http.Request) (Identity, error) {
+	if vals := req.Header.Values(APIKeyHeader); len(vals) > 0 {
+		if len(vals) > 1 {
+			return Identity{}, ErrAPIKeyAmbiguous
+		}
+		key := strings.TrimSpace(vals[0])
+		if len(key) > r.maxKeyLen {
+			return Identity{}, fmt.Errorf("%w: %d bytes, max %d", ErrAPIKeyTooLong, len(key), r.maxKeyLen)
+		}
+		if key != "" {
+			return Identity{kind: KindAPIKey, key: key}, nil
+		}
+	}
+	addr, ok := parseHost(req.RemoteAddr)
+	if !ok {
+		return Identity{}, ErrNoClientAddress
+	}
+	if r.isTrusted(addr) {
+		addr = r.forwardedClient(req.Header.Values("X-Forwarded-For"), addr)
+	}
+	return Identity{kind: KindIP, addr: r.normalize(addr)}, nil
+}
+
+// forwardedClient walks X-Forwarded-For right to left starting from the
+// trusted peer: each trusted hop vouches for the entry to its left. It returns
+// the first untrusted address; if an entry is malformed, the chain is longer
+// than MaxForwardedHops or every entry is trusted, it returns the last trusted
+// address reached (the hop that can be held responsible).
+func (r *Resolver) forwardedClient(headers []string, peer netip.Addr) netip.Addr {
+	last := peer
+	hops := 0
+	for i := len(headers) - 1; i >= 0; i-- {
+		rest := headers[i]
+		for {
+			if hops == MaxForwardedHops {
+				return last
+			}
+			var entry string
+			if j := strings.LastIndexByte(rest, ','); j >= 0 {
+				entry, rest = rest[j+1:], rest[:j]
+			} else {
+				entry, rest = rest, ""
+			}
+			hops++
+			a, ok := parseHost(strings.TrimSpace(entry))
+			if !ok {
+				return last
+			}
+			if !r.isTrusted(a) {
+				return a
+			}
+			last = a
+			if rest == "" {
+				break
+			}
+		}
+	}
+	return last
+}
+
+func (r *Resolver) isTrusted(a netip.Addr) bool {
+	for _, p := range r.trusted {
+		if p.Contains(a) {
+			return true
+		}
+	}
+	return false
+}
+
+func (r *Resolver) normalize(a netip.Addr) netip.Addr {
+	if a.Is6() && r.v6Bits < 128 {
+		if p, err := a.Prefix(r.v6Bits); err == nil {
+			return p.Addr()
+		}
+	}
+	return a
+}
+
+// parseHost accepts "ip", "ip:port", "[ipv6]:port" and "[ipv6]" and returns
+// the address unmapped (::ffff:1.2.3.4 is 1.2.3.4) and without a zone.
+func parseHost(s string) (netip.Addr, bool) {
+	if s == "" {
+		return netip.Addr{}, false
+	}
+	a, err := netip.ParseAddr(s)
+	if err != nil {
+		ap, err2 := netip.ParseAddrPort(s)
+		switch {
+		case err2 == nil:
+			a = ap.Addr()
+		case len(s) > 2 && s[0] == '[' && s[len(s)-1] == ']':
+			if a, err = netip.ParseAddr(s[1 : len(s)-1]); err != nil {
+				return netip.Addr{}, false
+			}
+		default:
+			return netip.Addr{}, false
+		}
+	}
+	return a.Unmap().WithZone(""), true
+}

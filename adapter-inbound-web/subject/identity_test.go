@@ -1,0 +1,242 @@
+package subject
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"hash/maphash"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"net/netip"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.uber.org/goleak"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+func mustPrefixes(t *testing.T, s string) []netip.Prefix {
+	t.Helper()
+	p, err := ParseTrustedProxies(s)
+	require.NoError(t, err)
+	return p
+}
+
+func TestIdentifyClientIP(t *testing.T) {
+	tests := []struct {
+		name    string
+		trusted string
+		v6Bits  int
+		remote  string
+		xff     []string // one element per X-Forwarded-For header line
+		want    string   // expected client address
+	}{
+		{name: "ipv4 peer", remote: "203.0.113.7:5555", want: "203.0.113.7"},
+		{name: "ipv6 peer", remote: "[2001:db8::1]:443", want: "2001:db8::1"},
+		{name: "ipv6 peer with zone", remote: "[fe80::1%eth0]:443", want: "fe80::1"},
+		{name: "mapped ipv4 peer", remote: "[::ffff:198.51.100.2]:80", want: "198.51.100.2"},
+		{name: "bare address", remote: "192.0.2.1", want: "192.0.2.1"},
+		{name: "untrusted peer: xff ignored (default none)", remote: "203.0.113.7:1", xff: []string{"1.1.1.1"}, want: "203.0.113.7"},
+		{name: "untrusted peer: xff ignored (not in list)", trusted: "10.0.0.0/8", remote: "203.0.113.7:1", xff: []string{"1.1.1.1"}, want: "203.0.113.7"},
+		{name: "trusted peer, single entry", trusted: "10.0.0.0/8", remote: "10.0.0.2:1", xff: []string{"198.51.100.9"}, want: "198.51.100.9"},
+		{name: "trusted peer: right-most untrusted wins over spoofed left", trusted: "10.0.0.0/8", remote: "10.0.0.2:1", xff: []string{"6.6.6.6, 198.51.100.9, 10.1.1.1"}, want: "198.51.100.9"},
+		{name: "trusted peer: several header lines read in order", trusted: "10.0.0.0/8", remote: "10.0.0.2:1", xff: []string{"6.6.6.6, 198.51.100.9", "10.1.1.1,10.2.2.2"}, want: "198.51.100.9"},
+		{name: "trusted peer: no xff uses peer", trusted: "10.0.0.0/8", remote: "10.0.0.2:1", want: "10.0.0.2"},
+		{name: "trusted peer: every entry trusted uses left-most", trusted: "10.0.0.0/8", remote: "10.0.0.2:1", xff: []string{"10.9.9.9, 10.1.1.1"}, want: "10.9.9.9"},
+		{name: "trusted peer: malformed right-most uses peer", trusted: "10.0.0.0/8", remote: "10.0.0.2:1", xff: []string{"198.51.100.9, not-an-ip"}, want: "10.0.0.2"},
+		{name: "trusted peer: malformed behind a trusted hop uses that hop", trusted: "10.0.0.0/8", remote: "10.0.0.2:1", xff: []string{"garbage, 10.1.1.1"}, want: "10.1.1.1"},
+		{name: "trusted peer: empty entry is malformed", trusted: "10.0.0.0/8", remote: "10.0.0.2:1", xff: []string{"198.51.100.9,,10.1.1.1"}, want: "10.1.1.1"},
+		{name: "trusted peer: empty header", trusted: "10.0.0.0/8", remote: "10.0.0.2:1", xff: []string{""}, want: "10.0.0.2"},
+		{name: "trusted peer: entry with port", trusted: "10.0.0.0/8", remote: "10.0.0.2:1", xff: []string{"198.51.100.9:4711"}, want: "198.51.100.9"},
+		{name: "trusted ipv6 proxy, ipv6 client", trusted: "2001:db8:1::/48", remote: "[2001:db8:1::5]:443", xff: []string{"2001:db8:2::7, 2001:db8:1::9"}, want: "2001:db8:2::7"},
+		{name: "trusted ipv6 proxy, bracketed entry", trusted: "2001:db8:1::/48", remote: "[2001:db8:1::5]:443", xff: []string{"[2001:db8:2::7]"}, want: "2001:db8:2::7"},
+		{name: "trusted ipv6 proxy, bracketed entry with port", trusted: "2001:db8:1::/48", remote: "[2001:db8:1::5]:443", xff: []string{"[2001:db8:2::7]:80"}, want: "2001:db8:2::7"},
+		{name: "trusted ipv4 proxy seen as mapped address", trusted: "10.0.0.2", remote: "[::ffff:10.0.0.2]:1", xff: []string{"198.51.100.9"}, want: "198.51.100.9"},
+		{name: "ipv4-mapped trusted prefix", trusted: "::ffff:10.0.0.0/104", remote: "10.0.0.2:1", xff: []string{"198.51.100.9"}, want: "198.51.100.9"},
+		{name: "ipv6 /64 grouping", v6Bits: 64, remote: "[2001:db8:1:2:aaaa::1]:1", want: "2001:db8:1:2::"},
+		{name: "ipv6 grouping leaves ipv4 alone", v6Bits: 64, remote: "192.0.2.1:1", want: "192.0.2.1"},
+		{name: "trusted peer: chain longer than the hop bound", trusted: "10.0.0.0/8", remote: "10.0.0.2:1",
+			xff: []string{"198.51.100.9, " + strings.Repeat("10.1.1.1, ", MaxForwardedHops) + "10.3.3.3"}, want: "10.1.1.1"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			cfg := Config{IPv6PrefixLen: tt.v6Bits}
+			if tt.trusted != "" {
+				cfg.TrustedProxies = mustPrefixes(t, tt.trusted)
+			}
+			r, err := NewResolver(cfg)
+			require.NoError(t, err)
+			req := httptest.NewRequest(http.MethodGet, "/", nil)
+			req.RemoteAddr = tt.remote
+			for _, v := range tt.xff {
+				req.Header.Add("X-Forwarded-For", v)
+			}
+			id, err := r.Identify(req)
+			require.NoError(t, err)
+			require.Equal(t, KindIP, id.Kind())
+			assert.Equal(t, netip.MustParseAddr(tt.want), id.addr)
+		})
+	}
+}
+
+func TestIdentifyAPIKey(t *testing.T) {
+	r, err := NewResolver(Config{MaxAPIKeyLen: 8, TrustedProxies: mustPrefixes(t, "10.0.0.0/8")})
+	require.NoError(t, err)
+	tests := []struct {
+		name     string
+		keys     []string
+		wantKind Kind
+		wantKey  string
+		wantErr  error
+	}{
+		{name: "key wins over ip", keys: []string{"k-1"}, wantKind: KindAPIKey, wantKey: "k-1"},
+		{name: "surrounding blanks trimmed", keys: []string{"  k-1 "}, wantKind: KindAPIKey, wantKey: "k-1"},
+		{name: "at the bound", keys: []string{"12345678"}, wantKind: KindAPIKey, wantKey: "12345678"},
+		{name: "over the bound", keys: []string{"123456789"}, wantErr: ErrAPIKeyTooLong},
+		{name: "absurd size", keys: []string{strings.Repeat("x", 1<<20)}, wantErr: ErrAPIKeyTooLong},
+		{name: "two headers", keys: []string{"key-aaaa-1", "key-bbbb-2"}, wantErr: ErrAPIKeyAmbiguous},
+		{name: "empty counts as absent", keys: []string{""}, wantKind: KindIP},
+		{name: "blank counts as absent", keys: []string{"   "}, wantKind: KindIP},
+		{name: "absent", wantKind: KindIP},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			req := httptest.NewRequest(http.MethodGet, "/", nil)
+			req.RemoteAddr = "10.0.0.2:1"
+			req.Header.Set("X-Forwarded-For", "198.51.100.9")
+			for _, k := range tt.keys {
+				req.Header.Add(APIKeyHeader, k)
+			}
+			id, err := r.Identify(req)
+			if tt.wantErr != nil {
+				require.ErrorIs(t, err, tt.wantErr)
+				for _, k := range tt.keys {
+					if len(k) > 0 {
+						assert.NotContains(t, err.Error(), k[:min(len(k), 64)], "error must not echo the key")
+					}
+				}
+				assert.True(t, id.IsZero())
+				return
+			}
+			require.NoError(t, err)
+			require.Equal(t, tt.wantKind, id.Kind())
+			if tt.wantKind == KindAPIKey {
+				assert.Equal(t, tt.wantKey, id.key)
+			} else {
+				assert.Equal(t, netip.MustParseAddr("198.51.100.9"), id.addr)
+			}
+		})
+	}
+}
+
+func TestIdentifyNoAddress(t *testing.T) {
+	r, err := NewResolver(Config{})
+	require.NoError(t, err)
+	for _, remote := range []string{"", "pipe", "host.example:80", "[]:80", "1.2.3:4"} {
+		req := httptest.NewRequest(http.MethodGet, "/", nil)
+		req.RemoteAddr = remote
+		_, err := r.Identify(req)
+		assert.ErrorIs(t, err, ErrNoClientAddress, "remote %q", remote)
+	}
+}
+
+func TestConfigValidate(t *testing.T) {
+	tests := []struct {
+		name  string
+		cfg   Config
+		field string
+	}{
+		{name: "zero value is valid", cfg: Config{}},
+		{name: "invalid prefix", cfg: Config{TrustedProxies: []netip.Prefix{{}}}, field: "TrustedProxies[0]"},
+		{name: "too many proxies", cfg: Config{TrustedProxies: make([]netip.Prefix, MaxTrustedProxies+1)}, field: "TrustedProxies has"},
+		{name: "negative key bound", cfg: Config{MaxAPIKeyLen: -1}, field: "MaxAPIKeyLen"},
+		{name: "huge key bound", cfg: Config{MaxAPIKeyLen: MaxAPIKeyLenLimit + 1}, field: "MaxAPIKeyLen"},
+		{name: "v6 prefix too short", cfg: Config{IPv6PrefixLen: 16}, field: "IPv6PrefixLen"},
+		{name: "v6 prefix too long", cfg: Config{IPv6PrefixLen: 129}, field: "IPv6PrefixLen"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			err := tt.cfg.Validate()
+			_, nerr := NewResolver(tt.cfg)
+			if tt.field == "" {
+				require.NoError(t, err)
+				require.NoError(t, nerr)
+				return
+			}
+			require.ErrorIs(t, err, ErrInvalidConfig)
+			assert.Contains(t, err.Error(), tt.field)
+			require.ErrorIs(t, nerr, ErrInvalidConfig)
+		})
+	}
+}
+
+func TestParseTrustedProxies(t *testing.T) {
+	got, err := ParseTrustedProxies(" 10.0.0.1/8, 192.0.2.1 ,2001:db8::/32,,::1 ")
+	require.NoError(t, err)
+	assert.Equal(t, []netip.Prefix{
+		netip.MustParsePrefix("10.0.0.0/8"),
+		netip.MustParsePrefix("192.0.2.1/32"),
+		netip.MustParsePrefix("2001:db8::/32"),
+		netip.MustParsePrefix("::1/128"),
+	}, got)
+
+	empty, err := ParseTrustedProxies("  ")
+	require.NoError(t, err)
+	assert.Empty(t, empty)
+
+	for _, bad := range []string{"10.0.0.0/33", "not-an-ip", "10.0.0.0/8,foo"} {
+		_, err := ParseTrustedProxies(bad)
+		assert.ErrorIs(t, err, ErrInvalidConfig, bad)
+	}
+	_, err = ParseTrustedProxies(strings.Repeat("10.0.0.1,", MaxTrustedProxies+1))
+	assert.ErrorIs(t, err, ErrInvalidConfig)
+}
+
+func TestIdentityNeverPrintsValue(t *testing.T) {
+	r, err := NewResolver(Config{})
+	require.NoError(t, err)
+	req := httptest.NewRequest(http.MethodGet, "/", nil)
+	req.Header.Set(APIKeyHeader, "sekrit-api-key")
+	id, err := r.Identify(req)
+	require.NoError(t, err)
+
+	var logged strings.Builder
+	slog.New(slog.NewTextHandler(&logged, nil)).Info("x", "id", id)
+	js, err := json.Marshal(struct{ ID Identity }{id})
+	require.NoError(t, err)
+	forms := []string{
+		fmt.Sprint(id), fmt.Sprintf("%v %+v %#v %s %q %x %d", id, id, id, id, id, id, id),
+		logged.String(), string(js), errors.New(id.String()).Error(),
+	}
+	for _, f := range forms {
+		assert.NotContains(t, f, "sekrit")
+		assert.Contains(t, f, "redacted")
+	}
+}
+
+func TestSum64(t *testing.T) {
+	r, err := NewResolver(Config{})
+	require.NoError(t, err)
+	ident := func(key, remote string) Identity {
+		req := httptest.NewRequest(http.MethodGet, "/", nil)
+		if key != "" {
+			req.Header.Set(APIKeyHeader, key)
+		}
+		req.RemoteAddr = remote
+		id, err := r.Identify(req)
+		require.NoError(t, err)
+		return id
+	}
+	seed := maphash.MakeSeed()
+	a := ident("", "192.0.2.1:1")
+	assert.Equal(t, a.Sum64(seed), ident("", "192.0.2.1:2").Sum64(seed), "port is not part of the identity")
+	assert.Equal(t, a.Sum64(seed), ident("", "[::ffff:192.0.2.1]:2").Sum64(seed), "mapped address is the same client")
+	assert.NotEqual(t, a.Sum64(seed), ident("", "192.0.2.2:1").Sum64(seed))
+	assert.NotEqual(t, a.Sum64(seed), ident("192.0.2.1", "192.0.2.1:1").Sum64(seed), "api key vs ip of the same text")
+	assert.NotEqual(t, a.Sum64(seed), a.Sum64(maphash.MakeSeed()), "seed changes the hash")
+	assert.Zero(t, testing.AllocsPerRun(100, func() { _ = a.Sum64(seed) }))
+}
