@@ -55,3 +55,14 @@ bench: ## benchmarks (not part of make test); BENCH_SMOKE=1 for a quick run
 .PHONY: run
 run: ## build and start the service (local limiter, no Redis needed)
 	@echo "make run: the service arrives with the composition issue (#5)."
+
+.PHONY: redis-image
+redis-image: ## build the local Redis test image (FROM scratch, host redis-server); REDIS_TEST_IMAGE names it
+	@tools/redis-image/build.sh "$${REDIS_TEST_IMAGE:-tech-log/redis-test:local}"
+
+.PHONY: test-containers
+test-containers: redis-image ## the Redis adapter's tests through testcontainers (container lane), race detector on
+	@cd adapter-outbound-cache-redis && \
+		REDIS_TEST_LANE=container REDIS_REQUIRED=1 \
+		REDIS_TEST_IMAGE="$${REDIS_TEST_IMAGE:-tech-log/redis-test:local}" \
+		go test -race -count=1 ./...

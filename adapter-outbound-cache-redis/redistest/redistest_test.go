@@ -9,18 +9,18 @@ import (
 	"testing"
 	"time"
 
+	cerrdefs "github.com/containerd/errdefs"
+	"github.com/moby/moby/client"
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"github.com/testcontainers/testcontainers-go"
 	"go.uber.org/goleak"
 )
 
 func TestMain(m *testing.M) {
-	// testcontainers keeps package-level goroutines; goleak guards the
-	// process and external lanes, whose cleanup must leave nothing behind.
-	if os.Getenv(EnvLane) == LaneContainer {
-		os.Exit(m.Run())
-	}
+	// Every lane's cleanup must leave no goroutine behind (other packages
+	// of the module run goleak too).
 	goleak.VerifyTestMain(m)
 }
 
@@ -194,7 +194,7 @@ func TestKillWhilePausedThenRestart(t *testing.T) {
 }
 
 func TestCleanupLeavesNoProcess(t *testing.T) {
-	if os.Getenv(EnvLane) != "" && os.Getenv(EnvLane) != LaneProcess {
+	if lane := os.Getenv(EnvLane); lane != "" && lane != LaneProcess {
 		t.Skip("pid check is for the process lane")
 	}
 	var pids []int
@@ -217,6 +217,29 @@ func TestCleanupLeavesNoProcess(t *testing.T) {
 		err := syscall.Kill(pid, 0)
 		assert.ErrorIsf(t, err, syscall.ESRCH, "pid %d must be gone (killed and reaped) after cleanup", pid)
 	}
+}
+
+func TestCleanupRemovesContainer(t *testing.T) {
+	if os.Getenv(EnvLane) != LaneContainer {
+		t.Skip("container check is for the container lane")
+	}
+	var id string
+	t.Run("server", func(t *testing.T) {
+		s := Start(t)
+		c, ok := s.lane.(*containerLane)
+		require.True(t, ok)
+		id = c.id()
+		s.Pause(time.Minute) // cleanup must unpause and remove it anyway
+	})
+	if id == "" {
+		t.Skip("the server subtest skipped")
+	}
+	docker, err := testcontainers.NewDockerClientWithOpts(ctxT(t))
+	require.NoError(t, err)
+	defer docker.Close()
+	_, err = docker.ContainerInspect(ctxT(t), id, client.ContainerInspectOptions{})
+	require.Errorf(t, err, "container %s must be removed after cleanup", id)
+	assert.Truef(t, cerrdefs.IsNotFound(err), "want not-found for container %s, got %v", id, err)
 }
 
 func TestRequireSkipsMissingCapability(t *testing.T) {
