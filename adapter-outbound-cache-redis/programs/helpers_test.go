@@ -130,10 +130,31 @@ func luaBody(t testing.TB, src string) string {
 	return src[len("#!lua"):]
 }
 
-// timeDouble prefixes a program with a TIME test double, for instants that
-// miniredis cannot represent with SetTime (UnixNano ends in 2262).
-func timeDouble(sec, usec string) string {
-	return fmt.Sprintf("local __call = redis.call\nredis.call = function(c, ...) if c == 'TIME' then return {%q, %q} end return __call(c, ...) end\n", sec, usec)
+// miniTTLCap is the longest TTL, in ms, handed on to miniredis, which keeps
+// TTLs as a time.Duration and drops a key whose TTL overflows it (2^63 ns is
+// about 9.2e12 ms, and the edge policies reach 2*MaxHorizonMillis). Longer
+// TTLs are checked on the real server (redis_test.go).
+const miniTTLCap = 1 << 40
+
+// harness wraps redis.call for miniredis runs: a TIME test double for
+// instants SetTime cannot represent (UnixNano ends in 2262), and the
+// miniTTLCap clamp on PEXPIRE. The program text itself is unchanged.
+func harness(timeDouble bool, sec, usec int64) string {
+	tm := "nil"
+	if timeDouble {
+		tm = fmt.Sprintf("{%q, %q}", fmt.Sprint(sec), fmt.Sprint(usec))
+	}
+	return fmt.Sprintf(`local __call, __time = redis.call, %s
+redis.call = function(c, ...)
+  if c == 'TIME' and __time then return __time end
+  if c == 'PEXPIRE' then
+    local k, ms = ...
+    if ms > %d then ms = %d end
+    return __call(c, k, ms)
+  end
+  return __call(c, ...)
+end
+`, tm, miniTTLCap, miniTTLCap)
 }
 
 // mini is a miniredis server with a client, driving programs under a
@@ -156,12 +177,11 @@ func newMini(t testing.TB) *mini {
 // integers, or the error Redis answered.
 func (m *mini) run(prog Program, nowMillis int64, key string, args ...any) ([]int64, error) {
 	m.t.Helper()
-	body := luaBody(m.t, prog.Source)
-	if nowMillis >= 0 && nowMillis <= math.MaxInt64/1_000_000 {
+	double := nowMillis < 0 || nowMillis > math.MaxInt64/1_000_000
+	if !double {
 		m.srv.SetTime(time.UnixMilli(nowMillis))
-	} else {
-		body = timeDouble(fmt.Sprint(nowMillis/1000), fmt.Sprint(nowMillis%1000*1000)) + body
 	}
+	body := harness(double, nowMillis/1000, nowMillis%1000*1000) + luaBody(m.t, prog.Source)
 	return evalInts(context.Background(), m.c, body, []string{key}, args...)
 }
 

@@ -84,7 +84,7 @@ func evaluate(p ratelimit.Policy, st State, now, cost int64, c *calc) (Reply, St
 	var f map[string]int64
 	if len(st) > 0 {
 		var ok bool
-		if f, ok = st.fields(n.alg); !ok || !n.validState(f, c) {
+		if f, ok = st.fields(n.alg); !ok || !n.validState(f, p.Revision(), c) {
 			return fail(StatusStateIncompatible, now), st
 		}
 	}
@@ -118,8 +118,9 @@ func evaluate(p ratelimit.Policy, st State, now, cost int64, c *calc) (Reply, St
 // validState mirrors the programs' state checks: schema, algorithm,
 // revision, lastObserved within MaxServerMillis and each algorithm field in
 // its range.
-func (n numbers) validState(f map[string]int64, c *calc) bool {
-	if f[FieldSchema] != SchemaVersion || f[FieldAlgorithm] != int64(n.alg) || f[FieldLastObserved] > ratelimit.MaxServerMillis {
+func (n numbers) validState(f map[string]int64, rev int64, c *calc) bool {
+	if f[FieldSchema] != SchemaVersion || f[FieldAlgorithm] != int64(n.alg) || f[FieldRevision] != rev ||
+		f[FieldLastObserved] > ratelimit.MaxServerMillis {
 		return false
 	}
 	switch n.alg {

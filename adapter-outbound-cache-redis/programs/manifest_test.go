@@ -1,0 +1,163 @@
+package programs
+
+import (
+	"crypto/sha1" //nolint:gosec // EVALSHA's hash
+	"encoding/hex"
+	"fmt"
+	"os"
+	"regexp"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/tech-log/tech-log-backend/shared-contract/ratelimit"
+)
+
+// TestManifestMatchesSources fails when a program was edited without
+// regenerating manifest.json (go generate ./...).
+func TestManifestMatchesSources(t *testing.T) {
+	require.NoError(t, Verify())
+	want, err := GenerateManifest()
+	require.NoError(t, err)
+	onDisk, err := os.ReadFile(ManifestFile)
+	require.NoError(t, err)
+	require.Equal(t, string(want), string(manifestJSON), "embedded manifest is stale: run go generate")
+	require.Equal(t, string(want), string(onDisk))
+
+	all := All()
+	require.Len(t, all, 3)
+	for i, p := range all {
+		file, err := os.ReadFile(p.Name + ".lua")
+		require.NoError(t, err)
+		require.Equal(t, string(file), p.Source, "%s: Source is the file byte for byte", p.Name)
+		sum := sha1.Sum(file) //nolint:gosec // EVALSHA's hash
+		require.Equal(t, hex.EncodeToString(sum[:]), p.SHA1, p.Name)
+		require.Equal(t, algorithms[i], p.Algorithm)
+		require.Equal(t, 1, p.Version)
+		require.Equal(t, "7.0.0", p.MinRedisVersion)
+		got, ok := ForAlgorithm(p.Algorithm)
+		require.True(t, ok)
+		require.Equal(t, p, got)
+	}
+	_, ok := ForAlgorithm(0)
+	require.False(t, ok)
+	_, ok = ForAlgorithm(ratelimit.AlgorithmTokenBucket + 1)
+	require.False(t, ok)
+}
+
+// TestManifestRejectsMismatch feeds the catalog builder manifests that do not
+// describe the sources; each must be refused with ErrManifest.
+func TestManifestRejectsMismatch(t *testing.T) {
+	good, err := GenerateManifest()
+	require.NoError(t, err)
+	_, err = buildCatalog(good, definitions())
+	require.NoError(t, err)
+
+	edited := definitions()
+	edited[1].source += "-- an edit\n"
+	_, err = buildCatalog(good, edited)
+	require.ErrorIs(t, err, ErrManifest, "edited source, stale manifest")
+	require.ErrorContains(t, err, "rate-sliding-counter-v1 sha1")
+
+	replace := func(old, new string) []byte {
+		require.Contains(t, string(good), old)
+		return []byte(strings.Replace(string(good), old, new, 1))
+	}
+	cases := map[string][]byte{
+		"not json":        []byte("{"),
+		"unknown field":   replace(`"format"`, `"extra": 1, "format"`),
+		"format":          replace(ManifestFormat, "rate-programs-manifest/v2"),
+		"version":         replace(`"version": 1`, `"version": 2`),
+		"algorithm":       replace(`"algorithm": "fixed_window"`, `"algorithm": "token_bucket"`),
+		"name":            replace(`"name": "rate-token-bucket-v1"`, `"name": "rate-token-bucket-v2"`),
+		"file":            replace(`"file": "rate-token-bucket-v1.lua"`, `"file": "x.lua"`),
+		"min version":     replace(`"minRedisVersion": "7.0.0"`, `"minRedisVersion": "6.2.0"`),
+		"sha1":            replace(`"sha1": "`, `"sha1": "0`),
+		"missing program": []byte(`{"format":"` + ManifestFormat + `","programs":[]}`),
+	}
+	for name, raw := range cases {
+		t.Run(name, func(t *testing.T) {
+			_, err := buildCatalog(raw, definitions())
+			require.ErrorIs(t, err, ErrManifest)
+		})
+	}
+}
+
+// luaConst extracts `local NAME = 123` from a program.
+func luaConst(t *testing.T, src, name string) int64 {
+	t.Helper()
+	m := regexp.MustCompile(`(?m)^local ` + name + ` = (\d+)`).FindStringSubmatch(src)
+	require.NotNil(t, m, "constant %s", name)
+	n, ok := parseInt(m[1])
+	require.True(t, ok)
+	return n
+}
+
+// TestProgramSourceRules checks the program texts for the rules that are
+// visible in the source: shebang first, TIME called exactly once, one key,
+// one HSET and one PEXPIRE (the only writes), no float literal, no n+d-1
+// ceiling, the numeric edges equal to the shared contract's, and a header
+// that documents every ARGV and stored field the Go side names.
+func TestProgramSourceRules(t *testing.T) {
+	floatLit := regexp.MustCompile(`\b\d+\.\d+|\d[eE][+-]?\d`)
+	for _, p := range All() {
+		t.Run(p.Name, func(t *testing.T) {
+			src := p.Source
+			require.True(t, strings.HasPrefix(src, "#!lua\n"), "first line is exactly #!lua")
+			code := stripLuaComments(src)
+			assert.Equal(t, 1, strings.Count(code, "redis.call('TIME')"), "TIME exactly once")
+			assert.Equal(t, 1, strings.Count(strings.ToUpper(code), "TIME"), "no other TIME")
+			assert.Equal(t, 1, strings.Count(code, "'HSET'"), "one HSET")
+			assert.Equal(t, 1, strings.Count(code, "'PEXPIRE'"), "one PEXPIRE")
+			assert.Equal(t, 1, strings.Count(code, "'HGETALL'"), "one read")
+			assert.Regexp(t, `redis\.call\('HSET', KEYS\[1\][^\n]*\)\n\s*redis\.call\('PEXPIRE', KEYS\[1\], reset - now \+ grace\)`, code, "every write is followed by its TTL")
+			assert.NotRegexp(t, `KEYS\[[02-9]`, code, "one key only")
+			assert.NotContains(t, code, "EXPIRE', KEYS[1], -", "no negative TTL")
+			for _, banned := range []string{"PERSIST", "tostring(", "string.format", "math.ceil", "math.huge"} {
+				assert.NotContains(t, code, banned)
+			}
+			assert.NotRegexp(t, `\+ \w+ - 1\b`, code, "no n + d - 1 ceiling")
+			assert.Empty(t, floatLit.FindAllString(code, -1), "no float literal")
+			assert.Equal(t, ratelimit.MaxExactInt, luaConst(t, src, "M"))
+			assert.Equal(t, ratelimit.MaxServerMillis, luaConst(t, src, "S"))
+			assert.Equal(t, ratelimit.MaxHorizonMillis, luaConst(t, src, "H"))
+			assert.Equal(t, ratelimit.MaxServerMillis/1000, luaConst(t, src, "SECMAX"))
+			if p.Algorithm == ratelimit.AlgorithmSlidingWindowCounter {
+				assert.Equal(t, ratelimit.WeightScale, luaConst(t, src, "Q"))
+				assert.Equal(t, ratelimit.MaxExactInt/ratelimit.WeightScale, luaConst(t, src, "QMAX"))
+			}
+			if p.Algorithm == ratelimit.AlgorithmFixedWindow {
+				assert.Contains(t, code, fmt.Sprintf("limit <= %d", ratelimit.MaxExactInt/2), "F1")
+			}
+			assert.Contains(t, code, fmt.Sprintf("#ARGV ~= %d", p.ArgCount))
+			header := src[:strings.Index(src, "]]")]
+			for i := 1; i <= p.ArgCount; i++ {
+				assert.Contains(t, header, fmt.Sprintf("ARGV[%d]", i))
+			}
+			for _, f := range StateFields(p.Algorithm) {
+				assert.Regexp(t, `(?m)^  `+f+`  `, header, "stored field %q documented", f)
+				assert.Contains(t, code, "'"+f+"', ", "stored field %q written", f)
+			}
+			assert.Contains(t, code, fmt.Sprintf("'a', %d", int(p.Algorithm)))
+			assert.Contains(t, code, fmt.Sprintf("f.a == %d", int(p.Algorithm)))
+			assert.Contains(t, code, fmt.Sprintf("'v', %d", SchemaVersion))
+			assert.Contains(t, code, fmt.Sprintf("#h ~= %d", 2*len(StateFields(p.Algorithm))))
+		})
+	}
+}
+
+// stripLuaComments drops the shebang, the --[[ ]] header and -- comments.
+func stripLuaComments(src string) string {
+	src = src[strings.Index(src, "]]")+2:]
+	var b strings.Builder
+	for _, line := range strings.Split(src, "\n") {
+		if i := strings.Index(line, "--"); i >= 0 {
+			line = line[:i]
+		}
+		b.WriteString(line)
+		b.WriteByte('\n')
+	}
+	return b.String()
+}
