@@ -25,7 +25,7 @@ func (e *modelEngine) eval(t *testing.T, p ratelimit.Policy, now, cost int64) Re
 	e.st = next
 	return r
 }
-func (e *modelEngine) state(*testing.T) State       { return e.st }
+func (e *modelEngine) state(*testing.T) State      { return e.st }
 func (e *modelEngine) seed(_ *testing.T, st State) { e.st = st }
 
 type miniEngine struct {
