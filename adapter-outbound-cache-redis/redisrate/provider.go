@@ -145,8 +145,9 @@ type policyState struct {
 // as NewClient does: retries off, one dial attempt, ReadTimeout =
 // WriteTimeout = opts.CommandTimeout, DialTimeout and PoolTimeout no longer,
 // ContextTimeoutEnabled false, no client-side cache, no maintenance
-// notifications, PoolSize >= opts.MaxInFlight. The Provider owns client from
-// then on and closes it in Close. New does no I/O.
+// notifications, PoolSize >= opts.MaxInFlight. On success the Provider owns
+// client and closes it in Close; on error client is left to the caller. New
+// does no I/O.
 func New(client redis.UniversalClient, keys *keyspace.Builder, policies []ratelimit.Policy, opts Options) (*Provider, error) {
 	c, ok := client.(*redis.Client)
 	if !ok || c == nil {
