@@ -1,0 +1,199 @@
+package config
+
+import (
+	"crypto/tls"
+	"fmt"
+	"log/slog"
+	"net/netip"
+	"strings"
+	"time"
+
+	"github.com/tech-log/tech-log-backend/shared-contract/keyspace"
+	"github.com/tech-log/tech-log-backend/shared-contract/ratelimit"
+)
+
+// Config is the validated start-up configuration. Build it with Load; the
+// zero value is not valid. It is immutable after Load and safe to share.
+// Every secret in it prints redacted.
+type Config struct {
+	RateLimit RateLimit
+	Cache     Cache
+	Web       Web
+	Log       Log
+	// ShutdownTimeout bounds graceful shutdown (APP_SHUTDOWN_TIMEOUT).
+	ShutdownTimeout time.Duration
+}
+
+// RateLimit is the distributed (Redis coordination) limiter, APP_RATE_LIMIT_*.
+// When Enabled is false every other field is left at its zero value: nothing
+// of the limiter is read, validated or built.
+type RateLimit struct {
+	Enabled bool
+	// Redis is the dedicated coordination endpoint; it never falls back to
+	// the cache's.
+	Redis Redis
+	// KeyPrefix is the first segment of every key (default tlb).
+	KeyPrefix string
+	// KeySecret is the keyspace HMAC secret (>= 32 bytes).
+	KeySecret keyspace.Secret
+	// CommandTimeout is the fixed per-command timeout; DialTimeout and
+	// PoolTimeout bound connecting and waiting for a pooled connection.
+	CommandTimeout time.Duration
+	DialTimeout    time.Duration
+	PoolTimeout    time.Duration
+	// MaxInFlight bounds concurrent evaluations (admission semaphore).
+	MaxInFlight int
+	// PoolSize bounds the coordination client's connection pool.
+	PoolSize int
+	// DefaultPolicy applies to API routes no policy's routes match.
+	DefaultPolicy ratelimit.PolicyID
+	// Policies is the parsed policy file.
+	Policies PolicySet
+	// PoliciesSource is the policy file's path, or EmbeddedPoliciesName.
+	PoliciesSource string
+	// AllowSharedRedis records APP_RATE_LIMIT_ALLOW_SHARED_REDIS.
+	AllowSharedRedis bool
+}
+
+// Cache is the optional Redis cache, APP_CACHE_*. It has its own endpoint,
+// credentials, secret and timeouts and is never read by the rate limiter.
+type Cache struct {
+	Enabled   bool
+	Redis     Redis
+	KeyPrefix string
+	KeySecret keyspace.Secret
+	// DB is the logical database of the cache server.
+	DB             int
+	CommandTimeout time.Duration
+	DialTimeout    time.Duration
+	PoolTimeout    time.Duration
+	PoolSize       int
+}
+
+// Redis is one Redis endpoint with its credentials and TLS settings.
+type Redis struct {
+	// Addr is host:port.
+	Addr     string
+	Username string
+	Password Secret
+	// TLS is the TLS settings as configured (file paths, not contents).
+	TLS TLS
+	// tlsConfig is built from TLS when TLS.Enabled; nil means plaintext.
+	tlsConfig *tls.Config
+}
+
+// TLSConfig returns a copy of the client TLS configuration, or nil when TLS
+// is off.
+func (r Redis) TLSConfig() *tls.Config {
+	if r.tlsConfig == nil {
+		return nil
+	}
+	return r.tlsConfig.Clone()
+}
+
+// TLS is the configured TLS settings of a Redis endpoint.
+// InsecureSkipVerify has no field: certificate verification cannot be
+// turned off.
+type TLS struct {
+	Enabled    bool
+	CAFile     string
+	CertFile   string
+	KeyFile    string
+	ServerName string
+}
+
+// Web is the HTTP server, APP_WEB_*.
+type Web struct {
+	// Addr is the listen address (APP_WEB_ADDR, overridden by -addr).
+	Addr string
+	// SubjectSecret is the HMAC secret that pseudonymizes client
+	// identities; set (>= 32 bytes) whenever the Redis limiter is enabled,
+	// zero otherwise unless configured.
+	SubjectSecret keyspace.Secret
+	// TrustedProxies are the peers whose X-Forwarded-For is honoured;
+	// empty means never.
+	TrustedProxies []netip.Prefix
+	// EvaluationTimeout is the deadline given to each rate-limit
+	// evaluation; it exceeds RateLimit.CommandTimeout.
+	EvaluationTimeout time.Duration
+	// LocalLimit is the legacy in-process limiter.
+	LocalLimit LocalLimit
+}
+
+// LocalLimit configures the legacy in-process per-client token bucket.
+type LocalLimit struct {
+	Enabled bool
+	// Rate is tokens per second per client; Burst the bucket size.
+	Rate  float64
+	Burst int
+	// MaxClients bounds the client table; ClientTTL evicts idle clients.
+	MaxClients int
+	ClientTTL  time.Duration
+}
+
+// LogFormat selects the log encoding.
+type LogFormat string
+
+// The log formats. Auto is text when stderr is a terminal, JSON otherwise.
+const (
+	LogAuto LogFormat = "auto"
+	LogJSON LogFormat = "json"
+	LogText LogFormat = "text"
+)
+
+// Log configures log/slog output.
+type Log struct {
+	Format LogFormat
+	Level  slog.Level
+}
+
+// String summarizes the configuration for a start-up log line. Secrets
+// appear as their length only.
+func (c Config) String() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "web{addr=%s local_limit=%v", c.Web.Addr, c.Web.LocalLimit.Enabled)
+	if c.Web.LocalLimit.Enabled {
+		fmt.Fprintf(&b, " rate=%g/s burst=%d max_clients=%d", c.Web.LocalLimit.Rate, c.Web.LocalLimit.Burst, c.Web.LocalLimit.MaxClients)
+	}
+	fmt.Fprintf(&b, " trusted_proxies=%d subject_secret=%s}", len(c.Web.TrustedProxies), secretState(c.Web.SubjectSecret))
+	fmt.Fprintf(&b, " rate_limit{enabled=%v", c.RateLimit.Enabled)
+	if r := c.RateLimit; r.Enabled {
+		fmt.Fprintf(&b, " redis=%s default_policy=%s policies=%d source=%s key_prefix=%s key_secret=%s command_timeout=%v max_in_flight=%d pool_size=%d",
+			r.Redis, r.DefaultPolicy, len(r.Policies.Policies), r.PoliciesSource, r.KeyPrefix, secretState(r.KeySecret), r.CommandTimeout, r.MaxInFlight, r.PoolSize)
+	}
+	fmt.Fprintf(&b, "} cache{enabled=%v", c.Cache.Enabled)
+	if k := c.Cache; k.Enabled {
+		fmt.Fprintf(&b, " redis=%s key_prefix=%s key_secret=%s command_timeout=%v pool_size=%d", k.Redis, k.KeyPrefix, secretState(k.KeySecret), k.CommandTimeout, k.PoolSize)
+	}
+	fmt.Fprintf(&b, "} log{format=%s level=%s} shutdown_timeout=%v", c.Log.Format, c.Log.Level, c.ShutdownTimeout)
+	return b.String()
+}
+
+// LogValue implements slog.LogValuer with the same redaction as String.
+func (c Config) LogValue() slog.Value { return slog.StringValue(c.String()) }
+
+// String renders the endpoint without its password.
+func (r Redis) String() string {
+	s := r.Addr
+	if r.Username != "" {
+		s = r.Username + "@" + s
+	}
+	if !r.Password.IsZero() {
+		s += " password=" + Redacted
+	}
+	if r.TLS.Enabled {
+		s += " tls"
+	}
+	return s
+}
+
+// LogValue implements slog.LogValuer.
+func (r Redis) LogValue() slog.Value { return slog.StringValue(r.String()) }
+
+// secretState prints a keyspace secret as Redacted, or "unset".
+func secretState(s keyspace.Secret) string {
+	if s.IsZero() {
+		return "unset"
+	}
+	return Redacted
+}

@@ -1,0 +1,318 @@
+package config
+
+import (
+	_ "embed"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/tech-log/tech-log-backend/shared-contract/ratelimit"
+)
+
+// maxPolicyFileLen bounds the policy file.
+const maxPolicyFileLen = 1 << 20
+
+// maxPolicies bounds the number of policies in one file.
+const maxPolicies = 1024
+
+//go:embed default-policies.json
+var defaultPolicies string
+
+// DefaultPoliciesJSON is the embedded policy file used when
+// APP_RATE_LIMIT_POLICIES_FILE is unset.
+func DefaultPoliciesJSON() string { return defaultPolicies }
+
+// Route maps a net/http ServeMux pattern to the policy that limits it.
+type Route struct {
+	Pattern string
+	Policy  ratelimit.PolicyID
+}
+
+// PolicySet is a parsed policy file: the policies in file order and their
+// routes in file order. It is immutable after ParsePolicies.
+type PolicySet struct {
+	Policies []ratelimit.Policy
+	Routes   []Route
+}
+
+// Policy returns the policy with id.
+func (s PolicySet) Policy(id ratelimit.PolicyID) (ratelimit.Policy, bool) {
+	for _, p := range s.Policies {
+		if p.ID() == id {
+			return p, true
+		}
+	}
+	return ratelimit.Policy{}, false
+}
+
+// IDs lists the policy IDs, sorted.
+func (s PolicySet) IDs() []string {
+	ids := make([]string, 0, len(s.Policies))
+	for _, p := range s.Policies {
+		ids = append(ids, string(p.ID()))
+	}
+	sort.Strings(ids)
+	return ids
+}
+
+// PolicyFileError lists every problem of a policy file, each wrapping
+// ErrPolicyFile and naming the policy and field.
+type PolicyFileError struct {
+	Problems []error
+}
+
+func (e *PolicyFileError) Error() string {
+	msgs := make([]string, len(e.Problems))
+	for i, p := range e.Problems {
+		msgs[i] = p.Error()
+	}
+	return strings.Join(msgs, "\n")
+}
+
+// Unwrap exposes the problems to errors.Is and errors.As.
+func (e *PolicyFileError) Unwrap() []error { return e.Problems }
+
+func policyFileError(format string, args ...any) error {
+	return &PolicyFileError{Problems: []error{fmt.Errorf("%w: "+format, append([]any{ErrPolicyFile}, args...)...)}}
+}
+
+// policyFile is the wire form of the policy file (CONTRACT.md section 7).
+type policyFile struct {
+	Policies []policyJSON `json:"policies"`
+}
+
+// policyJSON is one policy. Pointers tell an absent field from a zero one,
+// so that a field of another algorithm and a missing field are both errors.
+type policyJSON struct {
+	ID                 *string   `json:"id"`
+	Revision           *int64    `json:"revision"`
+	Algorithm          *string   `json:"algorithm"`
+	Limit              *int64    `json:"limit"`
+	Window             *duration `json:"window"`
+	Capacity           *int64    `json:"capacity"`
+	RefillTokens       *int64    `json:"refillTokens"`
+	RefillPeriod       *duration `json:"refillPeriod"`
+	MaxCost            *int64    `json:"maxCost"`
+	CleanupGrace       *duration `json:"cleanupGrace"`
+	MaxClockRegression *duration `json:"maxClockRegression"`
+	FailurePolicy      *string   `json:"failurePolicy"`
+	Routes             []string  `json:"routes"`
+}
+
+// duration is a Go duration string ("1s", "250ms") that must be whole
+// milliseconds; it is parsed by spec so that errors name the field.
+type duration = string
+
+// parseDuration parses the duration field name, recording a problem.
+func parseDuration(name string, s *string, problems *[]error) time.Duration {
+	d, err := time.ParseDuration(*s)
+	switch {
+	case err != nil:
+		*problems = append(*problems, fmt.Errorf("%s: %q is not a Go duration such as \"1s\" or \"250ms\"", name, bounded(*s)))
+	case d%time.Millisecond != 0:
+		*problems = append(*problems, fmt.Errorf("%s: %q is not a whole number of milliseconds", name, *s))
+	}
+	return d
+}
+
+func readPolicyFile(path string) (PolicySet, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return PolicySet{}, policyFileError("%w", err)
+	}
+	defer f.Close()
+	return ParsePolicies(f)
+}
+
+// ParsePolicies reads a policy file strictly: unknown fields, trailing data,
+// fields of another algorithm, durations that are not whole milliseconds,
+// duplicate IDs or routes and invalid ServeMux patterns are errors, and
+// every policy goes through ratelimit.NewPolicy. The error is a
+// *PolicyFileError listing every problem.
+func ParsePolicies(r io.Reader) (PolicySet, error) {
+	data, err := io.ReadAll(io.LimitReader(r, maxPolicyFileLen+1))
+	if err != nil {
+		return PolicySet{}, policyFileError("%w", err)
+	}
+	if len(data) > maxPolicyFileLen {
+		return PolicySet{}, policyFileError("larger than %d bytes", maxPolicyFileLen)
+	}
+	dec := json.NewDecoder(strings.NewReader(string(data)))
+	dec.DisallowUnknownFields()
+	var file policyFile
+	if err := dec.Decode(&file); err != nil {
+		return PolicySet{}, policyFileError("%w", err)
+	}
+	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
+		return PolicySet{}, policyFileError("trailing data after the top-level object")
+	}
+	if len(file.Policies) == 0 {
+		return PolicySet{}, policyFileError(`"policies" is missing or empty`)
+	}
+	if len(file.Policies) > maxPolicies {
+		return PolicySet{}, policyFileError("%d policies, at most %d", len(file.Policies), maxPolicies)
+	}
+
+	var problems []error
+	fail := func(where, format string, args ...any) {
+		problems = append(problems, fmt.Errorf("%w: %s: "+format, append([]any{ErrPolicyFile, where}, args...)...))
+	}
+	var set PolicySet
+	ids := map[ratelimit.PolicyID]int{}
+	routes := map[string]ratelimit.PolicyID{}
+	mux := http.NewServeMux()
+	for i, pj := range file.Policies {
+		where := fmt.Sprintf("policies[%d]", i)
+		if pj.ID != nil {
+			where = fmt.Sprintf("policies[%d] (%s)", i, bounded(*pj.ID))
+		}
+		spec, specProblems := pj.spec()
+		for _, p := range specProblems {
+			fail(where, "%w", p)
+		}
+		if len(specProblems) > 0 {
+			continue
+		}
+		if j, dup := ids[spec.ID]; dup {
+			fail(where, "id %q is already used by policies[%d]", spec.ID, j)
+			continue
+		}
+		ids[spec.ID] = i
+		policy, err := ratelimit.NewPolicy(spec)
+		if err != nil {
+			// NewPolicy joins one *PolicyError per violation: one line each.
+			if j, ok := err.(interface{ Unwrap() []error }); ok {
+				for _, e := range j.Unwrap() {
+					fail(where, "%w", e)
+				}
+			} else {
+				fail(where, "%w", err)
+			}
+			continue
+		}
+		set.Policies = append(set.Policies, policy)
+		for _, pattern := range pj.Routes {
+			if other, dup := routes[pattern]; dup {
+				fail(where, "route %q is already mapped to policy %q", bounded(pattern), other)
+				continue
+			}
+			if err := registerPattern(mux, pattern); err != nil {
+				fail(where, "route %q: %w", bounded(pattern), err)
+				continue
+			}
+			routes[pattern] = spec.ID
+			set.Routes = append(set.Routes, Route{Pattern: pattern, Policy: spec.ID})
+		}
+	}
+	if len(problems) > 0 {
+		return PolicySet{}, &PolicyFileError{Problems: problems}
+	}
+	return set, nil
+}
+
+// registerPattern validates pattern as a ServeMux pattern by registering it
+// on a scratch mux, which panics on a malformed pattern or one that
+// conflicts with an earlier route.
+func registerPattern(mux *http.ServeMux, pattern string) (err error) {
+	if strings.TrimSpace(pattern) == "" {
+		return errors.New("empty pattern")
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("not a valid ServeMux pattern: %v", r)
+		}
+	}()
+	mux.Handle(pattern, http.NotFoundHandler())
+	return nil
+}
+
+// spec maps the wire policy to a PolicySpec, listing every missing field
+// and every field that belongs to another algorithm.
+func (p policyJSON) spec() (ratelimit.PolicySpec, []error) {
+	var problems []error
+	missing := func(name string) { problems = append(problems, fmt.Errorf("%q is required", name)) }
+	var spec ratelimit.PolicySpec
+	if p.ID == nil {
+		missing("id")
+	} else {
+		spec.ID = ratelimit.PolicyID(*p.ID)
+	}
+	if p.Revision == nil {
+		missing("revision")
+	} else {
+		spec.Revision = *p.Revision
+	}
+	if p.MaxCost == nil {
+		missing("maxCost")
+	} else {
+		spec.MaxCost = *p.MaxCost
+	}
+	if p.CleanupGrace == nil {
+		missing("cleanupGrace")
+	} else {
+		spec.CleanupGrace = parseDuration("cleanupGrace", p.CleanupGrace, &problems)
+	}
+	if p.MaxClockRegression == nil {
+		missing("maxClockRegression")
+	} else {
+		spec.MaxClockRegression = parseDuration("maxClockRegression", p.MaxClockRegression, &problems)
+	}
+	if p.FailurePolicy == nil {
+		missing("failurePolicy")
+	} else if fp, err := ratelimit.ParseFailurePolicy(*p.FailurePolicy); err != nil {
+		problems = append(problems, fmt.Errorf("failurePolicy: %w", err))
+	} else {
+		spec.FailurePolicy = fp
+	}
+	if p.Algorithm == nil {
+		missing("algorithm")
+		return spec, problems
+	}
+	alg, err := ratelimit.ParseAlgorithm(*p.Algorithm)
+	if err != nil {
+		problems = append(problems, fmt.Errorf("algorithm: %w", err))
+		return spec, problems
+	}
+	spec.Algorithm = alg
+	present := map[string]bool{
+		"limit": p.Limit != nil, "window": p.Window != nil,
+		"capacity": p.Capacity != nil, "refillTokens": p.RefillTokens != nil, "refillPeriod": p.RefillPeriod != nil,
+	}
+	var own []string
+	switch alg {
+	case ratelimit.AlgorithmFixedWindow, ratelimit.AlgorithmSlidingWindowCounter:
+		own = []string{"limit", "window"}
+	case ratelimit.AlgorithmTokenBucket:
+		own = []string{"capacity", "refillTokens", "refillPeriod"}
+	}
+	mine := map[string]bool{}
+	for _, f := range own {
+		mine[f] = true
+		if !present[f] {
+			missing(f)
+		}
+	}
+	for _, f := range []string{"limit", "window", "capacity", "refillTokens", "refillPeriod"} {
+		if present[f] && !mine[f] {
+			problems = append(problems, fmt.Errorf("%q is not a parameter of %s", f, alg))
+		}
+	}
+	if len(problems) > 0 {
+		return spec, problems
+	}
+	switch alg {
+	case ratelimit.AlgorithmFixedWindow:
+		spec.Params = ratelimit.FixedWindow{Limit: *p.Limit, Window: parseDuration("window", p.Window, &problems)}
+	case ratelimit.AlgorithmSlidingWindowCounter:
+		spec.Params = ratelimit.SlidingWindowCounter{Limit: *p.Limit, Window: parseDuration("window", p.Window, &problems)}
+	case ratelimit.AlgorithmTokenBucket:
+		spec.Params = ratelimit.TokenBucket{Capacity: *p.Capacity, RefillTokens: *p.RefillTokens, RefillPeriod: parseDuration("refillPeriod", p.RefillPeriod, &problems)}
+	}
+	return spec, problems
+}

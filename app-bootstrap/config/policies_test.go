@@ -1,0 +1,170 @@
+package config
+
+import (
+	"errors"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/tech-log/tech-log-backend/shared-contract/ratelimit"
+)
+
+// policy builds one policy object from its fields (JSON fragments).
+func policyJSONText(fields ...string) string {
+	return `{"policies": [{` + strings.Join(fields, ",") + `}]}`
+}
+
+var (
+	fwBase = []string{`"id":"login"`, `"revision":3`, `"algorithm":"fixed_window"`, `"limit":5`, `"window":"1m"`,
+		`"maxCost":1`, `"cleanupGrace":"1m"`, `"maxClockRegression":"2s"`, `"failurePolicy":"fail-closed"`}
+	tbBase = []string{`"id":"api"`, `"revision":1`, `"algorithm":"token_bucket"`, `"capacity":100`, `"refillTokens":10`,
+		`"refillPeriod":"1s"`, `"maxCost":10`, `"cleanupGrace":"1m"`, `"maxClockRegression":"2s"`, `"failurePolicy":"fail-closed"`}
+)
+
+// replace returns base with the field named by the fragment's key replaced
+// (or appended); a fragment `"-name"` removes the field.
+func replace(base []string, frags ...string) []string {
+	out := append([]string(nil), base...)
+	for _, f := range frags {
+		if strings.HasPrefix(f, `"-`) {
+			name := `"` + strings.TrimPrefix(f, `"-`)
+			for i, b := range out {
+				if strings.HasPrefix(b, name+":") {
+					out = append(out[:i], out[i+1:]...)
+					break
+				}
+			}
+			continue
+		}
+		key := f[:strings.Index(f, ":")]
+		found := false
+		for i, b := range out {
+			if strings.HasPrefix(b, key+":") {
+				out[i], found = f, true
+			}
+		}
+		if !found {
+			out = append(out, f)
+		}
+	}
+	return out
+}
+
+func TestParsePoliciesContractExample(t *testing.T) {
+	set, err := ParsePolicies(strings.NewReader(DefaultPoliciesJSON()))
+	require.NoError(t, err)
+	require.Len(t, set.Policies, 2)
+	api, login := set.Policies[0], set.Policies[1]
+	assert.Equal(t, ratelimit.PolicyID("api"), api.ID())
+	assert.Equal(t, int64(1), api.Revision())
+	assert.Equal(t, ratelimit.TokenBucket{Capacity: 100, RefillTokens: 10, RefillPeriod: time.Second}, api.Params())
+	assert.Equal(t, int64(10), api.MaxCost())
+	assert.Equal(t, time.Minute, api.CleanupGrace())
+	assert.Equal(t, 2*time.Second, api.MaxClockRegression())
+	assert.Equal(t, ratelimit.FailClosed, api.FailurePolicy())
+	assert.Equal(t, ratelimit.PolicyID("login"), login.ID())
+	assert.Equal(t, int64(3), login.Revision())
+	assert.Equal(t, ratelimit.FixedWindow{Limit: 5, Window: time.Minute}, login.Params())
+	assert.Equal(t, []Route{{"GET /api/", "api"}, {"POST /api/v1/login", "login"}}, set.Routes)
+}
+
+// TestExamplePolicyFilesParse keeps the shipped examples valid.
+func TestExamplePolicyFilesParse(t *testing.T) {
+	for _, path := range []string{"testdata/policies.json", "../examples/policies.json"} {
+		t.Run(path, func(t *testing.T) {
+			f, err := os.Open(path)
+			require.NoError(t, err)
+			defer f.Close()
+			set, err := ParsePolicies(f)
+			require.NoError(t, err)
+			assert.NotEmpty(t, set.Policies)
+		})
+	}
+}
+
+func TestParsePoliciesRejections(t *testing.T) {
+	tests := []struct {
+		name     string
+		doc      string
+		contains string
+		sentinel error
+	}{
+		{"unknown top-level field", `{"policies": [], "version": 2}`, `unknown field "version"`, nil},
+		{"unknown policy field", policyJSONText(replace(fwBase, `"burst":2`)...), `unknown field "burst"`, nil},
+		{"dedup is not a field", policyJSONText(replace(fwBase, `"dedup":false`)...), `unknown field "dedup"`, nil},
+		{"trailing data", policyJSONText(fwBase...) + ` {}`, "trailing data", nil},
+		{"not json", `policies: []`, "invalid character", nil},
+		{"empty list", `{"policies": []}`, `"policies" is missing or empty`, nil},
+		{"no list", `{}`, `"policies" is missing or empty`, nil},
+		{"field of another algorithm", policyJSONText(replace(fwBase, `"capacity":5`)...), `"capacity" is not a parameter of fixed_window`, nil},
+		{"token bucket with window", policyJSONText(replace(tbBase, `"window":"1s"`)...), `"window" is not a parameter of token_bucket`, nil},
+		{"missing window", policyJSONText(replace(fwBase, `"-window"`)...), `"window" is required`, nil},
+		{"missing refill period", policyJSONText(replace(tbBase, `"-refillPeriod"`)...), `"refillPeriod" is required`, nil},
+		{"missing id", policyJSONText(replace(fwBase, `"-id"`)...), `policies[0]: "id" is required`, nil},
+		{"missing revision", policyJSONText(replace(fwBase, `"-revision"`)...), `"revision" is required`, nil},
+		{"missing max cost", policyJSONText(replace(fwBase, `"-maxCost"`)...), `"maxCost" is required`, nil},
+		{"missing failure policy", policyJSONText(replace(fwBase, `"-failurePolicy"`)...), `"failurePolicy" is required`, nil},
+		{"fail open", policyJSONText(replace(fwBase, `"failurePolicy":"fail-open"`)...), "fail-open is not supported", ratelimit.ErrUnsupported},
+		{"failure policy unknown", policyJSONText(replace(fwBase, `"failurePolicy":"sometimes"`)...), `"sometimes" is not fail-closed`, ratelimit.ErrUnsupported},
+		{"unknown algorithm", policyJSONText(replace(fwBase, `"algorithm":"gcra"`)...), `"gcra" is not fixed_window`, ratelimit.ErrUnsupported},
+		{"sub-millisecond window", policyJSONText(replace(fwBase, `"window":"1500us"`)...), `window: "1500us" is not a whole number of milliseconds`, nil},
+		{"sub-millisecond grace", policyJSONText(replace(fwBase, `"cleanupGrace":"1.5ms"`)...), `cleanupGrace: "1.5ms" is not a whole number`, nil},
+		{"duration not a string", policyJSONText(replace(fwBase, `"window":60000`)...), "cannot unmarshal number", nil},
+		{"duration garbage", policyJSONText(replace(fwBase, `"window":"a minute"`)...), `window: "a minute" is not a Go duration`, nil},
+		{"limit not an integer", policyJSONText(replace(fwBase, `"limit":5.5`)...), "cannot unmarshal number 5.5", nil},
+		{"limit as string", policyJSONText(replace(fwBase, `"limit":"5"`)...), "cannot unmarshal string", nil},
+		{"zero limit", policyJSONText(replace(fwBase, `"limit":0`)...), "policy Params.Limit", ratelimit.ErrNonPositive},
+		{"negative window", policyJSONText(replace(fwBase, `"window":"-1s"`)...), "policy Params.Window", ratelimit.ErrNonPositive},
+		{"max cost above limit", policyJSONText(replace(fwBase, `"maxCost":6`)...), "6 > 5", ratelimit.ErrMaxCostAboveLimit},
+		{"limit beyond 2^53", policyJSONText(replace(fwBase, `"limit":9007199254740993`, `"maxCost":1`)...), "9007199254740993 >", ratelimit.ErrArithmeticRange},
+		{"bad id", policyJSONText(replace(fwBase, `"id":"Login!"`)...), "policy ID", ratelimit.ErrInvalidPolicyID},
+		{"duplicate id", `{"policies": [{` + strings.Join(fwBase, ",") + `},{` + strings.Join(replace(fwBase, `"limit":9`, `"maxCost":1`), ",") + `}]}`,
+			`policies[1] (login): id "login" is already used by policies[0]`, nil},
+		{"duplicate route", `{"policies": [{` + strings.Join(replace(fwBase, `"routes":["POST /api/v1/login"]`), ",") + `},{` +
+			strings.Join(replace(tbBase, `"routes":["POST /api/v1/login"]`), ",") + `}]}`,
+			`route "POST /api/v1/login" is already mapped to policy "login"`, nil},
+		{"duplicate route in one policy", policyJSONText(replace(fwBase, `"routes":["GET /a","GET /a"]`)...), `route "GET /a" is already mapped`, nil},
+		{"conflicting routes", `{"policies": [{` + strings.Join(replace(fwBase, `"routes":["GET /api/{id}"]`), ",") + `},{` +
+			strings.Join(replace(tbBase, `"routes":["GET /api/{name}"]`), ",") + `}]}`,
+			"not a valid ServeMux pattern", nil},
+		{"invalid route", policyJSONText(replace(fwBase, `"routes":["GET api"]`)...), `route "GET api": not a valid ServeMux pattern`, nil},
+		{"bad method pattern", policyJSONText(replace(fwBase, `"routes":["GET /{x"]`)...), "not a valid ServeMux pattern", nil},
+		{"empty route", policyJSONText(replace(fwBase, `"routes":[""]`)...), "empty pattern", nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := ParsePolicies(strings.NewReader(tt.doc))
+			require.Error(t, err)
+			assert.ErrorIs(t, err, ErrPolicyFile)
+			var pfe *PolicyFileError
+			require.True(t, errors.As(err, &pfe))
+			assert.Contains(t, err.Error(), tt.contains)
+			if tt.sentinel != nil {
+				assert.ErrorIs(t, err, tt.sentinel)
+			}
+		})
+	}
+}
+
+func TestParsePoliciesAllProblemsListed(t *testing.T) {
+	doc := policyJSONText(replace(fwBase, `"limit":0`, `"window":"0s"`, `"revision":0`)...)
+	_, err := ParsePolicies(strings.NewReader(doc))
+	require.Error(t, err)
+	var pfe *PolicyFileError
+	require.True(t, errors.As(err, &pfe))
+	assert.Len(t, pfe.Problems, 3, "%v", err)
+	for _, line := range strings.Split(err.Error(), "\n") {
+		assert.Contains(t, line, "policies[0] (login)")
+	}
+}
+
+func TestParsePoliciesTooLarge(t *testing.T) {
+	doc := `{"policies": [` + strings.Repeat(" ", maxPolicyFileLen) + `]}`
+	_, err := ParsePolicies(strings.NewReader(doc))
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "larger than")
+}
