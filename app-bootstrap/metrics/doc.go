@@ -1,0 +1,13 @@
+// Package metrics owns the service's Prometheus instrumentation: a private
+// registry (Go and process collectors included), the EdgePort decorator that
+// counts rate-limit outcomes and times evaluations, the cache fail-open
+// counter, and the /metrics handler.
+//
+// Label values are bounded: policy IDs come from the configured set (any
+// other ID is counted as "other"), kinds and categories are the stable
+// constants of package ratelimit, cache operations are rediscache's Op
+// names. No subject, key, address or secret ever becomes a label.
+//
+// It imports shared-contract and prometheus/client_golang. It must never
+// import fx, a Redis client or the adapters.
+package metrics

@@ -1,0 +1,144 @@
+package metrics
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/tech-log/tech-log-backend/shared-contract/ratelimit"
+)
+
+// scriptedPort answers a fixed outcome and can block until released.
+type scriptedPort struct {
+	out     ratelimit.Outcome
+	entered chan struct{}
+	release chan struct{}
+}
+
+var _ ratelimit.EdgePort = (*scriptedPort)(nil)
+
+func (p *scriptedPort) Evaluate(context.Context, ratelimit.Request) ratelimit.Outcome {
+	if p.entered != nil {
+		p.entered <- struct{}{}
+		<-p.release
+	}
+	return p.out
+}
+
+func req(id ratelimit.PolicyID) ratelimit.Request {
+	return ratelimit.Request{PolicyID: id, SubjectDigest: "c3ViamVjdC1kaWdlc3QtMDE", Cost: 1, Deadline: time.Now().Add(time.Second)}
+}
+
+func TestInstrumentEdgeCountsEveryOutcome(t *testing.T) {
+	tests := []struct {
+		name                     string
+		out                      ratelimit.Outcome
+		policy                   ratelimit.PolicyID
+		wantPolicy               string
+		kind, category, decision string
+	}{
+		{"allowed", ratelimit.Evaluated{Decision: ratelimit.Decision{Allowed: true, Limit: 5, Remaining: 4}}, "login", "login", "evaluated", "none", "allowed"},
+		{"denied", ratelimit.Evaluated{Decision: ratelimit.Decision{Limit: 5, RetryAfter: time.Second}}, "login", "login", "evaluated", "none", "denied"},
+		{"unavailable", ratelimit.Unavailable{Category: ratelimit.CategoryConnection}, "api", "api", "unavailable", "connection", "fail_closed"},
+		{"indeterminate", ratelimit.Indeterminate{Category: ratelimit.CategoryTimeout}, "api", "api", "indeterminate", "timeout", "fail_closed"},
+		{"incompatible", ratelimit.Incompatible{Category: ratelimit.CategoryMalformedReply}, "api", "api", "incompatible", "malformed_reply", "fail_closed"},
+		{"unknown policy label bounded", ratelimit.Unavailable{Category: ratelimit.CategoryUnknownPolicy}, "made-up", "other", "unavailable", "unknown_policy", "fail_closed"},
+		{"nil outcome", nil, "api", "api", "invalid", "unknown", "fail_closed"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			m := New()
+			port := m.InstrumentEdge(&scriptedPort{out: tt.out}, []ratelimit.PolicyID{"api", "login"})
+			for range 3 {
+				got := port.Evaluate(context.Background(), req(tt.policy))
+				assert.Equal(t, tt.out, got, "the decorator returns the inner outcome unchanged")
+			}
+			c := m.outcomes.WithLabelValues(tt.wantPolicy, tt.kind, tt.category, tt.decision)
+			assert.Equal(t, 3.0, testutil.ToFloat64(c))
+			assert.Equal(t, 1, testutil.CollectAndCount(m.outcomes), "exactly one series")
+			assert.Equal(t, 1, testutil.CollectAndCount(m.latency))
+			assert.Equal(t, 0.0, testutil.ToFloat64(m.inFlight))
+		})
+	}
+}
+
+func TestInstrumentEdgeInFlight(t *testing.T) {
+	m := New()
+	inner := &scriptedPort{
+		out:     ratelimit.Evaluated{Decision: ratelimit.Decision{Allowed: true}},
+		entered: make(chan struct{}),
+		release: make(chan struct{}),
+	}
+	port := m.InstrumentEdge(inner, []ratelimit.PolicyID{"api"})
+	const n = 4
+	var wg sync.WaitGroup
+	for range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			port.Evaluate(context.Background(), req("api"))
+		}()
+	}
+	for range n {
+		select {
+		case <-inner.entered:
+		case <-time.After(5 * time.Second):
+			t.Fatal("evaluations did not start")
+		}
+	}
+	assert.Equal(t, float64(n), testutil.ToFloat64(m.inFlight))
+	close(inner.release)
+	wg.Wait()
+	assert.Equal(t, 0.0, testutil.ToFloat64(m.inFlight))
+}
+
+func TestCacheFailure(t *testing.T) {
+	m := New()
+	m.CacheFailure("get", errors.New("boom"))
+	m.CacheFailure("get", errors.New("boom"))
+	m.CacheFailure("delete", nil)
+	m.CacheFailure("weird op from elsewhere", nil)
+	assert.Equal(t, 2.0, testutil.ToFloat64(m.cacheErr.WithLabelValues("get")))
+	assert.Equal(t, 1.0, testutil.ToFloat64(m.cacheErr.WithLabelValues("delete")))
+	assert.Equal(t, 1.0, testutil.ToFloat64(m.cacheErr.WithLabelValues("other")))
+}
+
+func TestHandlerExposesEverything(t *testing.T) {
+	m := New()
+	port := m.InstrumentEdge(&scriptedPort{out: ratelimit.Evaluated{Decision: ratelimit.Decision{Allowed: true}}}, []ratelimit.PolicyID{"api"})
+	port.Evaluate(context.Background(), req("api"))
+	m.CacheFailure("set", nil)
+
+	rec := httptest.NewRecorder()
+	m.Handler().ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
+	require.Equal(t, 200, rec.Code)
+	body, _ := io.ReadAll(rec.Body)
+	text := string(body)
+	for _, want := range []string{
+		`tlb_ratelimit_outcomes_total{category="none",decision="allowed",kind="evaluated",policy="api"} 1`,
+		`tlb_ratelimit_evaluation_seconds_count{kind="evaluated",policy="api"} 1`,
+		`tlb_ratelimit_in_flight 0`,
+		`tlb_cache_fail_open_total{op="set"} 1`,
+		"go_goroutines ",
+		"process_start_time_seconds ",
+	} {
+		assert.Contains(t, text, want)
+	}
+	assert.False(t, strings.Contains(text, "c3ViamVjdC1kaWdlc3QtMDE"), "the subject digest is never a label")
+}
+
+func TestRegistriesArePrivate(t *testing.T) {
+	// Two instances in one process (tests, the fx graph) must not collide.
+	a, b := New(), New()
+	a.CacheFailure("get", nil)
+	assert.Equal(t, 0.0, testutil.ToFloat64(b.cacheErr.WithLabelValues("get")))
+}
