@@ -4,8 +4,9 @@
 //
 // Cache semantics differ from rate-limit coordination: a cache may fail open
 // (a miss is always a safe answer), coordination never does. The two ports are
-// deliberately distinct types so that a cache decorator cannot wrap an
+// deliberately distinct types so that a cache decorator cannot wrap a
 // ratelimit.EdgePort.
 //
-// It must never import anything outside the Go standard library.
+// It must never import anything outside the Go standard library and package
+// keyspace (for segment syntax and bounds); in particular never ratelimit.
 package cache

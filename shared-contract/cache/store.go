@@ -17,6 +17,8 @@ const (
 	MaxValueLen = 1 << 20
 	// MaxNameLen is the longest accepted Key.Name, in bytes.
 	MaxNameLen = keyspace.MaxFieldLen
+	// MaxTokenLen is the longest accepted observation Token, in bytes.
+	MaxTokenLen = 256
 )
 
 // Errors for invalid input; a Store returns them (wrapped) before touching
@@ -29,8 +31,9 @@ var (
 )
 
 // Key is a logical cache key. Region and Kind are key segments
-// ([a-z0-9][a-z0-9._-]*, at most 64 bytes); Name is any identifier up to
-// MaxNameLen bytes and only ever appears digested in the physical key.
+// ([a-z0-9][a-z0-9._-]*, at most 64 bytes); Name is any identifier of 1 to
+// MaxNameLen bytes and only ever appears digested in the physical key (it may
+// identify a user, so it never appears in an error or log line either).
 type Key struct {
 	Region string
 	Kind   string
@@ -61,7 +64,8 @@ func ValidateTTL(ttl time.Duration) error {
 	return nil
 }
 
-// ValidateValue reports whether v is at most MaxValueLen bytes.
+// ValidateValue reports whether v is at most MaxValueLen bytes. An empty (or
+// nil) value is valid.
 func ValidateValue(v []byte) error {
 	if len(v) > MaxValueLen {
 		return fmt.Errorf("%w: value is %d bytes, max %d", ErrInvalidValue, len(v), MaxValueLen)
@@ -73,6 +77,15 @@ func ValidateValue(v []byte) error {
 // a value. It is only meaningful to the Store that returned it.
 type Token string
 
+// Validate reports whether t can be passed to CompareAndReplace: 1 to
+// MaxTokenLen bytes. The error does not contain the token.
+func (t Token) Validate() error {
+	if len(t) == 0 || len(t) > MaxTokenLen {
+		return fmt.Errorf("%w: token is %d bytes, want 1..%d", ErrInvalidToken, len(t), MaxTokenLen)
+	}
+	return nil
+}
+
 // Entry is a value read from the cache with its observation token.
 type Entry struct {
 	Value []byte
@@ -83,7 +96,7 @@ type Entry struct {
 // takes a finite TTL (see ValidateTTL); invalid input is rejected before the
 // backend is touched.
 type Store interface {
-	// Get returns the entry and true, or false on a miss.
+	// Get returns the entry and true, or false on a miss (a zero Entry).
 	Get(ctx context.Context, key Key) (Entry, bool, error)
 	// Set stores value unconditionally.
 	Set(ctx context.Context, key Key, value []byte, ttl time.Duration) error

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"hash"
 	"log/slog"
+	"strings"
 	"sync"
 )
 
@@ -26,8 +27,9 @@ const (
 	MaxFieldLen = 1024
 	// DigestLen is the length of the base64url digest.
 	DigestLen = 43
-	// domain separates this derivation from any other use of the secret.
-	domain = "tech-log-backend/keyspace/v1"
+	// Domain is the first MAC field of every key: it separates this
+	// derivation from any other use of the secret.
+	Domain = "tech-log-backend/keyspace/v1"
 )
 
 // Errors returned by NewBuilder and Key.
@@ -38,7 +40,9 @@ var (
 )
 
 // Builder derives physical keys. It is immutable and safe for concurrent use;
-// the zero value is invalid. It prints its prefix only, never the secret.
+// the zero value is invalid (Key returns ErrZeroSecret). Under every fmt verb,
+// slog and encoding/json it shows its prefix only, never the secret. Use it by
+// pointer: it must not be copied after first use.
 type Builder struct {
 	prefix string
 	secret Secret
@@ -53,13 +57,13 @@ type macState struct {
 }
 
 // NewBuilder returns a Builder for prefix (a segment: [a-z0-9][a-z0-9._-]*,
-// at most MaxSegmentLen) under secret.
+// at most MaxSegmentLen) under secret, which must come from NewSecret.
 func NewBuilder(prefix string, secret Secret) (*Builder, error) {
 	if err := checkSegment("prefix", prefix); err != nil {
 		return nil, err
 	}
 	if secret.IsZero() {
-		return nil, ErrZeroSecret
+		return nil, fmt.Errorf("new builder: %w", ErrZeroSecret)
 	}
 	b := &Builder{prefix: prefix, secret: secret}
 	b.pool.New = func() any {
@@ -71,11 +75,16 @@ func NewBuilder(prefix string, secret Secret) (*Builder, error) {
 // Prefix is the configured key prefix.
 func (b *Builder) Prefix() string { return b.prefix }
 
-// Key returns <prefix>:<capability>:<region>:<kind>:v1:<digest>, with the
-// digest taken over capability, region, kind and fields, each length-prefixed
-// so that ("ab","c") and ("a","bc") differ. Errors name the segment at fault
-// and never contain a field's value.
+// Key returns <prefix>:<capability>:<region>:<kind>:v1:<digest>. The digest
+// is the unpadded base64url HMAC-SHA256, under the secret, of Domain,
+// capability, region, kind and fields, each prefixed with its length as an
+// unsigned varint so that ("ab","c") and ("a","bc") differ. Fields are 1 to
+// MaxFields strings of at most MaxFieldLen bytes (an empty field is allowed).
+// Errors name the argument at fault and never contain a field's value.
 func (b *Builder) Key(capability, region, kind string, fields ...string) (string, error) {
+	if b == nil || b.secret.IsZero() {
+		return "", fmt.Errorf("key: %w", ErrZeroSecret)
+	}
 	if err := checkSegment("capability", capability); err != nil {
 		return "", err
 	}
@@ -96,49 +105,66 @@ func (b *Builder) Key(capability, region, kind string, fields ...string) (string
 
 	st := b.pool.Get().(*macState)
 	defer b.pool.Put(st)
-	buf := appendField(st.buf[:0], domain)
+	buf := appendField(st.buf[:0], Domain)
 	buf = appendField(buf, capability)
 	buf = appendField(buf, region)
 	buf = appendField(buf, kind)
 	for _, f := range fields {
 		buf = appendField(buf, f)
 	}
-	st.buf = buf[:0]
+	st.buf = buf[:0] // keep the grown buffer for the next call
 	st.mac.Reset()
 	st.mac.Write(buf)
 	sum := st.mac.Sum(st.sum[:0])
 	base64.RawURLEncoding.Encode(st.out[:], sum)
 
-	n := len(b.prefix) + len(capability) + len(region) + len(kind) + len(Version) + DigestLen + 5
-	key := make([]byte, 0, n)
-	key = append(key, b.prefix...)
-	key = append(key, ':')
-	key = append(key, capability...)
-	key = append(key, ':')
-	key = append(key, region...)
-	key = append(key, ':')
-	key = append(key, kind...)
-	key = append(key, ':')
-	key = append(key, Version...)
-	key = append(key, ':')
-	key = append(key, st.out[:]...)
-	return string(key), nil
+	var key strings.Builder
+	key.Grow(len(b.prefix) + len(capability) + len(region) + len(kind) + len(Version) + DigestLen + 5)
+	key.WriteString(b.prefix)
+	key.WriteByte(':')
+	key.WriteString(capability)
+	key.WriteByte(':')
+	key.WriteString(region)
+	key.WriteByte(':')
+	key.WriteString(kind)
+	key.WriteByte(':')
+	key.WriteString(Version)
+	key.WriteByte(':')
+	key.Write(st.out[:])
+	return key.String(), nil
 }
 
 // Pattern returns the SCAN/ACL pattern that matches every key of capability
-// under this prefix, e.g. "tlb:rate:*".
-func (b *Builder) Pattern(capability string) string { return b.prefix + ":" + capability + ":*" }
+// under this prefix, e.g. "tlb:rate:*". It is "" when capability is not a
+// segment, so a malformed capability never widens the pattern.
+func (b *Builder) Pattern(capability string) string {
+	if !IsSegment(capability) {
+		return ""
+	}
+	return b.prefix + ":" + capability + ":*"
+}
 
 // String implements fmt.Stringer without the secret.
 func (b *Builder) String() string {
+	if b == nil {
+		return "keyspace.Builder(nil)"
+	}
 	return "keyspace.Builder(prefix=" + b.prefix + ", secret=" + Redacted + ")"
 }
 
 // GoString implements fmt.GoStringer without the secret.
 func (b *Builder) GoString() string { return b.String() }
 
+// Format implements fmt.Formatter so that no verb (%d, %x, %+v...) reaches the
+// fields by reflection.
+func (b *Builder) Format(f fmt.State, _ rune) { _, _ = f.Write([]byte(b.String())) }
+
 // LogValue implements slog.LogValuer without the secret.
 func (b *Builder) LogValue() slog.Value { return slog.StringValue(b.String()) }
+
+// MarshalText implements encoding.TextMarshaler (used by encoding/json)
+// without the secret.
+func (b *Builder) MarshalText() ([]byte, error) { return []byte(b.String()), nil }
 
 func appendField(buf []byte, s string) []byte {
 	buf = binary.AppendUvarint(buf, uint64(len(s)))
@@ -152,24 +178,31 @@ func IsSegment(s string) bool {
 		return false
 	}
 	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if !(c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || i > 0 && (c == '.' || c == '_' || c == '-')) {
+		if !segmentByte(i, s[i]) {
 			return false
 		}
 	}
 	return true
 }
 
-func checkSegment(name, s string) error {
-	if !IsSegment(s) {
-		return fmt.Errorf("%w: %s %q must be 1..%d bytes matching ^[a-z0-9][a-z0-9._-]*$", ErrInvalidSegment, name, bounded(s), MaxSegmentLen)
-	}
-	return nil
+// segmentByte reports whether c may stand at position i of a segment.
+func segmentByte(i int, c byte) bool {
+	return c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || i > 0 && (c == '.' || c == '_' || c == '-')
 }
 
-func bounded(s string) string {
-	if len(s) > MaxSegmentLen {
-		return s[:MaxSegmentLen] + "..."
+// checkSegment names the argument, its length and the first bad byte, but not
+// the value: a caller that mistakenly passes a subject as a segment must not
+// see it in a log line.
+func checkSegment(name, s string) error {
+	if IsSegment(s) {
+		return nil
 	}
-	return s
+	if len(s) == 0 || len(s) > MaxSegmentLen {
+		return fmt.Errorf("%w: %s is %d bytes, want 1..%d", ErrInvalidSegment, name, len(s), MaxSegmentLen)
+	}
+	i := 0
+	for segmentByte(i, s[i]) {
+		i++
+	}
+	return fmt.Errorf("%w: %s byte %d is not allowed: want ^[a-z0-9][a-z0-9._-]*$", ErrInvalidSegment, name, i)
 }

@@ -3,11 +3,14 @@
 //
 //	<prefix>:<capability>:<region>:<kind>:v1:<digest>
 //
-// where digest is the unpadded base64url HMAC-SHA256, under a secret of at
-// least 32 bytes, of the length-prefixed capability, region, kind and caller
-// fields. Raw subjects, IPs, API keys and routes go into the digest only, so
+// where digest is the unpadded base64url (43 characters) HMAC-SHA256, under a
+// secret of at least 32 bytes, of the fields Domain, capability, region, kind
+// and the caller's fields, each preceded by its byte length as an unsigned
+// varint. Raw subjects, IPs, API keys and routes go into the digest only, so
 // they never appear in a key. Anything that holds the secret redacts it in
-// every textual form.
+// every textual form. The golden vectors in testdata/keys-v1.json pin the
+// derivation: any change to it must be a new Version.
 //
-// It must never import anything outside the Go standard library.
+// It must never import anything outside the Go standard library, and no other
+// package of this module (ratelimit and cache build on it).
 package keyspace

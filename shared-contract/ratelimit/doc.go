@@ -5,9 +5,11 @@
 // It owns the semantics of admission (fail closed: only an allowed Evaluated
 // outcome admits), the failure taxonomy (Unavailable, Indeterminate,
 // Incompatible, each with a stable Category) and the integer-arithmetic bounds
-// every provider must respect (see Bounds and docs/arithmetic.md).
+// every provider must respect (MaxExactInt, MaxServerMillis,
+// MaxHorizonMillis, WeightScale; formulas in docs/arithmetic.md).
 //
-// It must never import anything outside the Go standard library: no Redis
-// client, no HTTP framework, no dependency-injection container. Providers live
-// in adapter modules and depend on this package, never the other way round.
+// It must never import anything outside the Go standard library and its
+// sibling package keyspace: no Redis client, no HTTP framework, no
+// dependency-injection container, no adapter. Providers live in adapter
+// modules and depend on this package, never the other way round.
 package ratelimit

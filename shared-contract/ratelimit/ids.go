@@ -3,6 +3,8 @@ package ratelimit
 import (
 	"errors"
 	"fmt"
+	"log/slog"
+	"strconv"
 
 	"github.com/tech-log/tech-log-backend/shared-contract/keyspace"
 )
@@ -18,7 +20,26 @@ const MaxPolicyIDLen = keyspace.MaxSegmentLen
 // SubjectDigest is an already pseudonymized subject (for example an HMAC of an
 // API key or client IP). It is 16 to 128 characters of the base64url alphabet
 // [A-Za-z0-9_-]; a provider never sees the raw identity.
+//
+// Even pseudonymized, a subject stays out of logs: every fmt verb, GoString
+// and slog print only its length (see String). Use string(d) where the value
+// itself is needed, i.e. as a key-digest field.
 type SubjectDigest string
+
+// String returns "[subject digest, N bytes]", never the digest.
+func (d SubjectDigest) String() string {
+	return "[subject digest, " + strconv.Itoa(len(d)) + " bytes]"
+}
+
+// GoString implements fmt.GoStringer without the digest.
+func (d SubjectDigest) GoString() string { return d.String() }
+
+// Format implements fmt.Formatter so that no verb (%s, %q, %x, %v...) prints
+// the digest.
+func (d SubjectDigest) Format(f fmt.State, _ rune) { _, _ = f.Write([]byte(d.String())) }
+
+// LogValue implements slog.LogValuer without the digest.
+func (d SubjectDigest) LogValue() slog.Value { return slog.StringValue(d.String()) }
 
 // Subject digest length bounds.
 const (

@@ -5,9 +5,12 @@ import (
 	"time"
 )
 
-// Outcome is the sealed result of EdgePort.Evaluate: exactly one of
-// Evaluated, Unavailable, Indeterminate or Incompatible. No other package can
-// add a variant, so a type switch over these four is exhaustive.
+// Outcome is the sealed result of EdgePort.Evaluate: exactly one of the values
+// Evaluated, Unavailable, Indeterminate or Incompatible. The unexported marker
+// method keeps other packages from declaring a variant, so a type switch over
+// these four is exhaustive. Variants are values: a pointer to one (or a
+// foreign struct embedding one) also satisfies the interface but is not a
+// valid Outcome, and Admitted fails closed on it.
 type Outcome interface {
 	// Kind names the variant; it is stable and used in metrics.
 	Kind() OutcomeKind
@@ -82,14 +85,15 @@ func (Indeterminate) sealedOutcome() {}
 func (Incompatible) sealedOutcome()  {}
 
 // Admitted reports whether o admits the request: true only for an Evaluated
-// outcome whose decision is allowed. Everything else, including nil, fails
-// closed.
+// value whose decision is allowed. Everything else, including nil, a denied
+// decision, every failure and any non-value variant, fails closed.
 func Admitted(o Outcome) bool {
 	e, ok := o.(Evaluated)
 	return ok && e.Decision.Allowed
 }
 
-// CategoryOf returns the outcome's category, or "" for Evaluated and nil.
+// CategoryOf returns the category of an Unavailable, Indeterminate or
+// Incompatible value, and "" for Evaluated, nil and anything else.
 func CategoryOf(o Outcome) Category {
 	switch v := o.(type) {
 	case Unavailable:

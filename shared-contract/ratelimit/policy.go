@@ -42,13 +42,13 @@ func ParseFailurePolicy(s string) (FailurePolicy, error) {
 }
 
 // Policy-construction errors. Every *PolicyError wraps ErrInvalidPolicy and
-// exactly one of the others.
+// exactly one of the others or ErrInvalidPolicyID.
 var (
 	ErrInvalidPolicy     = errors.New("invalid rate-limit policy")
 	ErrAlgorithmMismatch = errors.New("algorithm does not match the parameters")
 	ErrNonPositive       = errors.New("value must be positive")
 	ErrNotWholeMillis    = errors.New("duration must be a whole number of milliseconds")
-	ErrArithmeticRange   = errors.New("value or intermediate result exceeds 2^53-1")
+	ErrArithmeticRange   = errors.New("value or intermediate result exceeds the exact integer range")
 	ErrMaxCostAboveLimit = errors.New("max cost exceeds the limit or capacity")
 	ErrUnsupported       = errors.New("not supported in v1")
 )
@@ -60,6 +60,7 @@ type PolicyError struct {
 	Err    error  // one of the sentinel errors above
 }
 
+// Error renders "policy <field>: <sentinel>: <reason>".
 func (e *PolicyError) Error() string {
 	return "policy " + e.Field + ": " + e.Err.Error() + ": " + e.Reason
 }
@@ -67,51 +68,60 @@ func (e *PolicyError) Error() string {
 // Unwrap exposes ErrInvalidPolicy and the specific sentinel to errors.Is.
 func (e *PolicyError) Unwrap() []error { return []error{ErrInvalidPolicy, e.Err} }
 
-// PolicySpec is the mutable input to NewPolicy.
+// PolicySpec is the mutable input to NewPolicy. NewPolicy copies what it
+// keeps, so changing a spec afterwards changes no Policy.
 type PolicySpec struct {
-	ID        PolicyID
+	ID PolicyID
+	// Revision is >= 1; a new revision rolls to new state (it is part of the
+	// state key and of the stored state).
 	Revision  int64
 	Algorithm Algorithm
-	// Params is FixedWindow, SlidingWindowCounter or TokenBucket and must
-	// match Algorithm.
-	Params  Params
+	// Params is a FixedWindow, SlidingWindowCounter or TokenBucket value
+	// (not a pointer) and must match Algorithm.
+	Params Params
+	// MaxCost is the largest Request.Cost accepted, 1..limit (or capacity).
 	MaxCost int64
-	// CleanupGrace is added to the state's reset horizon to form its TTL.
+	// CleanupGrace is added to the state's reset horizon to form its TTL;
+	// whole milliseconds, at least 1ms.
 	CleanupGrace time.Duration
 	// MaxClockRegression is how far server time may go backwards and still be
-	// clamped to the last observed instant; 0 refuses any regression.
+	// clamped to the last observed instant; whole milliseconds, and 0 refuses
+	// any regression.
 	MaxClockRegression time.Duration
-	FailurePolicy      FailurePolicy
+	// FailurePolicy must be FailClosed.
+	FailurePolicy FailurePolicy
 	// Dedup must be false: evaluation deduplication is not supported in v1.
 	Dedup bool
 }
 
 // Policy is an immutable, validated rate-limit policy. Build it with
-// NewPolicy; the zero value is invalid and no provider accepts it. Copies are
+// NewPolicy; the zero value is invalid (IsZero) and no provider accepts it.
+// It has no exported fields and its getters return copies, so copies are
 // independent and safe for concurrent use.
 type Policy struct {
 	id                 PolicyID
 	revision           int64
-	params             Params
+	params             Params // always a value type, never a pointer
 	maxCost            int64
 	cleanupGraceMs     int64
 	maxClockRegression int64
 }
 
 // NewPolicy validates spec and freezes it. It returns every violation joined
-// (each a *PolicyError); the integer bounds it enforces are those of
-// docs/arithmetic.md.
+// (each a *PolicyError); the integer bounds it enforces are formulas A2-A4,
+// F1-F2, S1-S3 and T1-T2 of docs/arithmetic.md.
 func NewPolicy(spec PolicySpec) (Policy, error) {
 	v := &policyValidator{}
 	if err := spec.ID.Validate(); err != nil {
-		v.fail("ID", ErrInvalidPolicyID, "%q", bounded(string(spec.ID)))
+		v.fail("ID", ErrInvalidPolicyID, "%q must match ^[a-z0-9][a-z0-9._-]{0,63}$", bounded(string(spec.ID)))
 	}
 	v.positive("Revision", spec.Revision)
+	// A2: the revision is sent to and stored by the programs.
 	v.within("Revision", spec.Revision, MaxExactInt)
 	grace := v.millis("CleanupGrace", spec.CleanupGrace, false)
+	// A3 (regression <= MaxHorizonMillis) holds by type: no time.Duration is
+	// longer than MaxHorizonMillis milliseconds.
 	regression := v.millis("MaxClockRegression", spec.MaxClockRegression, true)
-	// A1: the regression is compared with stored and server instants.
-	v.within("MaxClockRegression", regression, MaxHorizonMillis)
 	switch spec.FailurePolicy {
 	case FailClosed:
 	case FailOpen:
@@ -123,21 +133,30 @@ func NewPolicy(spec PolicySpec) (Policy, error) {
 		v.fail("Dedup", ErrUnsupported, "evaluation deduplication is not supported in v1")
 	}
 	v.positive("MaxCost", spec.MaxCost)
+	if !spec.Algorithm.Valid() {
+		v.fail("Algorithm", ErrUnsupported, "%v is not fixed_window, sliding_window_counter or token_bucket", spec.Algorithm)
+	}
 
 	var limit int64
+	var paramsAlg Algorithm
 	switch p := spec.Params.(type) {
 	case nil:
 		v.fail("Params", ErrAlgorithmMismatch, "no parameters given for %v", spec.Algorithm)
 	case FixedWindow:
-		limit = v.fixedWindow(p, grace)
+		limit, paramsAlg = v.fixedWindow(p, grace), AlgorithmFixedWindow
 	case SlidingWindowCounter:
-		limit = v.slidingWindowCounter(p, grace)
+		limit, paramsAlg = v.slidingWindowCounter(p, grace), AlgorithmSlidingWindowCounter
 	case TokenBucket:
-		limit = v.tokenBucket(p, grace)
+		limit, paramsAlg = v.tokenBucket(p, grace), AlgorithmTokenBucket
+	default:
+		// A pointer to a params type also satisfies Params; keeping it would
+		// let the caller mutate a frozen policy.
+		v.fail("Params", ErrUnsupported, "%T: parameters must be a FixedWindow, SlidingWindowCounter or TokenBucket value", p)
 	}
-	if spec.Params != nil && spec.Algorithm != spec.Params.Algorithm() {
-		v.fail("Algorithm", ErrAlgorithmMismatch, "algorithm %v with %T parameters", spec.Algorithm, spec.Params)
+	if paramsAlg != 0 && spec.Algorithm.Valid() && spec.Algorithm != paramsAlg {
+		v.fail("Algorithm", ErrAlgorithmMismatch, "algorithm %v with %v parameters", spec.Algorithm, paramsAlg)
 	}
+	// A4: every cost is at most the limit, which F1, S1 and T1 rely on.
 	if limit > 0 && spec.MaxCost > limit {
 		v.fail("MaxCost", ErrMaxCostAboveLimit, "%d > %d", spec.MaxCost, limit)
 	}
@@ -160,7 +179,7 @@ func (v *policyValidator) fixedWindow(p FixedWindow, grace int64) int64 {
 	w := v.millis("Params.Window", p.Window, false)
 	// F1: used + cost <= 2*limit.
 	v.within("Params.Limit", p.Limit, MaxExactInt/2)
-	// F2: window end and TTL: w + grace <= MaxHorizonMillis.
+	// F2: retry, reset offset and TTL: window + grace <= MaxHorizonMillis.
 	v.sumWithin("Params.Window", w, grace, MaxHorizonMillis)
 	return p.Limit
 }
@@ -169,16 +188,14 @@ func (v *policyValidator) fixedWindow(p FixedWindow, grace int64) int64 {
 func (v *policyValidator) slidingWindowCounter(p SlidingWindowCounter, grace int64) int64 {
 	v.positive("Params.Limit", p.Limit)
 	w := v.millis("Params.Window", p.Window, false)
-	// S1: count * weight <= limit * WeightScale, and the estimate plus cost
-	// stays below 3*limit.
+	// S1: count * weight, budget * WeightScale <= limit * WeightScale.
 	v.within("Params.Limit", p.Limit, MaxExactInt/WeightScale)
-	// S2: (window - elapsed) * WeightScale and weight * window <= window *
-	// WeightScale.
+	// S2: (window - elapsed) * WeightScale and threshold * window are at
+	// most window * WeightScale.
 	v.within("Params.Window", w, MaxExactInt/WeightScale)
-	// S3: reset (k+2)*window and TTL: 2*window + grace <= MaxHorizonMillis.
-	if w > 0 {
-		v.sumWithin("Params.Window", 2*w, grace, MaxHorizonMillis)
-	}
+	// S3: reset (k+2)*window, retry and TTL: 2*window + grace <=
+	// MaxHorizonMillis. 2*w cannot overflow: w <= MaxInt64/1e6.
+	v.sumWithin("Params.Window", 2*w, grace, MaxHorizonMillis)
 	return p.Limit
 }
 
@@ -187,16 +204,19 @@ func (v *policyValidator) tokenBucket(p TokenBucket, grace int64) int64 {
 	v.positive("Params.Capacity", p.Capacity)
 	v.positive("Params.RefillTokens", p.RefillTokens)
 	period := v.millis("Params.RefillPeriod", p.RefillPeriod, false)
+	// T1: the refill rate travels to the program as an exact integer.
 	v.within("Params.RefillTokens", p.RefillTokens, MaxExactInt)
 	if p.Capacity <= 0 || p.RefillTokens <= 0 || period <= 0 {
 		return p.Capacity
 	}
-	// T1: the scaled level capacity * period bounds every token intermediate.
+	// T1: the scaled full level capacity * period bounds every scaled token
+	// intermediate.
 	if !mulFits(p.Capacity, period) {
 		v.fail("Params.Capacity", ErrArithmeticRange, "capacity %d * refill period %d ms > %d", p.Capacity, period, MaxExactInt)
 		return p.Capacity
 	}
-	// T2: time to fill from empty plus grace bounds reset and TTL.
+	// T2: time to fill from empty (bounds retry and reset offset) plus grace
+	// (the TTL) <= MaxHorizonMillis.
 	fill := ceilDiv(p.Capacity*period, p.RefillTokens)
 	v.sumWithin("Params.RefillPeriod", fill, grace, MaxHorizonMillis)
 	return p.Capacity
@@ -295,7 +315,7 @@ func (v *policyValidator) within(field string, n, max int64) {
 }
 
 func (v *policyValidator) sumWithin(field string, a, b, max int64) {
-	if a >= 0 && b >= 0 && (!addFits(a, b) || a+b > max) {
+	if a >= 0 && b >= 0 && !addFits(a, b, max) {
 		v.fail(field, ErrArithmeticRange, "%d + %d > %d", a, b, max)
 	}
 }

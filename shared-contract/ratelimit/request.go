@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"time"
 )
 
@@ -18,7 +19,8 @@ type EdgePort interface {
 }
 
 // Request asks for Cost units of the policy PolicyID on behalf of
-// SubjectDigest. The zero value is invalid.
+// SubjectDigest. The zero value is invalid. Printing a Request (fmt, slog)
+// never shows the subject digest, only its length.
 type Request struct {
 	// PolicyID selects the policy; see PolicyID for the syntax.
 	PolicyID PolicyID
@@ -72,12 +74,16 @@ func (r Request) Validate(now time.Time) error {
 	return errors.Join(errs...)
 }
 
-// ValidateFor checks r against p: the policy must be the one r names and the
-// cost must not exceed p.MaxCost(). Call it after Validate.
+// ValidateFor checks r against p: p must be a policy built by NewPolicy, it
+// must be the one r names and the cost must not exceed p.MaxCost(). Call it
+// after Validate. Errors wrap ErrInvalidRequest and a specific sentinel.
 func (r Request) ValidateFor(p Policy) error {
+	if p.IsZero() {
+		return requestError("Policy", fmt.Errorf("%w: the zero Policy is not a policy", ErrPolicyMismatch))
+	}
 	var errs []error
 	if r.PolicyID != p.ID() {
-		errs = append(errs, requestError("PolicyID", fmt.Errorf("%w: %q vs %q", ErrPolicyMismatch, r.PolicyID, p.ID())))
+		errs = append(errs, requestError("PolicyID", fmt.Errorf("%w: %q vs %q", ErrPolicyMismatch, bounded(string(r.PolicyID)), p.ID())))
 	}
 	if r.Cost > p.MaxCost() {
 		errs = append(errs, requestError("Cost", fmt.Errorf("%w: %d > %d", ErrCostAboveMaxCost, r.Cost, p.MaxCost())))
@@ -85,20 +91,36 @@ func (r Request) ValidateFor(p Policy) error {
 	return errors.Join(errs...)
 }
 
-// EffectiveDeadline is the earlier of r.Deadline and ctx's deadline.
+// EffectiveDeadline is the earlier of r.Deadline and ctx's deadline; a zero
+// r.Deadline counts as absent. It is the zero time when neither is set.
 func (r Request) EffectiveDeadline(ctx context.Context) time.Time {
-	if d, ok := ctx.Deadline(); ok && d.Before(r.Deadline) {
+	d, ok := ctx.Deadline()
+	if ok && (r.Deadline.IsZero() || d.Before(r.Deadline)) {
 		return d
 	}
 	return r.Deadline
 }
 
-// RequestError names the request field at fault.
+// LogValue implements slog.LogValuer: the request without its subject
+// digest (only the digest's length), for every slog handler including JSON.
+func (r Request) LogValue() slog.Value {
+	return slog.GroupValue(
+		slog.String("policy_id", string(r.PolicyID)),
+		slog.Int("subject_digest_len", len(r.SubjectDigest)),
+		slog.Int64("cost", r.Cost),
+		slog.Bool("evaluation_id_set", r.EvaluationID != ""),
+		slog.Time("deadline", r.Deadline),
+	)
+}
+
+// RequestError names the request field at fault. Its text never contains the
+// subject digest.
 type RequestError struct {
 	Field string
 	Err   error
 }
 
+// Error renders "request <field>: <cause>".
 func (e *RequestError) Error() string { return "request " + e.Field + ": " + e.Err.Error() }
 
 // Unwrap exposes ErrInvalidRequest and the specific cause to errors.Is.

@@ -1,0 +1,5 @@
+//go:build !race
+
+package keyspace_test
+
+const raceEnabled = false

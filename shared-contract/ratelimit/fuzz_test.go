@@ -1,0 +1,134 @@
+package ratelimit_test
+
+import (
+	"math"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/tech-log/tech-log-backend/shared-contract/ratelimit"
+)
+
+var digestRe = regexp.MustCompile(`^[A-Za-z0-9_-]{16,128}$`)
+
+// FuzzRequestValidate: Validate never panics, and accepts exactly the
+// requests whose every field is within its bound (checked against an
+// independent regexp/interval predicate); the error never carries the digest.
+func FuzzRequestValidate(f *testing.F) {
+	f.Add("api", string(digestOf(16)), int64(1), "", int64(time.Second))
+	f.Add("a", string(digestOf(128)), ratelimit.MaxExactInt, "", int64(1))
+	f.Add(strings.Repeat("a", 64), string(digestOf(129)), ratelimit.MaxExactInt+1, "", int64(0))
+	f.Add(".api", string(digestOf(15)), int64(0), "e", int64(-1))
+	f.Add("Api", "Zq9_Zq9_Zq9_Zq9+", int64(math.MinInt64), "", int64(math.MaxInt64))
+	f.Add("", "", int64(-1), "x", int64(math.MinInt64))
+	f.Add("a\x00", "\xff\xfe"+string(digestOf(20)), int64(5), "", int64(1))
+	f.Fuzz(func(t *testing.T, id, digest string, cost int64, evalID string, deadlineOffset int64) {
+		r := ratelimit.Request{
+			PolicyID: ratelimit.PolicyID(id), SubjectDigest: ratelimit.SubjectDigest(digest),
+			Cost: cost, EvaluationID: evalID,
+		}
+		if deadlineOffset != math.MinInt64 { // MinInt64 stands for "no deadline"
+			r.Deadline = t0.Add(time.Duration(deadlineOffset))
+		}
+		err := r.Validate(t0)
+		valid := policyIDRe.MatchString(id) && digestRe.MatchString(digest) &&
+			cost >= 1 && cost <= ratelimit.MaxExactInt && evalID == "" && !r.Deadline.IsZero() && r.Deadline.After(t0)
+		if valid {
+			require.NoError(t, err)
+			// Valid implies every field is within its bound.
+			require.True(t, len(id) >= 1 && len(id) <= ratelimit.MaxPolicyIDLen)
+			require.True(t, len(digest) >= ratelimit.MinSubjectDigestLen && len(digest) <= ratelimit.MaxSubjectDigestLen)
+			return
+		}
+		require.Error(t, err)
+		require.ErrorIs(t, err, ratelimit.ErrInvalidRequest)
+		if len(digest) >= 8 && !strings.Contains(id, digest) && !strings.Contains("request SubjectDigest PolicyID Cost EvaluationID Deadline", digest) {
+			assert.NotContains(t, err.Error(), digest)
+		}
+	})
+}
+
+// FuzzNewPolicy: NewPolicy never panics; it accepts exactly what the math/big
+// oracle of docs/arithmetic.md accepts, and every accepted policy has every
+// worst-case intermediate within its bound.
+func FuzzNewPolicy(f *testing.F) {
+	type seed struct {
+		alg                                    uint8
+		a, b                                   int64
+		d                                      int64 // window or refill period
+		maxCost, grace, regression, revision   int64
+		failOpen, dedup, pointer, mismatchAlgo bool
+		nanos                                  bool // durations in ns, else in ms
+	}
+	seeds := []seed{
+		{alg: 1, a: 5, d: int64(time.Second), maxCost: 5, grace: int64(time.Minute), revision: 1},
+		{alg: 2, a: 10_000, d: int64(time.Minute), maxCost: 10, grace: int64(time.Minute), regression: int64(time.Second), revision: 3},
+		{alg: 3, a: 100, b: 10, d: int64(time.Second), maxCost: 10, grace: int64(time.Minute), regression: int64(2 * time.Second), revision: 1},
+		{alg: 1, a: fwLimitMax, d: int64(time.Second), maxCost: fwLimitMax, grace: 1e6, revision: ratelimit.MaxExactInt},
+		{alg: 1, a: fwLimitMax + 1, d: int64(time.Second), maxCost: 1, grace: 1e6, revision: 1},
+		{alg: 1, a: 10, d: int64(dms(maxM / 2)), maxCost: 1, grace: int64(dms(maxM - maxM/2)), revision: 1},
+		{alg: 2, a: swcLimitMax, d: int64(dms(swcWindowMax)), maxCost: 1, grace: int64(dms(maxM - 2*swcWindowMax)), revision: 1},
+		{alg: 2, a: swcLimitMax + 1, d: int64(dms(swcWindowMax + 1)), maxCost: 1, grace: 1e6, revision: 1},
+		{alg: 3, a: 69431 * 20394401, b: 1 << 20, d: int64(6361 * ms), maxCost: 1, grace: 1e6, revision: 1},
+		{alg: 3, a: maxM, b: 1, d: int64(ms), maxCost: 1, grace: 1e6, revision: 1},
+		{alg: 3, a: 3, b: 2, d: int64(ms), maxCost: 3, grace: int64(dms(maxM - 1)), revision: 1},
+		{alg: 3, a: math.MaxInt64, b: math.MaxInt64, d: math.MaxInt64, maxCost: math.MaxInt64, grace: math.MaxInt64, regression: math.MaxInt64, revision: math.MaxInt64},
+		{alg: 0, a: -1, b: -1, d: -1, maxCost: -1, grace: -1, regression: -1, revision: -1, failOpen: true, dedup: true},
+		{alg: 1, a: 5, d: 999_999, maxCost: 5, grace: 1_000_001, regression: 1, revision: 1, pointer: true},
+		{alg: 2, a: 5, d: int64(time.Second), maxCost: 6, grace: int64(time.Second), revision: 1, mismatchAlgo: true},
+	}
+	for _, s := range seeds {
+		// The seeds are written in ns; add each as given and, where exact, in ms.
+		f.Add(s.alg, s.a, s.b, s.d, s.maxCost, s.grace, s.regression, s.revision, s.failOpen, s.dedup, s.pointer, s.mismatchAlgo, true)
+		f.Add(s.alg, s.a, s.b, s.d/1e6, s.maxCost, s.grace/1e6, s.regression/1e6, s.revision, s.failOpen, s.dedup, s.pointer, s.mismatchAlgo, false)
+	}
+	f.Fuzz(func(t *testing.T, alg uint8, a, b, d, maxCost, grace, regression, revision int64, failOpen, dedup, pointer, mismatchAlgo, nanos bool) {
+		// Random nanoseconds are almost never whole milliseconds, so the
+		// fuzzer also reads durations as milliseconds (reduced into the
+		// Duration range, sign kept) to reach the accepting side often.
+		dur := func(x int64) time.Duration {
+			if nanos {
+				return time.Duration(x)
+			}
+			return time.Duration(x%(maxM+1)) * ms
+		}
+		d, grace, regression = int64(dur(d)), int64(dur(grace)), int64(dur(regression))
+		spec := ratelimit.PolicySpec{
+			ID: "fuzz", Revision: revision, Algorithm: ratelimit.Algorithm(alg % 5), MaxCost: maxCost,
+			CleanupGrace: time.Duration(grace), MaxClockRegression: time.Duration(regression),
+			FailurePolicy: ratelimit.FailClosed, Dedup: dedup,
+		}
+		if failOpen {
+			spec.FailurePolicy = ratelimit.FailOpen
+		}
+		switch alg % 4 {
+		case 1:
+			spec.Params = ratelimit.FixedWindow{Limit: a, Window: time.Duration(d)}
+		case 2:
+			spec.Params = ratelimit.SlidingWindowCounter{Limit: a, Window: time.Duration(d)}
+		case 3:
+			spec.Params = ratelimit.TokenBucket{Capacity: a, RefillTokens: b, RefillPeriod: time.Duration(d)}
+			if pointer {
+				spec.Params = &ratelimit.TokenBucket{Capacity: a, RefillTokens: b, RefillPeriod: time.Duration(d)}
+			}
+		}
+		if mismatchAlgo {
+			spec.Algorithm = ratelimit.Algorithm(alg%3 + 1)
+		}
+		p, err := ratelimit.NewPolicy(spec)
+		want := oracleAccepts(spec)
+		if !want {
+			require.Error(t, err, "accepted a spec the oracle rejects: %+v", spec)
+			require.ErrorIs(t, err, ratelimit.ErrInvalidPolicy)
+			require.True(t, p.IsZero())
+			return
+		}
+		require.NoError(t, err, "rejected a spec the oracle accepts: %+v", spec)
+		requireWorstCaseFits(t, p)
+		require.LessOrEqual(t, p.MaxCost(), p.Limit())
+	})
+}
