@@ -126,9 +126,9 @@ type LocalLimit struct {
 	// Rate is tokens per second per client; Burst the bucket size.
 	Rate  float64
 	Burst int
-	// MaxClients bounds the client table; ClientTTL evicts idle clients.
+	// MaxClients bounds the client table; IdleTTL evicts idle clients.
 	MaxClients int
-	ClientTTL  time.Duration
+	IdleTTL    time.Duration
 }
 
 // LogFormat selects the log encoding.

@@ -71,7 +71,7 @@ func TestLoadDefaults(t *testing.T) {
 	assert.Equal(t, 10.0, cfg.Web.LocalLimit.Rate)
 	assert.Equal(t, 20, cfg.Web.LocalLimit.Burst)
 	assert.Equal(t, 10000, cfg.Web.LocalLimit.MaxClients)
-	assert.Equal(t, 10*time.Minute, cfg.Web.LocalLimit.ClientTTL)
+	assert.Equal(t, 5*time.Minute, cfg.Web.LocalLimit.IdleTTL)
 	assert.Equal(t, 500*time.Millisecond, cfg.Web.EvaluationTimeout)
 	assert.Empty(t, cfg.Web.TrustedProxies)
 	assert.True(t, cfg.Web.SubjectSecret.IsZero())
@@ -180,6 +180,7 @@ func TestLoadRejections(t *testing.T) {
 		{"local rate zero", map[string]string{"APP_WEB_LOCAL_LIMIT_RATE": "0"}, "APP_WEB_LOCAL_LIMIT_RATE", ErrInvalid, "finite rate"},
 		{"local burst zero", map[string]string{"APP_WEB_LOCAL_LIMIT_BURST": "0"}, "APP_WEB_LOCAL_LIMIT_BURST", ErrInvalid, "want 1.."},
 		{"local max clients zero", map[string]string{"APP_WEB_LOCAL_LIMIT_MAX_CLIENTS": "0"}, "APP_WEB_LOCAL_LIMIT_MAX_CLIENTS", ErrInvalid, "want 1.."},
+		{"local idle ttl shorter than refill", map[string]string{"APP_WEB_LOCAL_LIMIT_RATE": "1", "APP_WEB_LOCAL_LIMIT_BURST": "600"}, "APP_WEB_LOCAL_LIMIT_IDLE_TTL", ErrInvalid, "shorter than the bucket refill time"},
 		{"log format", map[string]string{"APP_LOG_FORMAT": "xml"}, "APP_LOG_FORMAT", ErrUnsupported, "want json, text or auto"},
 		{"log level", map[string]string{"APP_LOG_LEVEL": "loud"}, "APP_LOG_LEVEL", ErrInvalid, "want debug"},
 		{"shutdown timeout zero", map[string]string{"APP_SHUTDOWN_TIMEOUT": "0s"}, "APP_SHUTDOWN_TIMEOUT", ErrInvalid, "positive duration"},

@@ -81,5 +81,5 @@ type rawWeb struct {
 	LocalLimitRate    float64       `env:"LOCAL_LIMIT_RATE" envDefault:"10"`
 	LocalLimitBurst   int           `env:"LOCAL_LIMIT_BURST" envDefault:"20"`
 	LocalLimitMax     int           `env:"LOCAL_LIMIT_MAX_CLIENTS" envDefault:"10000"`
-	LocalLimitTTL     time.Duration `env:"LOCAL_LIMIT_CLIENT_TTL" envDefault:"10m"`
+	LocalLimitIdleTTL time.Duration `env:"LOCAL_LIMIT_IDLE_TTL" envDefault:"5m"`
 }

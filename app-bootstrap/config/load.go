@@ -35,7 +35,7 @@ const (
 	maxLocalRate   = 1e9
 	maxLocalBurst  = 1_000_000_000
 	maxLocalClient = 10_000_000
-	maxClientTTL   = 24 * time.Hour
+	maxIdleTTL     = 24 * time.Hour
 )
 
 // Supported values of the selection variables in v1.
@@ -268,7 +268,12 @@ func (v *errs) web(w rawWeb, rl RateLimit) Web {
 		}
 		out.LocalLimit.Burst = v.bound(g+"LOCAL_LIMIT_BURST", w.LocalLimitBurst, maxLocalBurst)
 		out.LocalLimit.MaxClients = v.bound(g+"LOCAL_LIMIT_MAX_CLIENTS", w.LocalLimitMax, maxLocalClient)
-		out.LocalLimit.ClientTTL = v.duration(g+"LOCAL_LIMIT_CLIENT_TTL", w.LocalLimitTTL, maxClientTTL)
+		out.LocalLimit.IdleTTL = v.duration(g+"LOCAL_LIMIT_IDLE_TTL", w.LocalLimitIdleTTL, maxIdleTTL)
+		// Dropping an idle client must never grant more than waiting would:
+		// the idle TTL covers a full refill (Burst/Rate seconds).
+		if l := out.LocalLimit; l.Rate > 0 && l.Burst > 0 && l.IdleTTL > 0 && l.IdleTTL.Seconds() < float64(l.Burst)/l.Rate {
+			v.add(g+"LOCAL_LIMIT_IDLE_TTL", ErrInvalid, "%v is shorter than the bucket refill time %sLOCAL_LIMIT_BURST/%sLOCAL_LIMIT_RATE = %.3fs", l.IdleTTL, g, g, float64(l.Burst)/l.Rate)
+		}
 	}
 	return out
 }
