@@ -7,12 +7,20 @@ import (
 	"log/slog"
 	"net/http"
 	"net/netip"
+	"net/textproto"
 	"strings"
 )
 
 // APIKeyHeader is the request header whose value, when present, is the
 // client identity.
 const APIKeyHeader = "X-API-Key"
+
+// Canonical header map keys, so that lookups do not canonicalize (and
+// allocate) per request.
+var (
+	apiKeyHeaderKey = textproto.CanonicalMIMEHeaderKey(APIKeyHeader)
+	forwardedForKey = textproto.CanonicalMIMEHeaderKey("X-Forwarded-For")
+)
 
 // Bounds on identities and configuration.
 const (
@@ -232,7 +240,7 @@ func NewResolver(cfg Config) (*Resolver, error) {
 // errors (ErrAPIKeyTooLong, ErrAPIKeyAmbiguous, ErrNoClientAddress) never
 // contain the offending value.
 func (r *Resolver) Identify(req *http.Request) (Identity, error) {
-	if vals := req.Header.Values(APIKeyHeader); len(vals) > 0 {
+	if vals := req.Header[apiKeyHeaderKey]; len(vals) > 0 {
 		if len(vals) > 1 {
 			return Identity{}, ErrAPIKeyAmbiguous
 		}
@@ -249,7 +257,7 @@ func (r *Resolver) Identify(req *http.Request) (Identity, error) {
 		return Identity{}, ErrNoClientAddress
 	}
 	if r.isTrusted(addr) {
-		addr = r.forwardedClient(req.Header.Values("X-Forwarded-For"), addr)
+		addr = r.forwardedClient(req.Header[forwardedForKey], addr)
 	}
 	return Identity{kind: KindIP, addr: r.normalize(addr)}, nil
 }
@@ -312,22 +320,22 @@ func (r *Resolver) normalize(a netip.Addr) netip.Addr {
 // parseHost accepts "ip", "ip:port", "[ipv6]:port" and "[ipv6]" and returns
 // the address unmapped (::ffff:1.2.3.4 is 1.2.3.4) and without a zone.
 func parseHost(s string) (netip.Addr, bool) {
-	if s == "" {
+	var a netip.Addr
+	var err error
+	switch {
+	case s == "":
 		return netip.Addr{}, false
+	case s[0] == '[' && s[len(s)-1] == ']':
+		a, err = netip.ParseAddr(s[1 : len(s)-1])
+	case s[0] == '[' || strings.Count(s, ":") == 1:
+		var ap netip.AddrPort
+		ap, err = netip.ParseAddrPort(s)
+		a = ap.Addr()
+	default:
+		a, err = netip.ParseAddr(s)
 	}
-	a, err := netip.ParseAddr(s)
 	if err != nil {
-		ap, err2 := netip.ParseAddrPort(s)
-		switch {
-		case err2 == nil:
-			a = ap.Addr()
-		case len(s) > 2 && s[0] == '[' && s[len(s)-1] == ']':
-			if a, err = netip.ParseAddr(s[1 : len(s)-1]); err != nil {
-				return netip.Addr{}, false
-			}
-		default:
-			return netip.Addr{}, false
-		}
+		return netip.Addr{}, false
 	}
 	return a.Unmap().WithZone(""), true
 }
