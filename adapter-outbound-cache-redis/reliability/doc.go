@@ -1,0 +1,12 @@
+// Package reliability holds the reliability and security lanes of the Redis
+// adapter: fault injection through an in-process toxiproxy (and a tiny fake
+// RESP server) in front of a private redis-server, over-admission and
+// memory checks under bounded load, property tests of the Go reference
+// model, and least-privilege ACL checks. It has no non-test code: every
+// claim is a test in this directory, reported in docs/reliability.md.
+//
+// The tests use only the public API of redisrate, programs, redistest and
+// shared-contract. This package must never be imported, must never import
+// rediscache's internals, an inbound adapter, app-bootstrap or fx, and must
+// never talk to a Redis it did not start or to a non-loopback address.
+package reliability

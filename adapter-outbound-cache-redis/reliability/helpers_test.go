@@ -1,0 +1,232 @@
+package reliability_test
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/base64"
+	"encoding/hex"
+	"reflect"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	toxiproxy "github.com/Shopify/toxiproxy/v2"
+	_ "github.com/Shopify/toxiproxy/v2/toxics" // registers the toxic types
+	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/require"
+
+	"github.com/tech-log/tech-log-backend/adapter-outbound-cache-redis/programs"
+	"github.com/tech-log/tech-log-backend/adapter-outbound-cache-redis/redisrate"
+	"github.com/tech-log/tech-log-backend/adapter-outbound-cache-redis/redistest"
+	"github.com/tech-log/tech-log-backend/shared-contract/keyspace"
+	"github.com/tech-log/tech-log-backend/shared-contract/ratelimit"
+)
+
+// faultTimeout is the command timeout of the fault lane: short enough to
+// keep the lane quick, long enough for two noisy cores under -race.
+const faultTimeout = 300 * time.Millisecond
+
+// startProxy starts an in-process toxiproxy proxy on a free loopback port
+// in front of upstream and stops it with t.Cleanup.
+func startProxy(t testing.TB, upstream string) *toxiproxy.Proxy {
+	t.Helper()
+	server := newToxiServer()
+	p := toxiproxy.NewProxy(server, "redis", "127.0.0.1:0", upstream)
+	require.NoError(t, p.Start())
+	t.Cleanup(p.Stop)
+	require.True(t, strings.HasPrefix(p.Listen, "127.0.0.1:"), p.Listen)
+	return p
+}
+
+// newToxiServer calls toxiproxy.NewServer with a zero zerolog.Logger (which
+// discards everything) without importing zerolog: archcheck allows
+// toxiproxy in this adapter's tests, not its logger package.
+func newToxiServer() *toxiproxy.ApiServer {
+	fn := reflect.ValueOf(toxiproxy.NewServer)
+	out := fn.Call([]reflect.Value{
+		reflect.ValueOf(toxiproxy.NewMetricsContainer(nil)),
+		reflect.Zero(fn.Type().In(1)),
+	})
+	return out[0].Interface().(*toxiproxy.ApiServer)
+}
+
+// addToxic adds one toxic given as toxiproxy's JSON and returns a func
+// that removes it.
+func addToxic(t testing.TB, p *toxiproxy.Proxy, json string) func() {
+	t.Helper()
+	w, err := p.Toxics.AddToxicJson(strings.NewReader(json))
+	require.NoError(t, err, json)
+	removed := false
+	remove := func() {
+		if !removed {
+			removed = true
+			require.NoError(t, p.Toxics.RemoveToxic(context.Background(), w.Name))
+		}
+	}
+	t.Cleanup(func() {
+		if !removed {
+			removed = true
+			_ = p.Toxics.RemoveToxic(context.Background(), w.Name)
+		}
+	})
+	return remove
+}
+
+func clientConfig(addr string, timeout time.Duration, pool int) redisrate.ClientConfig {
+	return redisrate.ClientConfig{
+		Addr:           addr,
+		Protocol:       redisrate.ProtocolRESP2,
+		CommandTimeout: timeout,
+		DialTimeout:    timeout,
+		PoolSize:       pool,
+		PoolTimeout:    timeout / 2,
+	}
+}
+
+// newProvider builds and starts a Provider for policies on addr; Start
+// leaves one warm connection in the pool.
+func newProvider(t testing.TB, cfg redisrate.ClientConfig, keys *keyspace.Builder, policies ...ratelimit.Policy) *redisrate.Provider {
+	t.Helper()
+	client, err := redisrate.NewClient(cfg)
+	require.NoError(t, err)
+	p, err := redisrate.New(client, keys, policies, redisrate.Options{CommandTimeout: cfg.CommandTimeout, MaxInFlight: cfg.PoolSize})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = p.Close() })
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	require.NoError(t, p.Start(ctx))
+	return p
+}
+
+// randomKeys returns a keyspace builder with a random prefix and a fixed
+// test secret.
+func randomKeys(t testing.TB) *keyspace.Builder {
+	t.Helper()
+	b := make([]byte, 6)
+	_, err := rand.Read(b)
+	require.NoError(t, err)
+	secret, err := keyspace.NewSecret([]byte("reliability-lane-secret-0123456789"))
+	require.NoError(t, err)
+	keys, err := keyspace.NewBuilder("t"+hex.EncodeToString(b), secret)
+	require.NoError(t, err)
+	return keys
+}
+
+func randomSubject(t testing.TB) ratelimit.SubjectDigest {
+	t.Helper()
+	b := make([]byte, 18)
+	_, err := rand.Read(b)
+	require.NoError(t, err)
+	return ratelimit.SubjectDigest(base64.RawURLEncoding.EncodeToString(b))
+}
+
+func mustPolicy(t testing.TB, id ratelimit.PolicyID, params ratelimit.Params, maxCost int64) ratelimit.Policy {
+	t.Helper()
+	return mustPolicyGrace(t, id, params, maxCost, time.Minute)
+}
+
+func mustPolicyGrace(t testing.TB, id ratelimit.PolicyID, params ratelimit.Params, maxCost int64, grace time.Duration) ratelimit.Policy {
+	t.Helper()
+	p, err := ratelimit.NewPolicy(ratelimit.PolicySpec{
+		ID: id, Revision: 1, Algorithm: params.Algorithm(), Params: params, MaxCost: maxCost,
+		CleanupGrace: grace, MaxClockRegression: 2 * time.Second, FailurePolicy: ratelimit.FailClosed,
+	})
+	require.NoError(t, err)
+	return p
+}
+
+// hourPolicies are one policy of each algorithm whose state does not move
+// during a test (limit 5 per hour).
+func hourPolicies(t testing.TB) []ratelimit.Policy {
+	return []ratelimit.Policy{
+		mustPolicy(t, "r-fixed", ratelimit.FixedWindow{Limit: 5, Window: time.Hour}, 5),
+		mustPolicy(t, "r-sliding", ratelimit.SlidingWindowCounter{Limit: 5, Window: time.Hour}, 5),
+		mustPolicy(t, "r-bucket", ratelimit.TokenBucket{Capacity: 5, RefillTokens: 1, RefillPeriod: time.Hour}, 5),
+	}
+}
+
+func ask(p ratelimit.EdgePort, id ratelimit.PolicyID, subject ratelimit.SubjectDigest, cost int64) ratelimit.Outcome {
+	return p.Evaluate(context.Background(), ratelimit.Request{PolicyID: id, SubjectDigest: subject, Cost: cost, Deadline: time.Now().Add(30 * time.Second)})
+}
+
+func adminCtx(t testing.TB) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// calls returns the calls of cmd in INFO commandstats (0 when absent).
+func calls(t testing.TB, admin *redis.Client, cmd string) int {
+	t.Helper()
+	stats, err := admin.Info(adminCtx(t), "commandstats").Result()
+	require.NoError(t, err)
+	return statField(stats, "cmdstat_"+cmd, "calls")
+}
+
+func statField(info, name, field string) int {
+	for _, line := range strings.Split(info, "\r\n") {
+		v, ok := strings.CutPrefix(line, name+":")
+		if !ok {
+			continue
+		}
+		for _, kv := range strings.Split(v, ",") {
+			k, val, _ := strings.Cut(kv, "=")
+			if k == field {
+				n, _ := strconv.Atoi(val)
+				return n
+			}
+		}
+	}
+	return 0
+}
+
+// infoInt reads one integer field of an INFO section.
+func infoInt(t testing.TB, admin *redis.Client, section, field string) int64 {
+	t.Helper()
+	info, err := admin.Info(adminCtx(t), section).Result()
+	require.NoError(t, err)
+	for _, line := range strings.Split(info, "\r\n") {
+		if v, ok := strings.CutPrefix(line, field+":"); ok {
+			n, err := strconv.ParseInt(v, 10, 64)
+			require.NoError(t, err, line)
+			return n
+		}
+	}
+	t.Fatalf("INFO %s has no %s", section, field)
+	return 0
+}
+
+func resetStats(t testing.TB, admin *redis.Client) {
+	t.Helper()
+	require.NoError(t, admin.ConfigResetStat(adminCtx(t)).Err())
+}
+
+// consumed returns the units the stored state says were consumed (count
+// for the windows, capacity minus tokens for the bucket), and whether the
+// state key exists.
+func consumed(t testing.TB, admin *redis.Client, keys *keyspace.Builder, p ratelimit.Policy, subject ratelimit.SubjectDigest) (int64, bool) {
+	t.Helper()
+	key, err := redisrate.StateKey(keys, p, subject)
+	require.NoError(t, err)
+	field := programs.FieldCount
+	if p.Algorithm() == ratelimit.AlgorithmTokenBucket {
+		field = programs.FieldTokens
+	}
+	v, err := admin.HGet(adminCtx(t), key, field).Int64()
+	if err == redis.Nil {
+		return 0, false
+	}
+	require.NoError(t, err)
+	if p.Algorithm() == ratelimit.AlgorithmTokenBucket {
+		return p.Limit() - v, true
+	}
+	return v, true
+}
+
+func ownServer(t testing.TB, srv *redistest.Server) {
+	t.Helper()
+	if srv.Lane() == redistest.LaneExternal {
+		t.Skip("reconfigures or faults the server: not on the external lane")
+	}
+}
