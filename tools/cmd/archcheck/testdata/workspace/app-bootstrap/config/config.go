@@ -1,0 +1,2 @@
+// Package config is a fixture package of the composition root.
+package config

@@ -1,0 +1,3 @@
+module go.uber.org/fx
+
+go 1.26

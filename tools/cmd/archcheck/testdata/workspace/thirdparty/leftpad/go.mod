@@ -1,0 +1,3 @@
+module github.com/acme/leftpad
+
+go 1.26

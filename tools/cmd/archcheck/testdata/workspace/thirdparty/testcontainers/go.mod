@@ -1,0 +1,3 @@
+module github.com/testcontainers/testcontainers-go
+
+go 1.26

@@ -1,0 +1,2 @@
+// Package testcontainers is a fixture stand-in for github.com/testcontainers/testcontainers-go.
+package testcontainers

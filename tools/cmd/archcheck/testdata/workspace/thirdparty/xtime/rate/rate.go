@@ -1,0 +1,2 @@
+// Package rate is a fixture stand-in for golang.org/x/time/rate.
+package rate

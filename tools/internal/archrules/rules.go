@@ -1,0 +1,469 @@
+package archrules
+
+import (
+	"errors"
+	"fmt"
+	"path"
+	"slices"
+	"sort"
+	"strings"
+)
+
+// Rule names that are not module or edge rules of the table.
+const (
+	// RuleKnownModules: every workspace module must have a row in the table.
+	RuleKnownModules = "known-modules"
+	// RuleModulePath: a module's path is ProjectPrefix + its directory.
+	RuleModulePath = "module-path"
+	// RuleSiblingReplace: every required sibling module has a
+	// replace => ../<dir>, so the module builds with GOWORK=off.
+	RuleSiblingReplace = "sibling-replace"
+)
+
+// Set is a set of import paths. The zero Set is empty.
+type Set struct {
+	// Std contains every package of the Go standard library.
+	Std bool
+	// Modules contains every package of these project modules (directory names).
+	Modules []string
+	// Paths are import-path patterns: "p" is exactly p, "p/..." is p and
+	// every path below it.
+	Paths []string
+	// Any contains every import path.
+	Any bool
+}
+
+// ModuleRule is the allow-list of one module.
+type ModuleRule struct {
+	// Module is the module's directory name, e.g. "adapter-inbound-web".
+	Module string
+	// Code is what non-test files may import.
+	Code Set
+	// Test is what _test.go files may import in addition to Code.
+	Test Set
+	// Packages widen Code and Test for some packages of the module.
+	Packages []PackageRule
+	// DirectRequires, when non-nil, lists the only module paths go.mod may
+	// require directly (indirect requires are the go command's business).
+	DirectRequires []string
+}
+
+// PackageRule widens a module's allow-list for the packages matching Package.
+type PackageRule struct {
+	// Package is a pattern relative to the module root ("redistest/...").
+	Package string
+	// Code is added to the module's Code (and so also to its tests).
+	Code Set
+	// Test is added to the module's Test.
+	Test Set
+}
+
+// EdgeRule forbids imports of To from the modules in From (every module when
+// From is empty), except from the sites in Except.
+type EdgeRule struct {
+	// Name is printed with every violation ("rule <Name>").
+	Name string
+	// Why says what the boundary protects.
+	Why string
+	// From lists the importer modules the rule applies to; empty means all.
+	From []string
+	// To is the set of forbidden imports.
+	To Set
+	// Except lists the importer sites allowed to import To anyway.
+	Except []Site
+}
+
+// Site is a module, or some packages of a module.
+type Site struct {
+	// Module is the module's directory name.
+	Module string
+	// Package is a pattern relative to the module root; empty means the
+	// whole module.
+	Package string
+}
+
+// Table is the complete rule set: per-module allow-lists and global edges.
+type Table struct {
+	// Modules has one row per workspace module.
+	Modules []ModuleRule
+	// Edges are checked, in order, before the module allow-lists.
+	Edges []EdgeRule
+}
+
+// Package is one loaded package and its direct imports.
+type Package struct {
+	// Module is the directory name of the package's module.
+	Module string
+	// Path is the import path relative to the module root; "" is the root.
+	Path string
+	// Imports are the imports of the package's non-test files.
+	Imports []string
+	// TestImports are the imports of its _test.go files (in-package and
+	// external test package together).
+	TestImports []string
+}
+
+// GoMod is the part of one module's go.mod the rules read.
+type GoMod struct {
+	// Dir is the module directory relative to the workspace root,
+	// slash-separated ("shared-contract").
+	Dir string
+	// Path is the module path from the module directive.
+	Path string
+	// Requires are the require directives.
+	Requires []Require
+	// Replaces maps a replaced module path to its replacement path.
+	Replaces map[string]string
+}
+
+// Require is one require directive.
+type Require struct {
+	// Path is the required module path.
+	Path string
+	// Indirect is true for a "// indirect" require.
+	Indirect bool
+}
+
+// Violation is one edge or go.mod line outside the rules.
+type Violation struct {
+	// From is "module/package" for an import, "module/go.mod" for go.mod.
+	From string
+	// Verb is "imports", "requires" or "declares module".
+	Verb string
+	// To is the imported package or the required/declared module path.
+	To string
+	// Rule is the name of the broken rule.
+	Rule string
+	// Why explains the rule, for the line under the violation.
+	Why string
+	// Test is true when only test files have the import.
+	Test bool
+}
+
+// String renders the violation as "from verb to: rule name".
+func (v Violation) String() string {
+	return fmt.Sprintf("%s %s %s: rule %s", v.From, v.Verb, v.To, v.Rule)
+}
+
+// Checker evaluates packages and go.mod files against a Table.
+type Checker struct {
+	// Table is the rule set.
+	Table Table
+	// IsStd reports whether an import path is a standard-library package.
+	IsStd func(importPath string) bool
+}
+
+// Match reports whether importPath matches pattern ("p" or "p/...").
+func Match(pattern, importPath string) bool {
+	if base, ok := strings.CutSuffix(pattern, "/..."); ok {
+		return importPath == base || strings.HasPrefix(importPath, base+"/")
+	}
+	return importPath == pattern
+}
+
+// ProjectModule returns the directory name of the project module that
+// importPath belongs to, among the given modules.
+func ProjectModule(importPath string, modules []string) (string, bool) {
+	rest, ok := strings.CutPrefix(importPath, ProjectPrefix)
+	if !ok {
+		return "", false
+	}
+	for _, m := range modules {
+		if rest == m || strings.HasPrefix(rest, m+"/") {
+			return m, true
+		}
+	}
+	return "", false
+}
+
+func (c Checker) contains(s Set, importPath string) bool {
+	if s.Any {
+		return true
+	}
+	if s.Std && c.IsStd(importPath) {
+		return true
+	}
+	if _, ok := ProjectModule(importPath, s.Modules); ok {
+		return true
+	}
+	for _, p := range s.Paths {
+		if Match(p, importPath) {
+			return true
+		}
+	}
+	return false
+}
+
+func (s Site) contains(module, pkg string) bool {
+	if s.Module != module {
+		return false
+	}
+	return s.Package == "" || Match(s.Package, pkg)
+}
+
+func (t Table) module(name string) (ModuleRule, bool) {
+	for _, m := range t.Modules {
+		if m.Module == name {
+			return m, true
+		}
+	}
+	return ModuleRule{}, false
+}
+
+// allowed reports whether pkg of module m may import importPath, in test
+// files when test is true.
+func (c Checker) allowed(m ModuleRule, pkg, importPath string, test bool) bool {
+	sets := []Set{m.Code}
+	if test {
+		sets = append(sets, m.Test)
+	}
+	for _, p := range m.Packages {
+		if Match(p.Package, pkg) {
+			sets = append(sets, p.Code)
+			if test {
+				sets = append(sets, p.Test)
+			}
+		}
+	}
+	for _, s := range sets {
+		if c.contains(s, importPath) {
+			return true
+		}
+	}
+	return false
+}
+
+// CheckImport returns the violation of pkg importing importPath (from a test
+// file when test is true), or ok=false when the import is allowed.
+func (c Checker) CheckImport(pkg Package, importPath string, test bool) (Violation, bool) {
+	v := Violation{From: qualified(pkg.Module, pkg.Path), Verb: "imports", To: importPath, Test: test}
+	for _, e := range c.Table.Edges {
+		if len(e.From) > 0 && !slices.Contains(e.From, pkg.Module) {
+			continue
+		}
+		if !c.contains(e.To, importPath) {
+			continue
+		}
+		if slices.ContainsFunc(e.Except, func(s Site) bool { return s.contains(pkg.Module, pkg.Path) }) {
+			continue
+		}
+		v.Rule, v.Why = e.Name, e.Why
+		return v, true
+	}
+	m, ok := c.Table.module(pkg.Module)
+	if !ok {
+		v.Rule, v.Why = RuleKnownModules, "module "+pkg.Module+" has no row in the rule table"
+		return v, true
+	}
+	if c.allowed(m, pkg.Path, importPath, test) {
+		return Violation{}, false
+	}
+	v.Rule, v.Why = m.Module, describe(m)
+	return v, true
+}
+
+// CheckPackages returns every violation of the packages' imports. An import
+// present in both non-test and test files is reported once, as non-test.
+func (c Checker) CheckPackages(pkgs []Package) []Violation {
+	var out []Violation
+	for _, p := range pkgs {
+		seen := map[string]bool{}
+		for _, imp := range p.Imports {
+			if seen[imp] {
+				continue
+			}
+			seen[imp] = true
+			if v, bad := c.CheckImport(p, imp, false); bad {
+				out = append(out, v)
+			}
+		}
+		for _, imp := range p.TestImports {
+			if seen[imp] {
+				continue
+			}
+			seen[imp] = true
+			if v, bad := c.CheckImport(p, imp, true); bad {
+				out = append(out, v)
+			}
+		}
+	}
+	sortViolations(out)
+	return out
+}
+
+// CheckGoMods checks every workspace module's go.mod: a known module at its
+// canonical path, a replace => ../<dir> for every required sibling, and the
+// module's DirectRequires list.
+func (c Checker) CheckGoMods(mods []GoMod) []Violation {
+	byPath := map[string]GoMod{}
+	for _, m := range mods {
+		byPath[m.Path] = m
+	}
+	var out []Violation
+	for _, m := range mods {
+		from := qualified(m.Dir, "go.mod")
+		rule, known := c.Table.module(m.Dir)
+		if !known {
+			out = append(out, Violation{From: from, Verb: "declares module", To: m.Path, Rule: RuleKnownModules,
+				Why: "workspace module " + m.Dir + " has no row in the rule table (tools/internal/archrules)"})
+		} else if want := ProjectPrefix + m.Dir; m.Path != want {
+			out = append(out, Violation{From: from, Verb: "declares module", To: m.Path, Rule: RuleModulePath,
+				Why: "the module in directory " + m.Dir + " must be " + want})
+		}
+		for _, r := range m.Requires {
+			if known && rule.DirectRequires != nil && !r.Indirect && !slices.Contains(rule.DirectRequires, r.Path) {
+				out = append(out, Violation{From: from, Verb: "requires", To: r.Path, Rule: rule.Module + "-go-mod",
+					Why: m.Dir + "/go.mod may require directly only: " + strings.Join(rule.DirectRequires, ", ")})
+			}
+			if !strings.HasPrefix(r.Path, ProjectPrefix) {
+				continue
+			}
+			sib, ok := byPath[r.Path]
+			if !ok {
+				out = append(out, Violation{From: from, Verb: "requires", To: r.Path, Rule: RuleSiblingReplace,
+					Why: r.Path + " is not a module of the workspace"})
+				continue
+			}
+			want := relDir(m.Dir, sib.Dir)
+			got, has := m.Replaces[r.Path]
+			if has && path.Clean(got) == want {
+				continue
+			}
+			why := "missing replace " + r.Path + " => " + want + " (needed to build with GOWORK=off)"
+			if has {
+				why = "replace " + r.Path + " => " + got + " must point to " + want
+			}
+			out = append(out, Violation{From: from, Verb: "requires", To: r.Path, Rule: RuleSiblingReplace, Why: why})
+		}
+	}
+	sortViolations(out)
+	return out
+}
+
+// Validate reports inconsistencies of the table itself: duplicate or unnamed
+// rows, unknown module names, malformed patterns.
+func (t Table) Validate() error {
+	var errs []error
+	names := map[string]bool{}
+	for _, m := range t.Modules {
+		if m.Module == "" || names[m.Module] {
+			errs = append(errs, fmt.Errorf("module rule %q: empty or duplicate module", m.Module))
+		}
+		names[m.Module] = true
+	}
+	checkSet := func(where string, s Set) {
+		for _, mod := range s.Modules {
+			if _, ok := t.module(mod); !ok {
+				errs = append(errs, fmt.Errorf("%s: unknown module %q", where, mod))
+			}
+		}
+		for _, p := range s.Paths {
+			if err := validPattern(p); err != nil {
+				errs = append(errs, fmt.Errorf("%s: %w", where, err))
+			}
+		}
+	}
+	checkSite := func(where string, s Site) {
+		if _, ok := t.module(s.Module); !ok {
+			errs = append(errs, fmt.Errorf("%s: unknown module %q", where, s.Module))
+		}
+		if s.Package != "" {
+			if err := validPattern(s.Package); err != nil {
+				errs = append(errs, fmt.Errorf("%s: %w", where, err))
+			}
+		}
+	}
+	for _, m := range t.Modules {
+		checkSet("module "+m.Module+" code", m.Code)
+		checkSet("module "+m.Module+" test", m.Test)
+		for _, p := range m.Packages {
+			checkSite("module "+m.Module+" package rule", Site{Module: m.Module, Package: p.Package})
+			checkSet("module "+m.Module+" package "+p.Package+" code", p.Code)
+			checkSet("module "+m.Module+" package "+p.Package+" test", p.Test)
+		}
+	}
+	for i, e := range t.Edges {
+		where := fmt.Sprintf("edge %d (%s)", i, e.Name)
+		if e.Name == "" || e.Why == "" {
+			errs = append(errs, fmt.Errorf("%s: name and why are required", where))
+		}
+		if e.To.Any || e.To.Std {
+			errs = append(errs, fmt.Errorf("%s: an edge must forbid specific modules or paths", where))
+		}
+		checkSet(where+" to", e.To)
+		for _, from := range e.From {
+			checkSite(where+" from", Site{Module: from})
+		}
+		for _, s := range e.Except {
+			checkSite(where+" except", s)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func validPattern(p string) error {
+	base := strings.TrimSuffix(p, "/...")
+	if base == "" || strings.Contains(base, "...") || strings.HasPrefix(base, "/") || strings.HasSuffix(base, "/") ||
+		path.Clean(base) != base {
+		return fmt.Errorf("malformed pattern %q", p)
+	}
+	return nil
+}
+
+func qualified(module, pkg string) string {
+	if pkg == "" {
+		return module
+	}
+	return module + "/" + pkg
+}
+
+// relDir is the slash path from module directory from to module directory to.
+func relDir(from, to string) string {
+	up := strings.Repeat("../", strings.Count(path.Clean(from), "/")+1)
+	return path.Clean(up + to)
+}
+
+// describe renders a module's allow-list for the line under a violation.
+func describe(m ModuleRule) string {
+	var b strings.Builder
+	b.WriteString(m.Module + " may import: " + describeSet(m.Code))
+	if t := describeSet(m.Test); t != "nothing" {
+		b.WriteString("; in tests also: " + t)
+	}
+	for _, p := range m.Packages {
+		b.WriteString("; in " + p.Package + " also: " + describeSet(p.Code))
+		if t := describeSet(p.Test); t != "nothing" {
+			b.WriteString(" (tests also: " + t + ")")
+		}
+	}
+	return b.String()
+}
+
+func describeSet(s Set) string {
+	if s.Any {
+		return "anything"
+	}
+	var parts []string
+	if s.Std {
+		parts = append(parts, "stdlib")
+	}
+	parts = append(parts, s.Modules...)
+	parts = append(parts, s.Paths...)
+	if len(parts) == 0 {
+		return "nothing"
+	}
+	return strings.Join(parts, ", ")
+}
+
+func sortViolations(vs []Violation) {
+	sort.SliceStable(vs, func(i, j int) bool {
+		a, b := vs[i], vs[j]
+		if a.From != b.From {
+			return a.From < b.From
+		}
+		if a.To != b.To {
+			return a.To < b.To
+		}
+		return a.Rule < b.Rule
+	})
+}
