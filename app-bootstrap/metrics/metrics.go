@@ -101,26 +101,28 @@ func (m *Metrics) CacheFailure(op string, _ error) {
 // InstrumentEdge wraps port so that every evaluation is counted and timed.
 // policies is the configured set; other IDs are labelled OtherPolicy. The
 // decorator returns the inner outcome unchanged.
-func (m *Metrics) InstrumentEdge(port ratelimit.EdgePort, policies []ratelimit.PolicyID) ratelimit.EdgePort {
+func (m *Metrics) InstrumentEdge(port ratelimit.EdgePort, policies []ratelimit.PolicyID) *Edge {
 	known := make(map[ratelimit.PolicyID]struct{}, len(policies))
 	for _, id := range policies {
 		known[id] = struct{}{}
 	}
-	return &instrumentedEdge{inner: port, m: m, known: known, now: time.Now}
+	return &Edge{inner: port, m: m, known: known, now: time.Now}
 }
 
-// instrumentedEdge is the metrics decorator of ratelimit.EdgePort.
-type instrumentedEdge struct {
+// Edge is the metrics decorator of ratelimit.EdgePort: it counts each
+// outcome and times each evaluation, then returns the inner outcome
+// unchanged. Safe for concurrent use if the inner port is.
+type Edge struct {
 	inner ratelimit.EdgePort
 	m     *Metrics
 	known map[ratelimit.PolicyID]struct{}
 	now   func() time.Time
 }
 
-var _ ratelimit.EdgePort = (*instrumentedEdge)(nil)
+var _ ratelimit.EdgePort = (*Edge)(nil)
 
 // Evaluate implements ratelimit.EdgePort.
-func (e *instrumentedEdge) Evaluate(ctx context.Context, req ratelimit.Request) ratelimit.Outcome {
+func (e *Edge) Evaluate(ctx context.Context, req ratelimit.Request) ratelimit.Outcome {
 	e.m.inFlight.Inc()
 	defer e.m.inFlight.Dec()
 	start := e.now()

@@ -1,0 +1,140 @@
+package wiring
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+
+	"go.uber.org/fx"
+
+	"github.com/tech-log/tech-log-backend/adapter-outbound-cache-redis/redisrate"
+	"github.com/tech-log/tech-log-backend/app-bootstrap/config"
+	"github.com/tech-log/tech-log-backend/app-bootstrap/metrics"
+	"github.com/tech-log/tech-log-backend/shared-contract/keyspace"
+	"github.com/tech-log/tech-log-backend/shared-contract/ratelimit"
+)
+
+// CoordinationClientName is the CLIENT SETNAME of coordination connections,
+// so that an operator can tell them from the cache's.
+const CoordinationClientName = "tlb-coordination"
+
+// RateLimitModule is the distributed limiter: it provides
+// ratelimit.EdgePort (the instrumented redisrate Provider) and a readiness
+// check. Include it only when cfg.RateLimit.Enabled. The raw Provider is
+// private to the module, so nothing can bypass the metrics decorator.
+func RateLimitModule() fx.Option {
+	return fx.Module("ratelimit",
+		fx.Provide(fx.Private, newCoordination),
+		fx.Provide(fx.Annotate(newEdgePort, fx.As(new(ratelimit.EdgePort)))),
+		fx.Provide(fx.Annotate(newCoordinationReadiness, fx.ResultTags(`group:"readiness"`))),
+	)
+}
+
+// coordination owns the Provider's lifecycle: OnStart runs the version and
+// script checks, OnStop closes the client. A transport failure at start does
+// not stop the service (it serves fail-closed and is not ready); Ready
+// retries the checks until they pass.
+type coordination struct {
+	provider *redisrate.Provider
+	log      *slog.Logger
+
+	mu      sync.Mutex
+	started bool
+}
+
+func newCoordination(lc fx.Lifecycle, cfg config.Config, log *slog.Logger) (*coordination, error) {
+	rl := cfg.RateLimit
+	client, err := redisrate.NewClient(redisrate.ClientConfig{
+		Addr:           rl.Redis.Addr,
+		Username:       rl.Redis.Username,
+		Password:       rl.Redis.Password.Reveal(),
+		TLSConfig:      rl.Redis.TLSConfig(),
+		Protocol:       redisrate.ProtocolRESP2,
+		CommandTimeout: rl.CommandTimeout,
+		DialTimeout:    rl.DialTimeout,
+		PoolSize:       rl.PoolSize,
+		PoolTimeout:    rl.PoolTimeout,
+		ClientName:     CoordinationClientName,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("rate limit: coordination client: %w", err)
+	}
+	keys, err := keyspace.NewBuilder(rl.KeyPrefix, rl.KeySecret)
+	if err != nil {
+		_ = client.Close()
+		return nil, fmt.Errorf("rate limit: keyspace: %w", err)
+	}
+	provider, err := redisrate.New(client, keys, rl.Policies.Policies, redisrate.Options{
+		CommandTimeout: rl.CommandTimeout,
+		MaxInFlight:    rl.MaxInFlight,
+	})
+	if err != nil {
+		_ = client.Close()
+		return nil, fmt.Errorf("rate limit: provider: %w", err)
+	}
+	c := &coordination{provider: provider, log: log.With("component", "ratelimit")}
+	lc.Append(fx.Hook{
+		OnStart: c.start,
+		OnStop:  func(context.Context) error { return provider.Close() },
+	})
+	return c, nil
+}
+
+// start runs Provider.Start. A server that is too old or hashes the programs
+// differently is fatal: nothing it answers could be trusted. A server that
+// cannot be reached is not: the limiter fails closed (503) until it can.
+func (c *coordination) start(ctx context.Context) error {
+	err := c.check(ctx)
+	switch {
+	case err == nil:
+		c.log.Info("coordination redis checked: version and programs ok")
+		return nil
+	case fatalStartError(err):
+		return fmt.Errorf("rate limit: %w", err)
+	default:
+		c.log.Warn("coordination redis unreachable at start; limited routes answer 503 until it is", "err", err)
+		return nil
+	}
+}
+
+func fatalStartError(err error) bool {
+	return errors.Is(err, redisrate.ErrServerVersion) || errors.Is(err, redisrate.ErrScriptDigest)
+}
+
+// check runs Provider.Start once it has not yet succeeded.
+func (c *coordination) check(ctx context.Context) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.started {
+		return nil
+	}
+	if err := c.provider.Start(ctx); err != nil {
+		return err
+	}
+	c.started = true
+	return nil
+}
+
+// Ready implements the readiness check: the start-up checks have passed
+// (retried here if they could not run at start) and the server answers PING
+// within the command timeout.
+func (c *coordination) Ready(ctx context.Context) error {
+	if err := c.check(ctx); err != nil {
+		return err
+	}
+	return c.provider.Ready(ctx)
+}
+
+func newEdgePort(c *coordination, m *metrics.Metrics, cfg config.Config) *metrics.Edge {
+	ids := make([]ratelimit.PolicyID, 0, len(cfg.RateLimit.Policies.Policies))
+	for _, p := range cfg.RateLimit.Policies.Policies {
+		ids = append(ids, p.ID())
+	}
+	return m.InstrumentEdge(c.provider, ids)
+}
+
+func newCoordinationReadiness(c *coordination) ReadinessCheck {
+	return ReadinessCheck{Name: "ratelimit", Check: c.Ready}
+}

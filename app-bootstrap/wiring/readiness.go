@@ -1,0 +1,30 @@
+package wiring
+
+import (
+	"context"
+	"errors"
+	"fmt"
+)
+
+// ReadinessCheck is one dependency the service needs to serve. Modules
+// contribute them to the "readiness" value group; /readyz runs them all.
+type ReadinessCheck struct {
+	// Name identifies the check in logs (never in responses).
+	Name string
+	// Check returns nil when the dependency can serve; it must honour ctx.
+	Check func(context.Context) error
+}
+
+// readiness runs every check; it is ready when all are.
+type readiness []ReadinessCheck
+
+// Ready implements the web adapter's readiness interface.
+func (r readiness) Ready(ctx context.Context) error {
+	var errs []error
+	for _, c := range r {
+		if err := c.Check(ctx); err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", c.Name, err))
+		}
+	}
+	return errors.Join(errs...)
+}
