@@ -95,11 +95,11 @@ func worstCase(p ratelimit.Policy) map[string]*big.Int {
 // 2^53-1); and (3) the Lua programs, whose numbers are doubles, give
 // bit-identical replies and states to the model's exact int64 arithmetic.
 func TestBoundaryArithmeticStaysExact(t *testing.T) {
-	m := newMini(t)
 	limit := new(big.Int).SetInt64(maxExact)
-	n := 0
 	for name, p := range extremePolicies(t) {
 		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			m, n := newMini(t), 0
 			bound := new(big.Int)
 			for formula, v := range worstCase(p) {
 				require.LessOrEqual(t, v.Cmp(limit), 0, "%s = %v exceeds 2^53-1", formula, v)

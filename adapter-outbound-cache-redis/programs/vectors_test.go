@@ -34,12 +34,14 @@ func TestModelReproducesVectors(t *testing.T) {
 
 // TestProgramsReproduceVectors runs every golden case through the real Lua
 // programs on miniredis with the clock set by SetTime before each step, and
-// compares every reply field and the stored hash with the model.
+// compares every reply field and the stored hash with the model. Each case
+// has its own miniredis, so cases run in parallel without sharing a clock.
 func TestProgramsReproduceVectors(t *testing.T) {
 	vf := loadVectors(t)
-	m := newMini(t)
 	for n, vc := range vf.Cases {
 		t.Run(vc.Name, func(t *testing.T) {
+			t.Parallel()
+			m := newMini(t) // its own clock
 			p := vc.policy(t)
 			prog := mustProgram(t, p.Algorithm())
 			key := fmt.Sprintf("vector:%d", n)
