@@ -202,7 +202,7 @@ type listedPackage struct {
 	TestImports    []string
 	XTestImports   []string
 	IgnoredGoFiles []string
-	Error          *struct{ Err string }
+	Error          *struct{ Pos, Err string }
 }
 
 const listFields = "Dir,ImportPath,Module,Imports,TestImports,XTestImports,IgnoredGoFiles,Error"
@@ -228,7 +228,11 @@ func listPackages(g goRunner, root string, gm archrules.GoMod) ([]archrules.Pack
 			return nil, nil, fmt.Errorf("module %s: decode go list output: %w", gm.Dir, err)
 		}
 		if lp.Error != nil {
-			loadErrs = append(loadErrs, fmt.Errorf("module %s: package %s: %s", gm.Dir, lp.ImportPath, lp.Error.Err))
+			msg := lp.Error.Err
+			if lp.Error.Pos != "" && !strings.Contains(msg, lp.Error.Pos) {
+				msg = lp.Error.Pos + ": " + msg
+			}
+			loadErrs = append(loadErrs, fmt.Errorf("module %s: package %s: %s", gm.Dir, lp.ImportPath, msg))
 			continue
 		}
 		if lp.Module == nil || lp.Module.Path != gm.Path {
