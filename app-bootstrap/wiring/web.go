@@ -15,6 +15,7 @@ import (
 	"go.uber.org/fx"
 
 	"github.com/tech-log/tech-log-backend/adapter-inbound-web/edge"
+	"github.com/tech-log/tech-log-backend/adapter-inbound-web/health"
 	"github.com/tech-log/tech-log-backend/adapter-inbound-web/localimit"
 	"github.com/tech-log/tech-log-backend/adapter-inbound-web/subject"
 	"github.com/tech-log/tech-log-backend/app-bootstrap/config"
@@ -26,8 +27,8 @@ import (
 const (
 	PathPing    = "/api/v1/ping"
 	PathLogin   = "/api/v1/login"
-	PathHealthz = "/healthz"
-	PathReadyz  = "/readyz"
+	PathHealthz = health.LivenessPath
+	PathReadyz  = health.ReadinessPath
 	PathMetrics = "/metrics"
 )
 
@@ -46,8 +47,9 @@ const (
 // pseudonymizer exist.
 func WebModule() fx.Option {
 	return fx.Module("web",
+		fx.Provide(newHealth),
 		fx.Provide(fx.Annotate(NewHandler, fx.ResultTags(`name:"root"`))),
-		fx.Provide(fx.Annotate(newServer, fx.ParamTags(``, ``, `name:"root"`, ``, ``))),
+		fx.Provide(fx.Annotate(newServer, fx.ParamTags(``, ``, `name:"root"`, ``, ``, ``))),
 		fx.Invoke(func(*Server) {}),
 	)
 }
@@ -59,9 +61,9 @@ type HandlerParams struct {
 	Config  config.Config
 	Logger  *slog.Logger
 	Metrics *metrics.Metrics
+	Health  *health.Handlers
 	// Edge is present only when the rate-limit module is included.
-	Edge   ratelimit.EdgePort `optional:"true"`
-	Checks []ReadinessCheck   `group:"readiness"`
+	Edge ratelimit.EdgePort `optional:"true"`
 }
 
 // NewHandler builds the root handler: /api/ behind the local limiter (when
@@ -109,9 +111,7 @@ func NewHandler(p HandlerParams) (http.Handler, error) {
 
 	root := http.NewServeMux()
 	root.Handle("/api/", api)
-	if err := registerHealth(root, readiness(p.Checks), p.Logger); err != nil {
-		return nil, fmt.Errorf("web: health: %w", err)
-	}
+	p.Health.Register(root)
 	root.Handle("GET "+PathMetrics, p.Metrics.Handler())
 	return root, nil
 }
@@ -140,17 +140,18 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 // Server is the HTTP server bound by OnStart and shut down gracefully by
 // OnStop within the stop timeout (APP_SHUTDOWN_TIMEOUT).
 type Server struct {
-	srv  *http.Server
-	cfg  config.Web
-	log  *slog.Logger
-	down fx.Shutdowner
+	srv    *http.Server
+	cfg    config.Web
+	log    *slog.Logger
+	down   fx.Shutdowner
+	health *health.Handlers
 
 	mu   sync.Mutex
 	addr string
 	done chan struct{}
 }
 
-func newServer(lc fx.Lifecycle, cfg config.Config, h http.Handler, log *slog.Logger, down fx.Shutdowner) *Server {
+func newServer(lc fx.Lifecycle, cfg config.Config, h http.Handler, log *slog.Logger, down fx.Shutdowner, hh *health.Handlers) *Server {
 	s := &Server{
 		srv: &http.Server{
 			Handler:           h,
@@ -161,9 +162,10 @@ func newServer(lc fx.Lifecycle, cfg config.Config, h http.Handler, log *slog.Log
 			MaxHeaderBytes:    maxHeaderBytes,
 			ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
 		},
-		cfg:  cfg.Web,
-		log:  log.With("component", "http"),
-		down: down,
+		cfg:    cfg.Web,
+		log:    log.With("component", "http"),
+		down:   down,
+		health: hh,
 	}
 	lc.Append(fx.Hook{OnStart: s.start, OnStop: s.stop})
 	return s
@@ -196,7 +198,8 @@ func (s *Server) start(context.Context) error {
 	return nil
 }
 
-// stop drains in-flight requests until ctx ends, then closes what is left.
+// stop turns /readyz to 503, drains in-flight requests until ctx ends, then
+// closes what is left.
 func (s *Server) stop(ctx context.Context) error {
 	s.mu.Lock()
 	done := s.done
@@ -204,6 +207,7 @@ func (s *Server) stop(ctx context.Context) error {
 	if done == nil {
 		return nil
 	}
+	s.health.Drain()
 	err := s.srv.Shutdown(ctx)
 	if err != nil {
 		s.log.Warn("graceful shutdown incomplete; closing remaining connections", "err", err)
