@@ -1,0 +1,278 @@
+package reliability_test
+
+// The load lane: bounded in count and time, loopback only. No timing
+// assertions: the figures are logged (and reported in docs/reliability.md).
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/tech-log/tech-log-backend/adapter-outbound-cache-redis/redisrate"
+	"github.com/tech-log/tech-log-backend/adapter-outbound-cache-redis/redistest"
+	"github.com/tech-log/tech-log-backend/shared-contract/ratelimit"
+)
+
+const (
+	loadProviders  = 4
+	loadGoroutines = 64
+	loadPerG       = 300 // request bound per goroutine
+)
+
+// tally is what one load run observed.
+type tally struct {
+	mu         sync.Mutex
+	issued     int
+	kinds      map[ratelimit.OutcomeKind]int
+	allowedAt  map[int64]int64 // ResetAt (ms) -> units admitted
+	deniedAt   map[int64]int64 // ResetAt (ms) -> requests denied
+	allowedSum int64
+}
+
+func newTally() *tally {
+	return &tally{kinds: map[ratelimit.OutcomeKind]int{}, allowedAt: map[int64]int64{}, deniedAt: map[int64]int64{}}
+}
+
+func (ta *tally) add(out ratelimit.Outcome) {
+	ta.mu.Lock()
+	defer ta.mu.Unlock()
+	ta.issued++
+	ta.kinds[out.Kind()]++
+	if e, ok := out.(ratelimit.Evaluated); ok {
+		at := e.Decision.ResetAt.UnixMilli()
+		if e.Decision.Allowed {
+			ta.allowedAt[at]++
+			ta.allowedSum++
+		} else {
+			ta.deniedAt[at]++
+		}
+	} else if ratelimit.Admitted(out) {
+		panic("a failure outcome admitted")
+	}
+}
+
+// hammer runs loadGoroutines goroutines per provider, cost 1 each, on one
+// subject until d has passed (or loadPerG requests each).
+func hammer(providers []*redisrate.Provider, id ratelimit.PolicyID, subject ratelimit.SubjectDigest, d time.Duration) *tally {
+	ta := newTally()
+	stop := time.Now().Add(d)
+	var wg sync.WaitGroup
+	for _, p := range providers {
+		for range loadGoroutines {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for i := 0; i < loadPerG && time.Now().Before(stop); i++ {
+					ta.add(ask(p, id, subject, 1))
+				}
+			}()
+		}
+	}
+	wg.Wait()
+	return ta
+}
+
+func loadPolicies(t testing.TB) []ratelimit.Policy {
+	return []ratelimit.Policy{
+		mustPolicy(t, "l-fixed", ratelimit.FixedWindow{Limit: 20, Window: 250 * time.Millisecond}, 1),
+		mustPolicy(t, "l-sliding", ratelimit.SlidingWindowCounter{Limit: 20, Window: 250 * time.Millisecond}, 1),
+		mustPolicy(t, "l-bucket", ratelimit.TokenBucket{Capacity: 20, RefillTokens: 1, RefillPeriod: 10 * time.Millisecond}, 1),
+	}
+}
+
+// checkLimits asserts the per-algorithm admission bounds; exact says no
+// faults were injected (every request was evaluated).
+func checkLimits(t *testing.T, pol ratelimit.Policy, ta *tally, elapsed time.Duration, exact bool) {
+	t.Helper()
+	limit := pol.Limit()
+	switch pol.Algorithm() {
+	case ratelimit.AlgorithmFixedWindow:
+		for at, n := range ta.allowedAt {
+			assert.LessOrEqual(t, n, limit, "window ending %d", at)
+			if exact && ta.deniedAt[at] > 0 {
+				// cost 1: a denial means the count had reached the limit.
+				assert.Equal(t, limit, n, "window ending %d: min(limit, requests) = limit", at)
+			}
+		}
+		if exact {
+			for at := range ta.deniedAt {
+				assert.Equal(t, limit, ta.allowedAt[at], "window ending %d denied before the limit", at)
+			}
+		}
+		assert.GreaterOrEqual(t, len(ta.allowedAt), 3, "several windows")
+	case ratelimit.AlgorithmSlidingWindowCounter:
+		// Allowed requests of window w all carry ResetAt = end of w+1; the
+		// counter never lets the current window exceed the limit.
+		for at, n := range ta.allowedAt {
+			assert.LessOrEqual(t, n, limit, "window group %d", at)
+		}
+		assert.GreaterOrEqual(t, len(ta.allowedAt), 3, "several windows")
+	case ratelimit.AlgorithmTokenBucket:
+		tb := pol.Params().(ratelimit.TokenBucket)
+		refills := int64(elapsed/tb.RefillPeriod) + 1
+		bound := tb.Capacity + refills*tb.RefillTokens
+		assert.LessOrEqual(t, ta.allowedSum, bound, "capacity + refill over %v", elapsed)
+	}
+	if exact {
+		assert.Equal(t, ta.issued, ta.kinds[ratelimit.KindEvaluated], "no faults: every request evaluated (%v)", ta.kinds)
+		assert.Positive(t, ta.kinds[ratelimit.KindEvaluated]-int(ta.allowedSum), "contention reached the limit")
+	}
+}
+
+// TestLoadOverAdmission: 4 providers (separate clients) x 64 goroutines on
+// one hot subject for several windows of each algorithm. Clean: every
+// request evaluated, allowed per window <= limit and, for the fixed window,
+// exactly min(limit, requests in the window). With random connection resets
+// through toxiproxy: still <= limit, and every outcome is accounted for: the
+// server ran between (evaluated) and (evaluated + indeterminate) calls.
+func TestLoadOverAdmission(t *testing.T) {
+	srv := redistest.Start(t)
+	admin := srv.Client()
+	keys := randomKeys(t)
+	pols := loadPolicies(t)
+	proxy := startProxy(t, srv.Addr())
+	direct := make([]*redisrate.Provider, loadProviders)
+	proxied := make([]*redisrate.Provider, loadProviders)
+	for i := range loadProviders {
+		direct[i] = newProvider(t, clientConfig(srv.Addr(), 2*time.Second, loadGoroutines), keys, pols...)
+		proxied[i] = newProvider(t, clientConfig(proxy.Listen, 2*time.Second, loadGoroutines), keys, pols...)
+	}
+	for _, pol := range pols {
+		t.Run("clean/"+pol.Algorithm().String(), func(t *testing.T) {
+			resetStats(t, admin)
+			start := time.Now()
+			ta := hammer(direct, pol.ID(), randomSubject(t), time.Second)
+			elapsed := time.Since(start)
+			checkLimits(t, pol, ta, elapsed, true)
+			assert.Equal(t, ta.issued, calls(t, admin, "evalsha"), "one call per request")
+			t.Logf("%s clean: %d requests in %v, %d allowed, %d windows, kinds %v", pol.ID(), ta.issued, elapsed.Round(time.Millisecond), ta.allowedSum, len(ta.allowedAt), ta.kinds)
+		})
+	}
+	for _, pol := range pols {
+		t.Run("resets/"+pol.Algorithm().String(), func(t *testing.T) {
+			// 30% of connections get an RST 20 ms after their first reply
+			// byte; go-redis redials, each new link rolls again.
+			addToxic(t, proxy, `{"name":"rst","type":"reset_peer","stream":"downstream","toxicity":0.3,"attributes":{"timeout":20}}`)
+			resetStats(t, admin)
+			start := time.Now()
+			ta := hammer(proxied, pol.ID(), randomSubject(t), time.Second)
+			elapsed := time.Since(start)
+			checkLimits(t, pol, ta, elapsed, false)
+			ran := calls(t, admin, "evalsha") + calls(t, admin, "eval")
+			ev, ind := ta.kinds[ratelimit.KindEvaluated], ta.kinds[ratelimit.KindIndeterminate]
+			sum := 0
+			for _, n := range ta.kinds {
+				sum += n
+			}
+			assert.Equal(t, ta.issued, sum, "every request has one outcome")
+			assert.GreaterOrEqual(t, ran, ev, "every evaluated request ran")
+			assert.LessOrEqual(t, ran, ev+ind, "nothing ran beyond evaluated + indeterminate (no re-sends)")
+			assert.Positive(t, ind+ta.kinds[ratelimit.KindUnavailable], "resets were injected and felt")
+			assert.Zero(t, ta.kinds[ratelimit.KindIncompatible])
+			t.Logf("%s resets: %d requests in %v, %d allowed, kinds %v, server ran %d (indeterminate that ran: %d)",
+				pol.ID(), ta.issued, elapsed.Round(time.Millisecond), ta.allowedSum, ta.kinds, ran, ran-ev)
+		})
+	}
+}
+
+// TestLoadDistinctSubjectsExpire: 100,000 distinct subjects with a short
+// window: every key has a TTL, every key is accounted for (present +
+// expired = 100,000), and after expiry DBSIZE is 0 and used_memory is back
+// near its baseline.
+func TestLoadDistinctSubjectsExpire(t *testing.T) {
+	srv := redistest.Start(t)
+	ownServer(t, srv)
+	admin := srv.Client()
+	const subjects = 100_000
+	pol := mustPolicyGrace(t, "l-many", ratelimit.FixedWindow{Limit: 3, Window: 2 * time.Second}, 1, time.Millisecond)
+	keys := randomKeys(t)
+	providers := make([]*redisrate.Provider, loadProviders)
+	for i := range loadProviders {
+		providers[i] = newProvider(t, clientConfig(srv.Addr(), 2*time.Second, loadGoroutines), keys, pol)
+	}
+	require.NoError(t, admin.FlushAll(adminCtx(t)).Err())
+	resetStats(t, admin)
+	baseline := infoInt(t, admin, "memory", "used_memory")
+
+	start := time.Now()
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	kinds := map[ratelimit.OutcomeKind]int{}
+	per := subjects / (loadProviders * loadGoroutines)
+	extra := subjects - per*loadProviders*loadGoroutines
+	n := 0
+	for pi, p := range providers {
+		for g := range loadGoroutines {
+			count := per
+			if pi*loadGoroutines+g < extra {
+				count++
+			}
+			n += count
+			wg.Add(1)
+			go func(seed int) {
+				defer wg.Done()
+				for i := range count {
+					s := ratelimit.SubjectDigest(fmt.Sprintf("subject-%08d-%06d", seed, i))
+					out := p.Evaluate(context.Background(), ratelimit.Request{PolicyID: pol.ID(), SubjectDigest: s, Cost: 1, Deadline: time.Now().Add(30 * time.Second)})
+					mu.Lock()
+					kinds[out.Kind()]++
+					mu.Unlock()
+				}
+			}(pi*loadGoroutines + g)
+		}
+	}
+	wg.Wait()
+	elapsed := time.Since(start)
+	require.Equal(t, subjects, n)
+	require.Equal(t, subjects, kinds[ratelimit.KindEvaluated], "%v", kinds)
+	peak := infoInt(t, admin, "memory", "used_memory")
+
+	// Every key still present has a TTL; present + expired = all subjects.
+	present := 0
+	var cursor uint64
+	for range 10_000 {
+		ks, next, err := admin.Scan(adminCtx(t), cursor, "*", 5000).Result()
+		require.NoError(t, err)
+		pipe := admin.Pipeline()
+		ttls := make([]interface{ Val() time.Duration }, len(ks))
+		for i, k := range ks {
+			ttls[i] = pipe.PTTL(adminCtx(t), k)
+		}
+		_, err = pipe.Exec(adminCtx(t))
+		require.NoError(t, err)
+		for i, k := range ks {
+			// -2 (gone meanwhile) is fine; -1 (no TTL) is not.
+			assert.NotEqual(t, time.Duration(-1), ttls[i].Val(), "key %s has no TTL", k)
+			if ttls[i].Val() > 0 {
+				present++
+				assert.LessOrEqual(t, ttls[i].Val(), 2*time.Second+time.Millisecond+50*time.Millisecond)
+			}
+		}
+		cursor = next
+		if cursor == 0 {
+			break
+		}
+	}
+	require.Eventually(t, func() bool {
+		return admin.DBSize(adminCtx(t)).Val() == 0
+	}, 15*time.Second, 100*time.Millisecond, "every key expires")
+	assert.Equal(t, int64(subjects), infoInt(t, admin, "stats", "expired_keys"), "each subject's key existed once and expired")
+	// The 256 load connections hold client buffers (not data): close them,
+	// and let serverCron shrink the main dicts after the mass expiry.
+	for _, p := range providers {
+		require.NoError(t, p.Close())
+	}
+	var after int64
+	assert.Eventually(t, func() bool {
+		after = infoInt(t, admin, "memory", "used_memory")
+		return after <= baseline+512<<10
+	}, 5*time.Second, 100*time.Millisecond, "used_memory back near the baseline")
+
+	t.Logf("100k subjects: %v to evaluate, present at scan %d, used_memory baseline %d, peak %d, after expiry %d, total %v",
+		elapsed.Round(time.Millisecond), present, baseline, peak, after, time.Since(start).Round(time.Millisecond))
+}
