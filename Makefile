@@ -46,11 +46,8 @@ tidy: ## go mod tidy in every module
 	@for m in $(MODULES); do (cd $$m && GOWORK=off go mod tidy) || exit 1; done
 
 .PHONY: bench
-bench: ## benchmarks (not part of make test); BENCH_SMOKE=1 for a quick run
-	@echo "make bench: the benchmark suite arrives with the performance issue (#6)."
-	@for m in $(MODULES); do \
-		(cd $$m && go test -run '^$$' -bench . -benchmem -benchtime=$${BENCH_SMOKE:+100x}$${BENCH_SMOKE:-1s} ./...) || exit 1; \
-	done
+bench: ## side-by-side benchmarks vs bare EvalSha, redis_rate, ulule, redis-benchmark -> bench/results.json, docs/performance.md (not part of make test); BENCH_SMOKE=1: a quick shape check
+	@cd tools && go run ./cmd/bench -root .. $(if $(filter-out 0,$(BENCH_SMOKE)),-smoke)
 
 .PHONY: run
 run: ## build and start the service (local limiter, no Redis needed)

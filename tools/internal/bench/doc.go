@@ -1,0 +1,16 @@
+// Package bench is the engine of tools/cmd/bench (`make bench`): it starts
+// one private redis-server, measures this project's rate-limit provider
+// side by side with a bare go-redis EvalSha of the same programs, with the
+// peers github.com/go-redis/redis_rate/v10 and github.com/ulule/limiter/v3,
+// with a trivial INCR+PEXPIRE script and with redis-benchmark, runs the
+// modules' own `go test -bench` benchmarks, and turns the numbers into
+// bench/results.json, a throughput chart and the generated sections of
+// docs/performance.md, judged against the targets of issue 6.
+//
+// It owns the measurement harness (latency histogram, paired repetitions,
+// medians), the results schema, the report and its validation (the smoke
+// mode proves the shape so the tool cannot rot). It imports the Redis
+// adapter's public API (redisrate, programs), shared-contract, go-redis,
+// the peers and gonum/plot; it must never be imported by a product module,
+// and it never talks to a Redis it did not start (loopback only).
+package bench

@@ -1,0 +1,336 @@
+package bench
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/go-redis/redis_rate/v10"
+	"github.com/redis/go-redis/v9"
+	ulule "github.com/ulule/limiter/v3"
+	ulredis "github.com/ulule/limiter/v3/drivers/store/redis"
+
+	"github.com/tech-log/tech-log-backend/adapter-outbound-cache-redis/programs"
+	"github.com/tech-log/tech-log-backend/adapter-outbound-cache-redis/redisrate"
+	"github.com/tech-log/tech-log-backend/shared-contract/keyspace"
+	"github.com/tech-log/tech-log-backend/shared-contract/ratelimit"
+)
+
+// Families of measured limiters.
+const (
+	FamilyProvider  = "provider"   // this project's redisrate.Provider.Evaluate
+	FamilyBare      = "bare"       // go-redis EvalSha of the same program
+	FamilyRedisRate = "redis_rate" // github.com/go-redis/redis_rate/v10 Allow (GCRA)
+	FamilyUlule     = "ulule"      // github.com/ulule/limiter/v3 + its go-redis v9 store
+	FamilyTrivial   = "trivial"    // EvalSha of a trivial INCR+PEXPIRE script
+)
+
+// Algorithm wire names, as ratelimit.Algorithm.String prints them.
+var algorithms = []ratelimit.Algorithm{
+	ratelimit.AlgorithmFixedWindow,
+	ratelimit.AlgorithmSlidingWindowCounter,
+	ratelimit.AlgorithmTokenBucket,
+}
+
+// Client settings shared by every measured limiter: the coordination
+// client of redisrate.NewClient (retries off, one dial attempt, fixed
+// timeouts), so every limiter talks to Redis through identical go-redis
+// options.
+const (
+	benchPoolSize       = 64 // the highest concurrency measured
+	benchCommandTimeout = 2 * time.Second
+	benchDialTimeout    = time.Second
+	benchPoolTimeout    = time.Second
+	// benchLimit is far above what any run reaches, so every call takes the
+	// admitting (writing) path of every limiter: the costlier path.
+	benchLimit = 1_000_000_000
+)
+
+// trivialSource is the server-CPU baseline: the least a fixed-window
+// limiter can do (INCR + PEXPIRE), with the same #!lua header as the
+// programs.
+const trivialSource = "#!lua\nlocal n = redis.call('INCR', KEYS[1])\nredis.call('PEXPIRE', KEYS[1], ARGV[1])\nreturn n\n"
+
+// limiter is one measured subject: op performs one rate-limit decision for
+// subject index i and fails when the decision is anything but "allowed".
+type limiter struct {
+	Name      string
+	Family    string
+	Algorithm string // wire name; the peers' own algorithm for redis_rate/ulule
+	op        func(ctx context.Context, i int) error
+	close     func() error
+}
+
+// subjects are the pseudonymized subject digests of a run: index n (the
+// last) is the hot subject, 0..n-1 the distinct ones.
+type subjects []ratelimit.SubjectDigest
+
+func newSubjects(n int) subjects {
+	s := make(subjects, n+1)
+	var buf [8]byte
+	for i := range s {
+		binary.BigEndian.PutUint64(buf[:], uint64(i))
+		sum := sha256.Sum256(buf[:])
+		s[i] = ratelimit.SubjectDigest(base64.RawURLEncoding.EncodeToString(sum[:])) // 43 characters
+	}
+	return s
+}
+
+// clientConfig is the coordination client configuration every limiter uses.
+func clientConfig(addr string) redisrate.ClientConfig {
+	return redisrate.ClientConfig{
+		Addr:           addr,
+		Protocol:       redisrate.ProtocolRESP2,
+		CommandTimeout: benchCommandTimeout,
+		DialTimeout:    benchDialTimeout,
+		PoolSize:       benchPoolSize,
+		PoolTimeout:    benchPoolTimeout,
+	}
+}
+
+// policies returns one policy per algorithm, ids "fw", "sw", "tb".
+func policies() ([]ratelimit.Policy, error) {
+	specs := []ratelimit.PolicySpec{
+		{ID: "fw", Algorithm: ratelimit.AlgorithmFixedWindow, Params: ratelimit.FixedWindow{Limit: benchLimit, Window: time.Hour}},
+		{ID: "sw", Algorithm: ratelimit.AlgorithmSlidingWindowCounter, Params: ratelimit.SlidingWindowCounter{Limit: benchLimit, Window: time.Hour}},
+		{ID: "tb", Algorithm: ratelimit.AlgorithmTokenBucket, Params: ratelimit.TokenBucket{Capacity: benchLimit, RefillTokens: benchLimit, RefillPeriod: time.Hour}},
+	}
+	out := make([]ratelimit.Policy, 0, len(specs))
+	for _, spec := range specs {
+		spec.Revision, spec.MaxCost = 1, 1
+		spec.CleanupGrace, spec.MaxClockRegression = time.Minute, 2*time.Second
+		spec.FailurePolicy = ratelimit.FailClosed
+		p, err := ratelimit.NewPolicy(spec)
+		if err != nil {
+			return nil, fmt.Errorf("bench: policy %s: %w", spec.ID, err)
+		}
+		out = append(out, p)
+	}
+	return out, nil
+}
+
+// keyBuilder returns a keyspace builder; distinct seeds give the provider,
+// the bare calls and the trivial script disjoint keys of identical length.
+func keyBuilder(seed string) (*keyspace.Builder, error) {
+	secret, err := keyspace.NewSecret([]byte("tech-log-backend bench secret, not a real one: " + seed))
+	if err != nil {
+		return nil, err
+	}
+	return keyspace.NewBuilder(keyspace.DefaultPrefix, secret)
+}
+
+// stateKeys precomputes the state key of every subject under p.
+func stateKeys(keys *keyspace.Builder, p ratelimit.Policy, subs subjects) ([]string, error) {
+	out := make([]string, len(subs))
+	for i, s := range subs {
+		k, err := redisrate.StateKey(keys, p, s)
+		if err != nil {
+			return nil, fmt.Errorf("bench: state key: %w", err)
+		}
+		out[i] = k
+	}
+	return out, nil
+}
+
+// limiterSet holds every limiter of a run, keyed by name.
+type limiterSet struct {
+	all    []*limiter
+	byName map[string]*limiter
+}
+
+func (s *limiterSet) add(l *limiter) {
+	s.all = append(s.all, l)
+	s.byName[l.Name] = l
+}
+
+// Close closes every limiter's client.
+func (s *limiterSet) Close() error {
+	var errs []error
+	for _, l := range s.all {
+		if err := l.close(); err != nil {
+			errs = append(errs, fmt.Errorf("bench: close %s: %w", l.Name, err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// providerName and bareName name the per-algorithm limiters.
+func providerName(alg string) string { return FamilyProvider + "/" + alg }
+func bareName(alg string) string     { return FamilyBare + "/" + alg }
+
+// newLimiters builds every measured limiter against addr, each over its own
+// client with the options of clientConfig.
+func newLimiters(ctx context.Context, addr string, subs subjects) (set *limiterSet, err error) {
+	set = &limiterSet{byName: map[string]*limiter{}}
+	defer func() {
+		if err != nil {
+			_ = set.Close()
+		}
+	}()
+	cfg := clientConfig(addr)
+	newClient := func() (*redis.Client, error) { return redisrate.NewClient(cfg) }
+	pols, err := policies()
+	if err != nil {
+		return set, err
+	}
+	// A deadline no run reaches; computing one per call would add a clock
+	// read to the provider only.
+	deadline := time.Now().Add(30 * 24 * time.Hour)
+
+	// This project's Provider, one over all three policies.
+	provKeys, err := keyBuilder("provider")
+	if err != nil {
+		return set, err
+	}
+	pc, err := newClient()
+	if err != nil {
+		return set, err
+	}
+	prov, err := redisrate.New(pc, provKeys, pols, redisrate.Options{CommandTimeout: cfg.CommandTimeout, MaxInFlight: cfg.PoolSize})
+	if err != nil {
+		_ = pc.Close()
+		return set, fmt.Errorf("bench: provider: %w", err)
+	}
+	if err := prov.Start(ctx); err != nil {
+		_ = prov.Close()
+		return set, fmt.Errorf("bench: provider start: %w", err)
+	}
+	provClosed := false
+	for _, pol := range pols {
+		alg, id := pol.Algorithm().String(), pol.ID()
+		set.add(&limiter{
+			Name: providerName(alg), Family: FamilyProvider, Algorithm: alg,
+			op: func(ctx context.Context, i int) error {
+				out := prov.Evaluate(ctx, ratelimit.Request{PolicyID: id, SubjectDigest: subs[i], Cost: 1, Deadline: deadline})
+				if !ratelimit.Admitted(out) {
+					return fmt.Errorf("provider %s: not admitted: %#v", alg, out)
+				}
+				return nil
+			},
+			close: func() error { // the three share one provider
+				if provClosed {
+					return nil
+				}
+				provClosed = true
+				return prov.Close()
+			},
+		})
+	}
+
+	// Bare go-redis EvalSha of the same programs, same client options,
+	// precomputed keys of the same length (no derivation, no parsing).
+	bareKeys, err := keyBuilder("bare")
+	if err != nil {
+		return set, err
+	}
+	for _, pol := range pols {
+		alg := pol.Algorithm().String()
+		prog, ok := programs.ForAlgorithm(pol.Algorithm())
+		if !ok {
+			return set, fmt.Errorf("bench: no program for %s", alg)
+		}
+		keys, err := stateKeys(bareKeys, pol, subs)
+		if err != nil {
+			return set, err
+		}
+		c, err := newClient()
+		if err != nil {
+			return set, err
+		}
+		if err := c.ScriptLoad(ctx, prog.Source).Err(); err != nil {
+			_ = c.Close()
+			return set, fmt.Errorf("bench: SCRIPT LOAD %s: %w", prog.Name, err)
+		}
+		argv, sha := programs.Args(pol, 1), prog.SHA1
+		set.add(&limiter{
+			Name: bareName(alg), Family: FamilyBare, Algorithm: alg,
+			op: func(ctx context.Context, i int) error {
+				return c.EvalSha(ctx, sha, []string{keys[i]}, argv...).Err()
+			},
+			close: c.Close,
+		})
+	}
+
+	// The server-CPU baseline: INCR + PEXPIRE, keys of the same length.
+	trivKeys, err := keyBuilder("trivial")
+	if err != nil {
+		return set, err
+	}
+	tkeys, err := stateKeys(trivKeys, pols[0], subs)
+	if err != nil {
+		return set, err
+	}
+	tc, err := newClient()
+	if err != nil {
+		return set, err
+	}
+	tsha, err := tc.ScriptLoad(ctx, trivialSource).Result()
+	if err != nil {
+		_ = tc.Close()
+		return set, fmt.Errorf("bench: SCRIPT LOAD trivial: %w", err)
+	}
+	ttl := time.Hour.Milliseconds()
+	set.add(&limiter{
+		Name: FamilyTrivial, Family: FamilyTrivial, Algorithm: "incr_pexpire",
+		op: func(ctx context.Context, i int) error {
+			return tc.EvalSha(ctx, tsha, []string{tkeys[i]}, ttl).Err()
+		},
+		close: tc.Close,
+	})
+
+	// github.com/go-redis/redis_rate/v10: GCRA, the closest peer of the
+	// token bucket. Key "rate:" + subject digest.
+	rc, err := newClient()
+	if err != nil {
+		return set, err
+	}
+	rl := redis_rate.NewLimiter(rc)
+	rlimit := redis_rate.Limit{Rate: benchLimit, Burst: benchLimit, Period: time.Hour}
+	set.add(&limiter{
+		Name: FamilyRedisRate, Family: FamilyRedisRate, Algorithm: "gcra",
+		op: func(ctx context.Context, i int) error {
+			res, err := rl.Allow(ctx, string(subs[i]), rlimit)
+			if err != nil {
+				return err
+			}
+			if res.Allowed != 1 {
+				return fmt.Errorf("redis_rate: denied: %+v", *res)
+			}
+			return nil
+		},
+		close: rc.Close,
+	})
+
+	// github.com/ulule/limiter/v3 with drivers/store/redis (go-redis v9 since
+	// v3.11.0): a fixed window (INCRBY + PEXPIRE script). Key "limiter:" +
+	// subject digest.
+	uc, err := newClient()
+	if err != nil {
+		return set, err
+	}
+	store, err := ulredis.NewStoreWithOptions(uc, ulule.StoreOptions{Prefix: ulule.DefaultPrefix, MaxRetry: ulule.DefaultMaxRetry})
+	if err != nil {
+		_ = uc.Close()
+		return set, fmt.Errorf("bench: ulule store: %w", err)
+	}
+	ul := ulule.New(store, ulule.Rate{Period: time.Hour, Limit: benchLimit})
+	set.add(&limiter{
+		Name: FamilyUlule, Family: FamilyUlule, Algorithm: "fixed_window",
+		op: func(ctx context.Context, i int) error {
+			res, err := ul.Get(ctx, string(subs[i]))
+			if err != nil {
+				return err
+			}
+			if res.Reached {
+				return fmt.Errorf("ulule: limit reached: %+v", res)
+			}
+			return nil
+		},
+		close: uc.Close,
+	})
+	return set, nil
+}

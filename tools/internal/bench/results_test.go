@@ -1,0 +1,118 @@
+package bench
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+func TestMedian(t *testing.T) {
+	assert.Zero(t, median(nil))
+	assert.Equal(t, 3.0, median([]float64{5, 1, 3}))
+	assert.Equal(t, 2.5, median([]float64{4, 1, 2, 3}))
+	xs := []float64{3, 1, 2}
+	median(xs)
+	assert.Equal(t, []float64{3, 1, 2}, xs, "median must not reorder its input")
+}
+
+func TestComparePairsByRepetition(t *testing.T) {
+	runs := []RunResult{
+		{Limiter: "a", Concurrency: 1, Subjects: SubjectsHot, Rep: 0, OpsPerSec: 90},
+		{Limiter: "b", Concurrency: 1, Subjects: SubjectsHot, Rep: 0, OpsPerSec: 100},
+		{Limiter: "a", Concurrency: 1, Subjects: SubjectsHot, Rep: 1, OpsPerSec: 50}, // a drift both share
+		{Limiter: "b", Concurrency: 1, Subjects: SubjectsHot, Rep: 1, OpsPerSec: 50},
+		{Limiter: "a", Concurrency: 1, Subjects: SubjectsHot, Rep: 2, OpsPerSec: 80},
+		{Limiter: "b", Concurrency: 1, Subjects: SubjectsHot, Rep: 2, OpsPerSec: 100},
+		{Limiter: "a", Concurrency: 16, Subjects: SubjectsHot, Rep: 0, OpsPerSec: 10}, // no partner
+	}
+	cs := compare(runs, "x", KindRatio, "opsPerSec", "a", "b")
+	require.Len(t, cs, 1)
+	c := cs[0]
+	assert.Equal(t, 1, c.Concurrency)
+	assert.InDelta(t, 0.9, c.Median, 1e-9)
+	assert.InDelta(t, 0.8, c.Min, 1e-9)
+	assert.InDelta(t, 1.0, c.Max, 1e-9)
+	assert.Len(t, c.Values, 3)
+
+	d := compare(runs, "y", KindDifference, "opsPerSec", "a", "b")
+	require.Len(t, d, 1)
+	assert.InDelta(t, -10, d[0].Median, 1e-9)
+}
+
+func TestAggregateMedians(t *testing.T) {
+	runs := []RunResult{
+		{Limiter: "a", Family: "f", Concurrency: 1, Subjects: SubjectsHot, Ops: 10, OpsPerSec: 100, P99Micros: 9},
+		{Limiter: "a", Family: "f", Concurrency: 1, Subjects: SubjectsHot, Ops: 10, OpsPerSec: 300, P99Micros: 1},
+		{Limiter: "a", Family: "f", Concurrency: 1, Subjects: SubjectsHot, Ops: 10, OpsPerSec: 200, P99Micros: 5},
+	}
+	cells := aggregate(runs)
+	require.Len(t, cells, 1)
+	c := cells[0]
+	assert.Equal(t, 3, c.Reps)
+	assert.Equal(t, int64(30), c.Ops)
+	assert.Equal(t, 200.0, c.OpsPerSec)
+	assert.Equal(t, 100.0, c.OpsPerSecMin)
+	assert.Equal(t, 300.0, c.OpsPerSecMax)
+	assert.Equal(t, 5.0, c.P99Micros)
+}
+
+func TestTargetJudge(t *testing.T) {
+	for _, tc := range []struct {
+		op       string
+		measured float64
+		want     string
+	}{
+		{">=", 0.9, StatusMet}, {">=", 0.899, StatusMissed},
+		{"<=", 4, StatusMet}, {"<=", 4.01, StatusMissed},
+		{"<", 999, StatusMet}, {"<", 1000, StatusMissed},
+	} {
+		tg := Target{Op: tc.op, Threshold: map[string]float64{">=": 0.9, "<=": 4, "<": 1000}[tc.op], Measured: tc.measured}
+		tg.judge()
+		assert.Equal(t, tc.want, tg.Status, "%s %v", tc.op, tc.measured)
+	}
+	nm := Target{Op: "<=", Status: StatusNotMeasured}
+	nm.judge()
+	assert.Equal(t, StatusNotMeasured, nm.Status)
+}
+
+func TestEvaluateTargetsWithoutDataIsNotMeasured(t *testing.T) {
+	ts := evaluateTargets(&Results{})
+	require.Len(t, ts, 12)
+	for _, tg := range ts {
+		assert.Equal(t, StatusNotMeasured, tg.Status, tg.ID)
+	}
+	assert.Error(t, Validate(&Results{}), "an empty result must fail validation")
+}
+
+func TestRenderDocReplacesOnlyMarkedSections(t *testing.T) {
+	var doc strings.Builder
+	doc.WriteString("# Title\n\nHand-written prose.\n")
+	for _, s := range docSections {
+		doc.WriteString("\n" + beginMarker(s) + "\nstale\n" + endMarker(s) + "\n")
+	}
+	doc.WriteString("\nClosing prose.\n")
+	res := &Results{Mode: ModeSmoke, Settings: Settings{Concurrency: []int{1}}, RedisBenchmark: RedisBenchmark{Skipped: "no binary"}}
+	out, err := RenderDoc([]byte(doc.String()), res)
+	require.NoError(t, err)
+	s := string(out)
+	assert.Contains(t, s, "Hand-written prose.")
+	assert.Contains(t, s, "Closing prose.")
+	assert.NotContains(t, s, "stale")
+	body, ok := SectionBody(out, "redis-benchmark")
+	require.True(t, ok)
+	assert.Equal(t, "Skipped: no binary.", body)
+	body, ok = SectionBody(out, "chart")
+	require.True(t, ok)
+	assert.Contains(t, body, ChartDocPath)
+
+	again, err := RenderDoc(out, res)
+	require.NoError(t, err)
+	assert.Equal(t, s, string(again), "rendering is idempotent")
+
+	_, err = RenderDoc([]byte(strings.Replace(doc.String(), endMarker("memory"), "", 1)), res)
+	assert.ErrorContains(t, err, `"memory"`)
+	_, err = RenderDoc([]byte(doc.String()+beginMarker("targets")), res)
+	assert.ErrorContains(t, err, `"targets"`)
+}

@@ -1,0 +1,127 @@
+package bench
+
+import (
+	"fmt"
+	"strings"
+)
+
+// Target IDs, in the order of issue 6.
+const (
+	TargetThroughputVsBare   = "throughput-vs-bare"
+	TargetP99VsBare          = "p99-vs-bare"
+	TargetThroughputVsPeer   = "throughput-vs-redis_rate"
+	TargetAllocsVsBare       = "allocs-vs-bare"
+	TargetKeyAllocs          = "key-derivation-allocs"
+	TargetKeyNanos           = "key-derivation-time"
+	TargetParseAllocs        = "reply-parsing-allocs"
+	TargetMemoryPerSubject   = "redis-memory-per-subject"
+	TargetServerCPU          = "server-cpu-vs-trivial"
+	TargetLocalLimiterNanos  = "local-limiter-time"
+	TargetLocalLimiterAllocs = "local-limiter-allocs"
+	TargetMiddlewareOverhead = "middleware-overhead"
+)
+
+// evaluateTargets computes every target of issue 6 from res (runs,
+// comparisons, memory and micro benchmarks must be filled in).
+func evaluateTargets(res *Results) []Target {
+	worst := func(name string, pick func(a, b float64) bool) (float64, string, bool) {
+		v, where, found := 0.0, "", false
+		for _, c := range res.Comparisons {
+			if c.Name != name {
+				continue
+			}
+			if !found || pick(c.Median, v) {
+				v, where, found = c.Median, fmt.Sprintf("%s, c=%d, %s subjects", strings.TrimPrefix(c.A, FamilyProvider+"/"), c.Concurrency, c.Subjects), true
+			}
+		}
+		return v, where, found
+	}
+	lower := func(a, b float64) bool { return a < b }
+	higher := func(a, b float64) bool { return a > b }
+	micro := func(name string) (Micro, bool) {
+		for _, m := range res.Micro {
+			if m.Name == name {
+				return m, true
+			}
+		}
+		return Micro{}, false
+	}
+
+	var ts []Target
+	add := func(t Target, measured float64, where string, found bool) {
+		t.Measured, t.Where = measured, where
+		if !found {
+			t.Status = StatusNotMeasured
+		}
+		t.judge()
+		ts = append(ts, t)
+	}
+
+	v, w, ok := worst(CmpProviderVsBareOps, lower)
+	add(Target{ID: TargetThroughputVsBare, Title: "Provider throughput vs bare EvalSha of the same program", Goal: ">= 0.90x at every concurrency", Op: ">=", Threshold: 0.90, Unit: "x"}, v, "worst: "+w, ok)
+	v, w, ok = worst(CmpProviderVsBareP99, higher)
+	add(Target{ID: TargetP99VsBare, Title: "Provider p99 latency vs bare EvalSha", Goal: "<= 1.15x", Op: "<=", Threshold: 1.15, Unit: "x"}, v, "worst: "+w, ok)
+	v, w, ok = worst(CmpTokenVsRedisRateOps, lower)
+	add(Target{ID: TargetThroughputVsPeer, Title: "Provider (token bucket) throughput vs redis_rate Allow (GCRA)", Goal: ">= 1.0x at every concurrency", Op: ">=", Threshold: 1.0, Unit: "x"}, v, "worst: "+w, ok)
+	v, w, ok = worst(CmpProviderVsBareAllocs, higher)
+	add(Target{ID: TargetAllocsVsBare, Title: "Client allocations per Evaluate above bare EvalSha", Goal: "<= bare + 4", Op: "<=", Threshold: 4, Unit: "allocs/op"}, v, "worst: "+w, ok)
+
+	m, ok := micro(MicroKey)
+	add(Target{ID: TargetKeyAllocs, Title: "Key derivation allocations (pooled HMAC)", Goal: "<= 2 allocs/op", Op: "<=", Threshold: 2, Unit: "allocs/op"}, m.AllocsPerOp, MicroKey+" -cpu 1", ok)
+	add(Target{ID: TargetKeyNanos, Title: "Key derivation time", Goal: "< 1 µs", Op: "<", Threshold: 1000, Unit: "ns/op"}, m.NsPerOp, MicroKey+" -cpu 1", ok)
+	m, ok = micro(MicroParseReply)
+	add(Target{ID: TargetParseAllocs, Title: "Reply parsing allocations beyond go-redis's own", Goal: "0 allocs/op", Op: "<=", Threshold: 0, Unit: "allocs/op"}, m.AllocsPerOp, MicroParseReply, ok)
+
+	mem, memWhere, memOK := 0.0, "", false
+	var peers []string
+	for _, x := range res.Memory {
+		if strings.HasPrefix(x.Limiter, FamilyProvider+"/") {
+			if !memOK || x.BytesPerSubject > mem {
+				mem, memWhere, memOK = x.BytesPerSubject, "worst: "+strings.TrimPrefix(x.Limiter, FamilyProvider+"/"), true
+			}
+		} else {
+			peers = append(peers, fmt.Sprintf("%s %.0f B", x.Limiter, x.BytesPerSubject))
+		}
+	}
+	add(Target{ID: TargetMemoryPerSubject, Title: "Redis memory per subject, each algorithm", Goal: "<= 120 B/subject", Op: "<=", Threshold: 120, Unit: "B/subject",
+		Note: "beside: " + strings.Join(peers, ", ")}, mem, memWhere, memOK)
+
+	// Server CPU: the script's own time is a property of the program, so
+	// the claim is the median over every paired run of each algorithm;
+	// the worst algorithm counts.
+	cpu, cpuWhere, cpuOK := 0.0, "", false
+	for _, alg := range algorithms {
+		var vals []float64
+		for _, c := range res.Comparisons {
+			if c.Name == CmpScriptVsTrivialUsec && c.A == providerName(alg.String()) {
+				vals = append(vals, c.Values...)
+			}
+		}
+		if len(vals) == 0 {
+			continue
+		}
+		if med := median(vals); !cpuOK || med > cpu {
+			cpu, cpuWhere, cpuOK = med, "worst: "+alg.String()+" (median of all paired runs, evalsha usec_per_call)", true
+		}
+	}
+	add(Target{ID: TargetServerCPU, Title: "Server CPU per evaluation vs a trivial INCR+PEXPIRE script", Goal: "<= 2x", Op: "<=", Threshold: 2, Unit: "x"}, cpu, cpuWhere, cpuOK)
+
+	m, ok = micro(MicroLocalLimiter)
+	raw, rawOK := micro(MicroRawRate)
+	note := ""
+	if rawOK {
+		note = fmt.Sprintf("raw x/time/rate: %.0f ns/op, %.0f allocs/op", raw.NsPerOp, raw.AllocsPerOp)
+	}
+	add(Target{ID: TargetLocalLimiterNanos, Title: "Local limiter at 10,000 clients", Goal: "<= 250 ns/op", Op: "<=", Threshold: 250, Unit: "ns/op", Note: note}, m.NsPerOp, MicroLocalLimiter, ok)
+	add(Target{ID: TargetLocalLimiterAllocs, Title: "Local limiter allocations in steady state", Goal: "0 allocs/op", Op: "<=", Threshold: 0, Unit: "allocs/op"}, m.AllocsPerOp, MicroLocalLimiter, ok)
+
+	mw, mwOK := micro(MicroEdgeMiddleware)
+	bare, bareOK := micro(MicroEdgeBare)
+	over := 0.0
+	if mwOK && bareOK {
+		over = mw.NsPerOp - bare.NsPerOp
+	}
+	add(Target{ID: TargetMiddlewareOverhead, Title: "Edge middleware overhead over a bare handler (fake port)", Goal: "<= 2 µs", Op: "<=", Threshold: 2000, Unit: "ns/op",
+		Note: fmt.Sprintf("middleware %.0f ns/op, bare handler %.0f ns/op", mw.NsPerOp, bare.NsPerOp)}, over, MicroEdgeMiddleware+" - "+MicroEdgeBare, mwOK && bareOK)
+	return ts
+}

@@ -1,0 +1,169 @@
+package bench
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"image/png"
+	"slices"
+	"strings"
+)
+
+// Validate checks the shape of res: every cell, comparison, memory row,
+// module benchmark and target the report needs is present and plausible.
+// It does not judge the numbers (targets may be missed).
+func Validate(res *Results) error {
+	var errs []error
+	bad := func(format string, args ...any) { errs = append(errs, fmt.Errorf("bench: results: "+format, args...)) }
+	if res.Schema != SchemaVersion {
+		bad("schema %q, want %q", res.Schema, SchemaVersion)
+	}
+	if res.Mode != ModeFull && res.Mode != ModeSmoke {
+		bad("mode %q", res.Mode)
+	}
+	m := res.Machine
+	if m.NumCPU < 1 || m.GoVersion == "" || m.RedisVersion == "" || m.OS == "" {
+		bad("machine incomplete: %+v", m)
+	}
+	if !res.Finished.After(res.Started) {
+		bad("finished %v not after started %v", res.Finished, res.Started)
+	}
+	s := res.Settings
+	if want := 2 * len(s.Concurrency) * s.Reps * len(matrixOrder); len(res.Runs) != want {
+		bad("%d runs, want %d", len(res.Runs), want)
+	}
+	for _, r := range res.Runs {
+		if r.Ops < 1 || r.Errors != 0 || r.OpsPerSec <= 0 || r.Seconds <= 0 {
+			bad("run %s c=%d %s rep %d: ops %d errors %d ops/s %.1f", r.Limiter, r.Concurrency, r.Subjects, r.Rep, r.Ops, r.Errors, r.OpsPerSec)
+		}
+		if r.P50Micros <= 0 || r.P50Micros > r.P99Micros || r.P99Micros > r.P999Micros || r.P999Micros > r.MaxMicros {
+			bad("run %s c=%d %s rep %d: latency quantiles not ordered: %.1f %.1f %.1f max %.1f", r.Limiter, r.Concurrency, r.Subjects, r.Rep, r.P50Micros, r.P99Micros, r.P999Micros, r.MaxMicros)
+		}
+		if r.Commands["evalsha"].Calls < r.Ops {
+			bad("run %s c=%d %s rep %d: %d evalsha calls for %d operations", r.Limiter, r.Concurrency, r.Subjects, r.Rep, r.Commands["evalsha"].Calls, r.Ops)
+		}
+		if r.EvalshaUsecPerCall <= 0 || r.AllocsPerOp <= 0 {
+			bad("run %s c=%d %s rep %d: evalsha usec_per_call %.2f, allocs/op %.1f", r.Limiter, r.Concurrency, r.Subjects, r.Rep, r.EvalshaUsecPerCall, r.AllocsPerOp)
+		}
+	}
+	for _, name := range matrixOrder {
+		for _, subj := range []string{SubjectsDistinct, SubjectsHot} {
+			for _, c := range s.Concurrency {
+				x, ok := res.cell(name, c, subj)
+				if !ok || x.Reps != s.Reps || x.OpsPerSec <= 0 {
+					bad("cell %s c=%d %s missing or incomplete (%+v)", name, c, subj, x)
+				}
+			}
+		}
+	}
+	wantCmp := map[string]int{
+		CmpProviderVsBareOps: 3, CmpProviderVsBareP99: 3, CmpProviderVsBareAllocs: 3, CmpProviderVsBareBytes: 3,
+		CmpScriptVsTrivialUsec: 3, CmpServerVsTrivialCPU: 3,
+		CmpTokenVsRedisRateOps: 1, CmpFixedVsUluleOps: 1, CmpRedisRateVsTrivialCPU: 1,
+	}
+	for name, perCell := range wantCmp {
+		n := 0
+		for _, c := range res.Comparisons {
+			if c.Name == name {
+				n++
+				if len(c.Values) != s.Reps {
+					bad("comparison %s %s c=%d %s: %d values, want %d", name, c.A, c.Concurrency, c.Subjects, len(c.Values), s.Reps)
+				}
+			}
+		}
+		if want := perCell * 2 * len(s.Concurrency); n != want {
+			bad("comparison %s: %d cells, want %d", name, n, want)
+		}
+	}
+	for _, name := range memoryLimiters {
+		i := slices.IndexFunc(res.Memory, func(x Memory) bool { return x.Limiter == name })
+		if i < 0 {
+			bad("memory of %s missing", name)
+			continue
+		}
+		x := res.Memory[i]
+		if x.Subjects != s.MemorySubjects || x.Keys != int64(x.Subjects) || x.BytesPerSubject <= 0 || x.SampleKeyLen < 1 || x.SampleUsage < 1 {
+			bad("memory of %s implausible: %+v", name, x)
+		}
+	}
+	rb := res.RedisBenchmark
+	if rb.Skipped == "" {
+		for _, c := range s.Concurrency {
+			if !slices.ContainsFunc(rb.Cells, func(x RedisBenchRun) bool { return x.Concurrency == c && x.OpsPerSec > 0 }) {
+				bad("redis-benchmark c=%d missing", c)
+			}
+		}
+	}
+	for _, spec := range microSpecs() {
+		for _, want := range spec.Want {
+			i := slices.IndexFunc(res.Micro, func(x Micro) bool { return x.Name == want })
+			if i < 0 || res.Micro[i].NsPerOp <= 0 || res.Micro[i].Count != s.MicroCount {
+				bad("module benchmark %s missing or incomplete", want)
+			}
+		}
+	}
+	if len(res.Evidence.ScriptCommands) != 6 {
+		bad("%d script profiles, want 6", len(res.Evidence.ScriptCommands))
+	}
+	for _, p := range res.Evidence.ScriptCommands {
+		needsPexpire := p.Limiter == FamilyTrivial || strings.HasPrefix(p.Limiter, FamilyProvider+"/")
+		if needsPexpire && p.Commands["pexpire"].Calls == 0 {
+			bad("script profile %s: no pexpire calls recorded (%v)", p.Limiter, p.Commands)
+		}
+	}
+	if res.Evidence.ClockReadNanos <= 0 {
+		bad("clock read cost not measured")
+	}
+	if res.Mode == ModeFull && res.Evidence.ClientProfile == "" {
+		bad("full mode without a client CPU profile")
+	}
+	wantTargets := []string{
+		TargetThroughputVsBare, TargetP99VsBare, TargetThroughputVsPeer, TargetAllocsVsBare,
+		TargetKeyAllocs, TargetKeyNanos, TargetParseAllocs, TargetMemoryPerSubject, TargetServerCPU,
+		TargetLocalLimiterNanos, TargetLocalLimiterAllocs, TargetMiddlewareOverhead,
+	}
+	if len(res.Targets) != len(wantTargets) {
+		bad("%d targets, want %d", len(res.Targets), len(wantTargets))
+	}
+	for _, id := range wantTargets {
+		i := slices.IndexFunc(res.Targets, func(t Target) bool { return t.ID == id })
+		if i < 0 {
+			bad("target %s missing", id)
+			continue
+		}
+		if st := res.Targets[i].Status; st != StatusMet && st != StatusMissed {
+			bad("target %s: status %q", id, st)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// ValidateOutputs checks the written files: results.json decodes to what
+// was measured, the chart is a PNG, the document has every generated
+// section filled.
+func ValidateOutputs(res *Results, resultsJSON, chartPNG, doc []byte) error {
+	var errs []error
+	var back Results
+	if err := json.Unmarshal(resultsJSON, &back); err != nil {
+		errs = append(errs, fmt.Errorf("bench: results.json does not decode: %w", err))
+	} else if len(back.Runs) != len(res.Runs) || len(back.Targets) != len(res.Targets) || back.Schema != res.Schema {
+		errs = append(errs, errors.New("bench: results.json differs from the measured results"))
+	}
+	cfg, err := png.DecodeConfig(bytes.NewReader(chartPNG))
+	if err != nil {
+		errs = append(errs, fmt.Errorf("bench: chart is not a PNG: %w", err))
+	} else if cfg.Width < 200 || cfg.Height < 200 {
+		errs = append(errs, fmt.Errorf("bench: chart is %dx%d", cfg.Width, cfg.Height))
+	}
+	for _, name := range docSections {
+		body, ok := SectionBody(doc, name)
+		if !ok || body == "" {
+			errs = append(errs, fmt.Errorf("bench: docs/performance.md section %q is empty or missing", name))
+		}
+	}
+	if !bytes.Contains(doc, []byte(ChartDocPath)) {
+		errs = append(errs, fmt.Errorf("bench: docs/performance.md does not embed %s", ChartDocPath))
+	}
+	return errors.Join(errs...)
+}
