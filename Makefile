@@ -41,6 +41,18 @@ lint: ## gofmt, go vet (workspace and GOWORK=off per module)
 		(cd $$m && go vet ./... && GOWORK=off go vet ./...) || exit 1; \
 	done
 
+.PHONY: fuzz
+fuzz: ## run every Fuzz* target of every module for FUZZTIME each (default 10s)
+	@for m in $(MODULES); do \
+		for d in $$(cd $$m && go list -f '{{.Dir}}' ./...); do \
+			grep -qs '^func Fuzz' $$d/*_test.go || continue; \
+			for f in $$(cd $$d && go test -list '^Fuzz' . | grep '^Fuzz'); do \
+				echo "== fuzz $$f ($${d#$(CURDIR)/}, $(FUZZTIME))"; \
+				(cd $$d && go test -run='^$$' -fuzz="^$$f$$" -fuzztime=$(FUZZTIME) .) || exit 1; \
+			done; \
+		done; \
+	done
+
 .PHONY: tidy
 tidy: ## go mod tidy in every module
 	@for m in $(MODULES); do (cd $$m && GOWORK=off go mod tidy) || exit 1; done
@@ -49,9 +61,22 @@ tidy: ## go mod tidy in every module
 bench: ## side-by-side benchmarks vs bare EvalSha, redis_rate, ulule, redis-benchmark -> bench/results.json, docs/performance.md (not part of make test); BENCH_SMOKE=1: a quick shape check
 	@cd tools && go run ./cmd/bench -root .. $(if $(filter-out 0,$(BENCH_SMOKE)),-smoke)
 
+RUN_ADDR ?= 127.0.0.1:8080
+
 .PHONY: run
-run: ## build and start the service (local limiter, no Redis needed)
-	@echo "make run: the service arrives with the composition issue (#5)."
+run: ## build and start the service on the embedded defaults (local limiter, no Redis needed); RUN_ADDR=host:port
+	@mkdir -p bin
+	@cd app-bootstrap && go build -o ../bin/tech-log-backend ./cmd/tech-log-backend
+	@echo "tech-log-backend on http://$(RUN_ADDR) (local limiter: 10 req/s, burst 20 per client; Ctrl-C stops it)"
+	@echo "  curl -i http://$(RUN_ADDR)/api/v1/ping"
+	@echo "  curl -i -X POST http://$(RUN_ADDR)/api/v1/login"
+	@echo "  curl -s -o /dev/null -w '%{http_code} ' 'http://$(RUN_ADDR)/api/v1/ping?n=[1-30]'; echo   # 20 x 200, then 429s"
+	@echo "  curl -s http://$(RUN_ADDR)/healthz; curl -s http://$(RUN_ADDR)/readyz; curl -s http://$(RUN_ADDR)/metrics | grep ^tlb_"
+	@exec ./bin/tech-log-backend -addr $(RUN_ADDR)
+
+.PHONY: demo
+demo: ## two instances + private redis-server + bounded load: the global limit across instances, then fail-closed without Redis
+	@cd tools && go run ./cmd/demo -root ..
 
 .PHONY: redis-image
 redis-image: ## build the local Redis test image (FROM scratch, host redis-server); REDIS_TEST_IMAGE names it
