@@ -82,7 +82,7 @@ func run(args, environ []string, stderr io.Writer) int {
 	}
 	// Wait returns on SIGINT/SIGTERM or when a component asks to shut down.
 	sig := <-app.Wait()
-	logger.Info("stopping", "signal", sig.Signal, "timeout", cfg.ShutdownTimeout)
+	logger.Info("stopping", "signal", fmt.Sprint(sig.Signal), "timeout", cfg.ShutdownTimeout.String())
 	stopCtx, cancelStop := context.WithTimeout(context.Background(), app.StopTimeout())
 	defer cancelStop()
 	if err := app.Stop(stopCtx); err != nil {

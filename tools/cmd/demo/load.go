@@ -1,0 +1,169 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"sync"
+	"time"
+)
+
+// demoPath is the route the load phase hits (the demo policy's route).
+const demoPath = "/api/v1/ping"
+
+// requestTimeout bounds every request of the load generator.
+const requestTimeout = 5 * time.Second
+
+// loadSpec is a bounded load: at most requests, for at most duration, paced
+// at rate per second, from clients distinct X-API-Key values; each client's
+// requests alternate between the targets.
+type loadSpec struct {
+	targets     []*instance
+	clients     int
+	requests    int
+	duration    time.Duration
+	rate        float64
+	concurrency int
+	path        string
+}
+
+// counts tallies responses.
+type counts struct {
+	requests, allowed, denied, failClosed, other, errors int
+}
+
+func (c *counts) add(status int, err error) {
+	c.requests++
+	switch {
+	case err != nil:
+		c.errors++
+	case status == http.StatusOK:
+		c.allowed++
+	case status == http.StatusTooManyRequests:
+		c.denied++
+	case status == http.StatusServiceUnavailable:
+		c.failClosed++
+	default:
+		c.other++
+	}
+}
+
+// clientResult is one client's tally and the span of its requests (first
+// send to last response), which bounds the server instants it was
+// evaluated at.
+type clientResult struct {
+	name        string
+	counts      counts
+	first, last time.Time
+}
+
+// loadResult is the outcome of a load phase.
+type loadResult struct {
+	perTarget []counts
+	perClient []clientResult
+	total     counts
+	elapsed   time.Duration
+	// samples holds the first response of each non-200 status: its
+	// rate-limit header fields and (for 503) its body.
+	samples map[int]sample
+}
+
+// sample is one response shown to the reader.
+type sample struct {
+	header http.Header
+	body   string
+}
+
+// sampleFields are the response fields the demo shows.
+var sampleFields = []string{"Retry-After", "RateLimit-Limit", "RateLimit-Remaining", "RateLimit-Reset", "RateLimit-Policy", "Content-Type"}
+
+func clientName(i int) string { return fmt.Sprintf("demo-client-%d", i+1) }
+
+// runLoad drives spec and returns the tallies. It stops at the request
+// count, the duration, or ctx, whichever comes first.
+func runLoad(ctx context.Context, spec loadSpec) loadResult {
+	res := loadResult{perTarget: make([]counts, len(spec.targets)), perClient: make([]clientResult, spec.clients), samples: map[int]sample{}}
+	for i := range res.perClient {
+		res.perClient[i].name = clientName(i)
+	}
+	httpc := &http.Client{
+		Timeout:   requestTimeout,
+		Transport: &http.Transport{MaxIdleConnsPerHost: spec.concurrency, DisableCompression: true},
+	}
+	defer httpc.CloseIdleConnections()
+
+	ctx, cancel := context.WithTimeout(ctx, spec.duration)
+	defer cancel()
+	jobs := make(chan int)
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	for range spec.concurrency {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range jobs {
+				c := i % spec.clients
+				t := (i / spec.clients) % len(spec.targets)
+				sent := time.Now()
+				status, smp, err := get(ctx, httpc, "http://"+spec.targets[t].addr+spec.path, clientName(c))
+				got := time.Now()
+				if ctx.Err() != nil && err != nil {
+					return // the phase ended mid-request: not a result
+				}
+				mu.Lock()
+				if _, seen := res.samples[status]; err == nil && status != http.StatusOK && !seen {
+					res.samples[status] = smp
+				}
+				res.perTarget[t].add(status, err)
+				res.total.add(status, err)
+				cr := &res.perClient[c]
+				cr.counts.add(status, err)
+				if cr.first.IsZero() || sent.Before(cr.first) {
+					cr.first = sent
+				}
+				if got.After(cr.last) {
+					cr.last = got
+				}
+				mu.Unlock()
+			}
+		}()
+	}
+	start := time.Now()
+	interval := time.Duration(float64(time.Second) / spec.rate)
+dispatch:
+	for i := 0; i < spec.requests; i++ {
+		if wait := time.Until(start.Add(time.Duration(i) * interval)); wait > 0 {
+			select {
+			case <-time.After(wait):
+			case <-ctx.Done():
+				break dispatch
+			}
+		}
+		select {
+		case jobs <- i:
+		case <-ctx.Done():
+			break dispatch
+		}
+	}
+	close(jobs)
+	wg.Wait()
+	res.elapsed = time.Since(start)
+	return res
+}
+
+func get(ctx context.Context, c *http.Client, url, apiKey string) (int, sample, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return 0, sample{}, err
+	}
+	req.Header.Set("X-API-Key", apiKey)
+	resp, err := c.Do(req)
+	if err != nil {
+		return 0, sample{}, err
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(io.LimitReader(resp.Body, 4<<10))
+	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
+	return resp.StatusCode, sample{header: resp.Header, body: string(body)}, nil
+}
