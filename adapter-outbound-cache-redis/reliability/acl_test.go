@@ -1,0 +1,136 @@
+package reliability_test
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/tech-log/tech-log-backend/adapter-outbound-cache-redis/programs"
+	"github.com/tech-log/tech-log-backend/adapter-outbound-cache-redis/rediscache"
+	"github.com/tech-log/tech-log-backend/adapter-outbound-cache-redis/redisrate"
+	"github.com/tech-log/tech-log-backend/adapter-outbound-cache-redis/redistest"
+	"github.com/tech-log/tech-log-backend/shared-contract/cache"
+	"github.com/tech-log/tech-log-backend/shared-contract/keyspace"
+	"github.com/tech-log/tech-log-backend/shared-contract/ratelimit"
+)
+
+// The least-privilege ACL users of docs/operations.md, word for word
+// (passwords are test values). Every command the Lua programs run is
+// checked against the caller's ACL too, hence HGETALL/HSET/PEXPIRE/TIME
+// for the rate user and GETRANGE/SET for the cache user's script.
+var (
+	aclRateUser = []any{"ACL", "SETUSER", "tlb-rate", "reset", "on", ">rate-test-pass",
+		"~tlb:rate:*", "resetchannels", "-@all",
+		"+evalsha", "+eval", "+script|load", "+script|exists", "+ping", "+info", "+hello", "+auth", "+client|setname",
+		"+hgetall", "+hset", "+pexpire", "+time"}
+	aclCacheUser = []any{"ACL", "SETUSER", "tlb-cache", "reset", "on", ">cache-test-pass",
+		"~tlb:cache:*", "resetchannels", "-@all",
+		"+getrange", "+set", "+del", "+evalsha", "+eval", "+ping", "+hello", "+auth", "+client|setname"}
+)
+
+func userClient(t *testing.T, addr, user, pass string) *redis.Client {
+	t.Helper()
+	c := redis.NewClient(&redis.Options{Addr: addr, Username: user, Password: pass, Protocol: 2, MaxRetries: -1, DisableIdentity: true})
+	t.Cleanup(func() { _ = c.Close() })
+	return c
+}
+
+func requireNoPerm(t *testing.T, err error, what string) {
+	t.Helper()
+	require.Error(t, err, what)
+	assert.True(t, strings.HasPrefix(err.Error(), "NOPERM"), "%s: %v", what, err)
+}
+
+// TestACLLeastPrivilegeUsers: the provider works as the rate user (Start,
+// EVALSHA, the NOSCRIPT fallback EVAL), the cache store works as the cache
+// user, and neither user can touch the other's keys or run anything else.
+func TestACLLeastPrivilegeUsers(t *testing.T) {
+	srv := redistest.Start(t)
+	ownServer(t, srv)
+	admin := srv.Client()
+	require.NoError(t, admin.Do(adminCtx(t), aclRateUser...).Err())
+	require.NoError(t, admin.Do(adminCtx(t), aclCacheUser...).Err())
+	t.Cleanup(func() { _ = admin.Do(context.Background(), "ACL", "DELUSER", "tlb-rate", "tlb-cache").Err() })
+
+	secret, err := keyspace.NewSecret([]byte("acl-lane-secret-0123456789abcdef"))
+	require.NoError(t, err)
+	keys, err := keyspace.NewBuilder("tlb", secret)
+	require.NoError(t, err)
+	pols := hourPolicies(t)
+
+	// The provider as tlb-rate.
+	cfg := clientConfig(srv.Addr(), 2*time.Second, 4)
+	cfg.Username, cfg.Password, cfg.ClientName = "tlb-rate", "rate-test-pass", "tlb-rate-acl-test"
+	p := newProvider(t, cfg, keys, pols...)
+	subject := randomSubject(t)
+	for _, pol := range pols {
+		out := ask(p, pol.ID(), subject, 1)
+		require.True(t, ratelimit.Admitted(out), "%s as tlb-rate: %v", pol.ID(), out)
+	}
+	require.NoError(t, admin.ScriptFlush(adminCtx(t)).Err())
+	out := ask(p, pols[0].ID(), subject, 1)
+	require.True(t, ratelimit.Admitted(out), "NOSCRIPT fallback EVAL as tlb-rate: %v", out)
+	assert.Equal(t, int64(3), out.(ratelimit.Evaluated).Decision.Remaining)
+	rateKey, err := redisrate.StateKey(keys, pols[0], subject)
+	require.NoError(t, err)
+	require.True(t, strings.HasPrefix(rateKey, "tlb:rate:"), rateKey)
+
+	// The cache store as tlb-cache.
+	ccfg := rediscache.DefaultConfig(srv.Addr())
+	ccfg.Username, ccfg.Password = "tlb-cache", "cache-test-pass"
+	cclient, err := rediscache.NewClient(ccfg)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = cclient.Close() })
+	store, err := rediscache.New(cclient, keys)
+	require.NoError(t, err)
+	ctx := adminCtx(t)
+	ck := cache.Key{Region: "acl", Kind: "item", Name: "one"}
+	require.NoError(t, store.Set(ctx, ck, []byte("v1"), time.Minute))
+	e, ok, err := store.Get(ctx, ck)
+	require.NoError(t, err)
+	require.True(t, ok)
+	assert.Equal(t, []byte("v1"), e.Value)
+	replaced, err := store.CompareAndReplace(ctx, ck, e.Token, []byte("v2"), time.Minute)
+	require.NoError(t, err)
+	assert.True(t, replaced, "the cache's compare-and-replace script runs as tlb-cache")
+	cacheKeys, err := admin.Keys(ctx, "tlb:cache:*").Result()
+	require.NoError(t, err)
+	require.Len(t, cacheKeys, 1)
+	cacheKey := cacheKeys[0]
+
+	rate := userClient(t, srv.Addr(), "tlb-rate", "rate-test-pass")
+	cacheC := userClient(t, srv.Addr(), "tlb-cache", "cache-test-pass")
+	sha := programs.All()[0].SHA1
+	t.Run("cache user cannot touch rate keys", func(t *testing.T) {
+		requireNoPerm(t, cacheC.HGetAll(ctx, rateKey).Err(), "HGETALL rate key")
+		requireNoPerm(t, cacheC.Del(ctx, rateKey).Err(), "DEL rate key")
+		requireNoPerm(t, cacheC.Set(ctx, rateKey, "x", 0).Err(), "SET rate key")
+		requireNoPerm(t, cacheC.EvalSha(ctx, sha, []string{rateKey}, "1").Err(), "EVALSHA on a rate key")
+		requireNoPerm(t, cacheC.Eval(ctx, "return redis.call('HGETALL', KEYS[1])", []string{rateKey}).Err(), "EVAL on a rate key")
+	})
+	t.Run("rate user cannot touch cache keys", func(t *testing.T) {
+		requireNoPerm(t, rate.GetRange(ctx, cacheKey, 0, -1).Err(), "GETRANGE cache key")
+		requireNoPerm(t, rate.Set(ctx, cacheKey, "x", 0).Err(), "SET cache key")
+		requireNoPerm(t, rate.Del(ctx, cacheKey).Err(), "DEL cache key")
+		requireNoPerm(t, rate.Eval(ctx, "return redis.call('HGETALL', KEYS[1])", []string{cacheKey}).Err(), "EVAL on a cache key")
+	})
+	// ACL cannot tell a command inside a script from a direct one: the rate
+	// user may HGETALL/HSET/PEXPIRE its own keys directly (documented).
+	t.Run("rate user runs nothing else", func(t *testing.T) {
+		requireNoPerm(t, rate.Del(ctx, rateKey).Err(), "DEL its own key")
+		requireNoPerm(t, rate.FlushAll(ctx).Err(), "FLUSHALL")
+		requireNoPerm(t, rate.ConfigGet(ctx, "*").Err(), "CONFIG GET")
+		requireNoPerm(t, rate.Keys(ctx, "*").Err(), "KEYS")
+		requireNoPerm(t, rate.ScriptFlush(ctx).Err(), "SCRIPT FLUSH")
+		requireNoPerm(t, rate.Do(ctx, "ACL", "WHOAMI").Err(), "ACL")
+	})
+	// Nothing of the refused commands changed the state.
+	c, ok := consumed(t, admin, keys, pols[0], subject)
+	require.True(t, ok)
+	assert.Equal(t, int64(2), c)
+}
