@@ -151,6 +151,7 @@ func TestLoadRejections(t *testing.T) {
 		{"subject secret missing", with(enabledEnv(), "APP_WEB_SUBJECT_SECRET", "<unset>"), "APP_WEB_SUBJECT_SECRET", ErrRequired, "at least 32 bytes"},
 		{"subject secret short", with(enabledEnv(), "APP_WEB_SUBJECT_SECRET", "short"), "APP_WEB_SUBJECT_SECRET", keyspace.ErrSecretTooShort, "5 bytes"},
 		{"command timeout zero", with(enabledEnv(), "APP_RATE_LIMIT_COMMAND_TIMEOUT", "0s"), "APP_RATE_LIMIT_COMMAND_TIMEOUT", ErrInvalid, "want a positive duration"},
+		{"command timeout sub-millisecond", with(enabledEnv(), "APP_RATE_LIMIT_COMMAND_TIMEOUT", "500us"), "APP_RATE_LIMIT_COMMAND_TIMEOUT", ErrInvalid, "at least 1ms"},
 		{"command timeout negative", with(enabledEnv(), "APP_RATE_LIMIT_COMMAND_TIMEOUT", "-1s"), "APP_RATE_LIMIT_COMMAND_TIMEOUT", ErrInvalid, "want a positive duration"},
 		{"command timeout huge", with(enabledEnv(), "APP_RATE_LIMIT_COMMAND_TIMEOUT", "2h", "APP_WEB_EVALUATION_TIMEOUT", "30s"), "APP_RATE_LIMIT_COMMAND_TIMEOUT", ErrInvalid, "at most 10s"},
 		{"command timeout not a duration", with(enabledEnv(), "APP_RATE_LIMIT_COMMAND_TIMEOUT", "inf"), "APP_RATE_LIMIT_COMMAND_TIMEOUT", ErrInvalid, `"inf"`},

@@ -424,10 +424,11 @@ func (v *errs) keyPrefix(name, p string) string {
 	return p
 }
 
-// duration accepts d in (0, max].
+// duration accepts d in 1ms..max (no setting here is meaningful below a
+// millisecond, and the Redis clients reject it).
 func (v *errs) duration(name string, d, max time.Duration) time.Duration {
-	if d <= 0 || d > max {
-		v.add(name, ErrInvalid, "%v: want a positive duration of at most %v", d, max)
+	if d < time.Millisecond || d > max {
+		v.add(name, ErrInvalid, "%v: want a positive duration of at least 1ms and at most %v", d, max)
 		return 0
 	}
 	return d
