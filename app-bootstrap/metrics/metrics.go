@@ -3,6 +3,7 @@ package metrics
 import (
 	"context"
 	"net/http"
+	"strconv"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -18,6 +19,8 @@ const (
 	EvaluationSeconds  = "tlb_ratelimit_evaluation_seconds"
 	InFlight           = "tlb_ratelimit_in_flight"
 	CacheFailOpenTotal = "tlb_cache_fail_open_total"
+	EdgeResponsesTotal = "tlb_edge_responses_total"
+	LocalLimitedTotal  = "tlb_local_limit_responses_total"
 )
 
 // Label values of the decision label.
@@ -42,6 +45,8 @@ type Metrics struct {
 	latency  *prometheus.HistogramVec
 	inFlight prometheus.Gauge
 	cacheErr *prometheus.CounterVec
+	edgeResp *prometheus.CounterVec
+	localRes *prometheus.CounterVec
 }
 
 // New returns Metrics with its own registry holding the Go runtime and
@@ -67,10 +72,18 @@ func New() *Metrics {
 			Help: "Cache backend failures turned into misses or no-ops by the fail-open decorator, by operation.",
 		}, []string{"op"}),
 	}
+	m.edgeResp = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: EdgeResponsesTotal,
+		Help: "Requests through the edge (Redis) limiter middleware by policy and result: admitted, or the status it answered itself (429, 503, 400 for an unreadable client identity, 500 for no client address).",
+	}, []string{"policy", "result"})
+	m.localRes = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: LocalLimitedTotal,
+		Help: "Requests the legacy local limiter answered itself, by status (429 over the local limit, 400/500 unreadable identity).",
+	}, []string{"status"})
 	m.registry.MustRegister(
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
-		m.outcomes, m.latency, m.inFlight, m.cacheErr,
+		m.outcomes, m.latency, m.inFlight, m.cacheErr, m.edgeResp, m.localRes,
 	)
 	return m
 }
@@ -98,15 +111,48 @@ func (m *Metrics) CacheFailure(op string, _ error) {
 	m.cacheErr.WithLabelValues(op).Inc()
 }
 
+// EdgeResponse counts one request the edge middleware handled: admitted, or
+// the status it answered. known bounds the policy label as InstrumentEdge
+// does.
+func (m *Metrics) EdgeResponse(policy ratelimit.PolicyID, known map[ratelimit.PolicyID]struct{}, admitted bool, status int) {
+	p := string(policy)
+	if _, ok := known[policy]; !ok {
+		p = OtherPolicy
+	}
+	m.edgeResp.WithLabelValues(p, resultLabel(admitted, status)).Inc()
+}
+
+// LocalLimited counts one response the local limiter wrote itself.
+func (m *Metrics) LocalLimited(status int) {
+	m.localRes.WithLabelValues(resultLabel(false, status)).Inc()
+}
+
+// resultLabel bounds a status to the values the limiters answer.
+func resultLabel(admitted bool, status int) string {
+	if admitted {
+		return "admitted"
+	}
+	switch status {
+	case 400, 429, 500, 503:
+		return strconv.Itoa(status)
+	}
+	return "other"
+}
+
+// KnownPolicies is the label set of policies: IDs outside it are "other".
+func KnownPolicies(ids []ratelimit.PolicyID) map[ratelimit.PolicyID]struct{} {
+	known := make(map[ratelimit.PolicyID]struct{}, len(ids))
+	for _, id := range ids {
+		known[id] = struct{}{}
+	}
+	return known
+}
+
 // InstrumentEdge wraps port so that every evaluation is counted and timed.
 // policies is the configured set; other IDs are labelled OtherPolicy. The
 // decorator returns the inner outcome unchanged.
 func (m *Metrics) InstrumentEdge(port ratelimit.EdgePort, policies []ratelimit.PolicyID) *Edge {
-	known := make(map[ratelimit.PolicyID]struct{}, len(policies))
-	for _, id := range policies {
-		known[id] = struct{}{}
-	}
-	return &Edge{inner: port, m: m, known: known, now: time.Now}
+	return &Edge{inner: port, m: m, known: KnownPolicies(policies), now: time.Now}
 }
 
 // Edge is the metrics decorator of ratelimit.EdgePort: it counts each

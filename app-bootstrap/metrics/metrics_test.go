@@ -142,3 +142,20 @@ func TestRegistriesArePrivate(t *testing.T) {
 	a.CacheFailure("get", nil)
 	assert.Equal(t, 0.0, testutil.ToFloat64(b.cacheErr.WithLabelValues("get")))
 }
+
+func TestEdgeAndLocalResponses(t *testing.T) {
+	m := New()
+	known := KnownPolicies([]ratelimit.PolicyID{"api"})
+	m.EdgeResponse("api", known, true, 0)
+	m.EdgeResponse("api", known, false, 429)
+	m.EdgeResponse("nope", known, false, 503)
+	m.EdgeResponse("api", known, false, 418)
+	m.LocalLimited(429)
+	m.LocalLimited(400)
+	assert.Equal(t, 1.0, testutil.ToFloat64(m.edgeResp.WithLabelValues("api", "admitted")))
+	assert.Equal(t, 1.0, testutil.ToFloat64(m.edgeResp.WithLabelValues("api", "429")))
+	assert.Equal(t, 1.0, testutil.ToFloat64(m.edgeResp.WithLabelValues("other", "503")), "unknown policy IDs are bounded")
+	assert.Equal(t, 1.0, testutil.ToFloat64(m.edgeResp.WithLabelValues("api", "other")), "unexpected statuses are bounded")
+	assert.Equal(t, 1.0, testutil.ToFloat64(m.localRes.WithLabelValues("429")))
+	assert.Equal(t, 1.0, testutil.ToFloat64(m.localRes.WithLabelValues("400")))
+}

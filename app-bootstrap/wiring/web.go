@@ -87,6 +87,11 @@ func NewHandler(p HandlerParams) (http.Handler, error) {
 		for _, r := range rl.Policies.Routes {
 			routes = append(routes, edge.Route{Pattern: r.Pattern, Policy: r.Policy})
 		}
+		ids := make([]ratelimit.PolicyID, 0, len(rl.Policies.Policies))
+		for _, pol := range rl.Policies.Policies {
+			ids = append(ids, pol.ID())
+		}
+		known := metrics.KnownPolicies(ids)
 		mw, err := edge.New(edge.Config{
 			Port:          p.Edge,
 			Subjects:      resolver,
@@ -95,6 +100,9 @@ func NewHandler(p HandlerParams) (http.Handler, error) {
 			Routes:        routes,
 			Timeout:       w.EvaluationTimeout,
 			Policies:      rl.Policies.Policies,
+			Observer: edge.ObserverFunc(func(o edge.Observation) {
+				p.Metrics.EdgeResponse(o.Policy, known, o.Admitted, o.Status)
+			}),
 		})
 		if err != nil {
 			return nil, fmt.Errorf("web: edge middleware: %w", err)
@@ -106,7 +114,7 @@ func NewHandler(p HandlerParams) (http.Handler, error) {
 		if err != nil {
 			return nil, fmt.Errorf("web: local limiter: %w", err)
 		}
-		api = lim.Wrap(resolver, api)
+		api = countLocal(lim.Wrap(resolver, markPassed(api)), p.Metrics)
 	}
 
 	root := http.NewServeMux()
@@ -115,6 +123,55 @@ func NewHandler(p HandlerParams) (http.Handler, error) {
 	root.Handle("GET "+PathMetrics, p.Metrics.Handler())
 	return root, nil
 }
+
+// passedKey marks, in a request's context, the flag the local limiter's next
+// handler sets: a request whose flag is still false after the limiter ran
+// was answered by the limiter itself.
+type passedKey struct{}
+
+func markPassed(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if f, ok := r.Context().Value(passedKey{}).(*bool); ok {
+			*f = true
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// countLocal counts the responses the local limiter writes itself (429, or
+// 400/500 for an unreadable identity) in tlb_local_limit_responses_total.
+func countLocal(limited http.Handler, m *metrics.Metrics) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		passed := false
+		sw := &statusWriter{ResponseWriter: w, status: http.StatusOK}
+		limited.ServeHTTP(sw, r.WithContext(context.WithValue(r.Context(), passedKey{}, &passed)))
+		if !passed {
+			m.LocalLimited(sw.status)
+		}
+	})
+}
+
+// statusWriter records the status written through it.
+type statusWriter struct {
+	http.ResponseWriter
+	status int
+	wrote  bool
+}
+
+func (s *statusWriter) WriteHeader(code int) {
+	if !s.wrote {
+		s.status, s.wrote = code, true
+	}
+	s.ResponseWriter.WriteHeader(code)
+}
+
+func (s *statusWriter) Write(b []byte) (int, error) {
+	s.wrote = true
+	return s.ResponseWriter.Write(b)
+}
+
+// Unwrap lets http.ResponseController reach the underlying writer.
+func (s *statusWriter) Unwrap() http.ResponseWriter { return s.ResponseWriter }
 
 // apiRoutes are the example API: enough to see both policies at work.
 func apiRoutes() *http.ServeMux {

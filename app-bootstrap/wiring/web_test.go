@@ -43,11 +43,25 @@ func (f *fakePort) requests() []ratelimit.Request {
 
 func newTestHandler(t *testing.T, cfg config.Config, port ratelimit.EdgePort, checks ...ReadinessCheck) http.Handler {
 	t.Helper()
+	h, _ := newTestHandlerMetrics(t, cfg, port, checks...)
+	return h
+}
+
+func newTestHandlerMetrics(t *testing.T, cfg config.Config, port ratelimit.EdgePort, checks ...ReadinessCheck) (http.Handler, *metrics.Metrics) {
+	t.Helper()
 	hh, err := newHealth(healthParams{Config: cfg, Logger: quietLogger(), Checks: checks})
 	require.NoError(t, err)
-	h, err := NewHandler(HandlerParams{Config: cfg, Logger: quietLogger(), Metrics: metrics.New(), Health: hh, Edge: port})
+	m := metrics.New()
+	h, err := NewHandler(HandlerParams{Config: cfg, Logger: quietLogger(), Metrics: m, Health: hh, Edge: port})
 	require.NoError(t, err)
-	return h
+	return h, m
+}
+
+func metricsText(t *testing.T, h http.Handler) string {
+	t.Helper()
+	rec := serve(h, http.MethodGet, PathMetrics)
+	require.Equal(t, http.StatusOK, rec.Code)
+	return rec.Body.String()
 }
 
 func serve(h http.Handler, method, target string, header ...string) *httptest.ResponseRecorder {
@@ -146,6 +160,24 @@ func TestWebLocalLimiterRunsFirst(t *testing.T) {
 	}
 	assert.Equal(t, []int{200, 200, 429, 429}, codes)
 	assert.Len(t, port.requests(), 2, "locally refused requests never reach the port")
+	text := metricsText(t, h)
+	assert.Contains(t, text, `tlb_local_limit_responses_total{status="429"} 2`)
+	assert.Contains(t, text, `tlb_edge_responses_total{policy="api",result="admitted"} 2`)
+}
+
+func TestWebEdgeResponsesCounted(t *testing.T) {
+	cfg := loadConfig(t, enabledKV("127.0.0.1:1")...)
+	port := &fakePort{out: decision(false, 0, time.Second)}
+	h := newTestHandler(t, cfg, port)
+	serve(h, http.MethodPost, PathLogin)
+	serve(h, http.MethodPost, PathLogin, "X-API-Key", strings.Repeat("k", 300)) // over the key bound: 400
+	port.out = ratelimit.Unavailable{PolicyID: "login", RetryAfter: time.Second, Category: ratelimit.CategoryAdmission}
+	serve(h, http.MethodPost, PathLogin)
+	text := metricsText(t, h)
+	assert.Contains(t, text, `tlb_edge_responses_total{policy="login",result="429"} 1`)
+	assert.Contains(t, text, `tlb_edge_responses_total{policy="login",result="400"} 1`)
+	assert.Contains(t, text, `tlb_edge_responses_total{policy="login",result="503"} 1`)
+	assert.NotContains(t, text, "tlb_local_limit_responses_total{", "the local limiter is off")
 }
 
 func TestWebDisabledHasNoEdge(t *testing.T) {

@@ -364,6 +364,7 @@ func TestE2ELocalLimiterAndGracefulStop(t *testing.T) {
 	}
 	assert.Equal(t, []int{200, 200, 200, 429, 429}, statuses, "burst 3, then the local limiter answers 429")
 	assert.Equal(t, http.StatusOK, call(t, http.MethodGet, in.url("/healthz")).status, "health is not limited")
+	assert.Contains(t, call(t, http.MethodGet, in.url("/metrics")).body, `tlb_local_limit_responses_total{status="429"} 2`)
 	assert.False(t, strings.HasSuffix(in.addr, ":1"), "-addr overrides APP_WEB_ADDR")
 
 	require.NoError(t, in.cmd.Process.Signal(syscall.SIGTERM))
