@@ -233,3 +233,28 @@ func TestNewLogger(t *testing.T) {
 	NewLogger(config.Log{Format: config.LogAuto}, &b).Info("hello")
 	assert.True(t, strings.HasPrefix(b.String(), "{"), "auto is JSON when not a terminal")
 }
+
+// TestRecoversWhenRedisComesBack: a service started while its coordination
+// Redis is down runs the start-up checks on a later readiness probe and
+// then admits again, without a restart.
+func TestRecoversWhenRedisComesBack(t *testing.T) {
+	rs := redistest.Start(t)
+	rs.Require(t, redistest.CapKill, redistest.CapRestart)
+	rs.Kill()
+	cfg := loadConfig(t, enabledKV(rs.Addr())...)
+	var srv *Server
+	app := fxtest.New(t, Options(cfg, quietLogger()), fx.Populate(&srv))
+	app.RequireStart()
+	defer app.RequireStop()
+	base := "http://" + srv.Addr()
+	resp, _ := do(t, http.MethodGet, base+PathReadyz)
+	require.Equal(t, http.StatusServiceUnavailable, resp.StatusCode)
+	resp, _ = do(t, http.MethodGet, base+PathPing)
+	require.Equal(t, http.StatusServiceUnavailable, resp.StatusCode)
+
+	rs.Restart()
+	resp, _ = do(t, http.MethodGet, base+PathReadyz)
+	assert.Equal(t, http.StatusOK, resp.StatusCode, "the readiness probe ran the start-up checks")
+	resp, body := do(t, http.MethodGet, base+PathPing)
+	assert.Equal(t, http.StatusOK, resp.StatusCode, body)
+}
