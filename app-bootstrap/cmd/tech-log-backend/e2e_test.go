@@ -215,8 +215,12 @@ func enabledEnv(t *testing.T, redisAddr string) []string {
 		"APP_RATE_LIMIT_DEFAULT_POLICY", "global",
 		"APP_WEB_SUBJECT_SECRET", "e2e-subject-secret-0123456789abcdefghijklm",
 		"APP_WEB_LOCAL_LIMIT_ENABLED", "false",
+		"APP_LOG_LEVEL", "debug",
 	)
 }
+
+// e2eSecrets are the secret values enabledEnv sets; no log line may hold one.
+var e2eSecrets = []string{"e2e-key-secret-0123456789abcdefghijklmnopq", "e2e-subject-secret-0123456789abcdefghijklm"}
 
 // TestE2EGlobalLimitAcrossInstances: two processes share one Redis; a
 // subject gets exactly the policy's capacity across both, then 429s with
@@ -268,6 +272,13 @@ func TestE2EGlobalLimitAcrossInstances(t *testing.T) {
 	assert.Contains(t, m.body, `tlb_ratelimit_outcomes_total{category="none",decision="allowed",kind="evaluated",policy="global"} 5`)
 	assert.Contains(t, m.body, `tlb_ratelimit_outcomes_total{category="none",decision="denied",kind="evaluated",policy="global"} 10`)
 	assert.NotContains(t, m.body, "e2e-client-global", "no subject in metrics")
+	for _, in := range []*instance{a, b} {
+		logs := in.logs()
+		assert.Contains(t, logs, `"msg":"starting"`)
+		for _, s := range append(e2eSecrets, "e2e-client-global") {
+			assert.NotContains(t, logs, s, "debug logs never hold a secret or a raw subject")
+		}
+	}
 }
 
 // TestE2ERetryAfterIsHonest: after a 429, waiting Retry-After seconds is
