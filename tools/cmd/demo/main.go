@@ -60,6 +60,9 @@ func run(args []string, stdout, stderr io.Writer) int {
 	fs.DurationVar(&o.window, "window", 5*time.Second, "the demo policy's fixed window, whole seconds 1s..60s")
 	fs.BoolVar(&o.keep, "keep-logs", false, "keep the temporary directory with the instances' logs")
 	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0
+		}
 		return 2
 	}
 	if err := o.validate(); err != nil {
@@ -122,7 +125,8 @@ func demo(ctx context.Context, o options, stdout, stderr io.Writer) (err error) 
 		return err
 	}
 	defer func() {
-		if o.keep || err != nil {
+		// Logs are kept when asked, and after a failure (not after Ctrl-C).
+		if o.keep || (err != nil && !errors.Is(err, context.Canceled)) {
 			fmt.Fprintf(stderr, "demo: logs kept in %s\n", dir)
 			return
 		}
