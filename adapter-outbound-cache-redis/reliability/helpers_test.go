@@ -5,7 +5,6 @@ import (
 	"crypto/rand"
 	"encoding/base64"
 	"encoding/hex"
-	"reflect"
 	"strconv"
 	"strings"
 	"testing"
@@ -14,6 +13,7 @@ import (
 	toxiproxy "github.com/Shopify/toxiproxy/v2"
 	_ "github.com/Shopify/toxiproxy/v2/toxics" // registers the toxic types
 	"github.com/redis/go-redis/v9"
+	"github.com/rs/zerolog"
 	"github.com/stretchr/testify/require"
 
 	"github.com/tech-log/tech-log-backend/adapter-outbound-cache-redis/programs"
@@ -39,16 +39,10 @@ func startProxy(t testing.TB, upstream string) *toxiproxy.Proxy {
 	return p
 }
 
-// newToxiServer calls toxiproxy.NewServer with a zero zerolog.Logger (which
-// discards everything) without importing zerolog: archcheck allows
-// toxiproxy in this adapter's tests, not its logger package.
+// newToxiServer returns an in-process toxiproxy server whose logger
+// discards everything.
 func newToxiServer() *toxiproxy.ApiServer {
-	fn := reflect.ValueOf(toxiproxy.NewServer)
-	out := fn.Call([]reflect.Value{
-		reflect.ValueOf(toxiproxy.NewMetricsContainer(nil)),
-		reflect.Zero(fn.Type().In(1)),
-	})
-	return out[0].Interface().(*toxiproxy.ApiServer)
+	return toxiproxy.NewServer(toxiproxy.NewMetricsContainer(nil), zerolog.Nop())
 }
 
 // addToxic adds one toxic given as toxiproxy's JSON and returns a func

@@ -16,11 +16,13 @@ const (
 
 // Third-party import-path patterns used by the table.
 const (
-	testify        = "github.com/stretchr/testify/..."
-	goleak         = "go.uber.org/goleak/..."
-	rapid          = "pgregory.net/rapid/..."
-	miniredis      = "github.com/alicebob/miniredis/v2/..."
-	toxiproxy      = "github.com/Shopify/toxiproxy/..."
+	testify   = "github.com/stretchr/testify/..."
+	goleak    = "go.uber.org/goleak/..."
+	rapid     = "pgregory.net/rapid/..."
+	miniredis = "github.com/alicebob/miniredis/v2/..."
+	toxiproxy = "github.com/Shopify/toxiproxy/..."
+	// zerolog is part of toxiproxy's API (NewServer takes a logger).
+	zerolog        = "github.com/rs/zerolog"
 	testcontainers = "github.com/testcontainers/..."
 	dockerAPI      = "github.com/moby/moby/..."
 	goRedis        = "github.com/redis/go-redis/v9/..."
@@ -50,7 +52,7 @@ func Project() Table {
 			{
 				Module: RedisAdapter,
 				Code:   Set{Std: true, Modules: []string{SharedContract, RedisAdapter}, Paths: []string{goRedis}},
-				Test:   Set{Paths: []string{testify, goleak, rapid, miniredis, toxiproxy}},
+				Test:   Set{Paths: []string{testify, goleak, rapid, miniredis, toxiproxy, zerolog}},
 				Packages: []PackageRule{{
 					// redistest is a test helper (like net/http/httptest): its
 					// non-test code may start containers and fail tests. The
