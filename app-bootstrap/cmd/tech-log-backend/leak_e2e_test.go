@@ -1,0 +1,491 @@
+package main_test
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/base64"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/tech-log/tech-log-backend/adapter-outbound-cache-redis/redistest"
+)
+
+// Secret and subject leak scan (service lane, issue 7's security item):
+// one full run of the real binary with the Redis limiter and the cache
+// enabled, ACL users with passwords, distinctive random secrets (partly via
+// _FILE variables), debug JSON logging, traffic that produces 200, 429, 400
+// and (wrong password, then a killed Redis) 503, and a configuration-error
+// run. Every byte the run produced is scanned for every secret, password,
+// raw API key and raw client IP, and for the hex and base64 encodings of
+// each.
+
+// lockedBuffer is an io.Writer safe for the exec copier goroutine and the test.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+// startCapturing is startInstance that also keeps the process's stdout.
+func startCapturing(t *testing.T, env []string) (*instance, *lockedBuffer) {
+	t.Helper()
+	cmd := exec.Command(binary(t), "-addr", "127.0.0.1:0")
+	cmd.Env = env
+	stdout := &lockedBuffer{}
+	cmd.Stdout = stdout
+	stderr, err := cmd.StderrPipe()
+	require.NoError(t, err)
+	require.NoError(t, cmd.Start())
+	in := &instance{cmd: cmd, done: make(chan struct{})}
+	addrCh := make(chan string, 1)
+	scanDone := make(chan struct{})
+	go func() {
+		defer close(scanDone)
+		sc := bufio.NewScanner(stderr)
+		sc.Buffer(make([]byte, 64<<10), 1<<20)
+		for sc.Scan() {
+			line := sc.Text()
+			in.mu.Lock()
+			in.lines = append(in.lines, line)
+			in.mu.Unlock()
+			if addr, ok := listeningAddr(line); ok {
+				select {
+				case addrCh <- addr:
+				default:
+				}
+			}
+		}
+	}()
+	go func() {
+		<-scanDone
+		in.err = cmd.Wait()
+		close(in.done)
+	}()
+	t.Cleanup(func() { in.stop(t) })
+	select {
+	case in.addr = <-addrCh:
+	case <-in.done:
+		t.Fatalf("instance exited before listening: %v\n%s", in.err, in.logs())
+	case <-time.After(startWait):
+		t.Fatalf("instance not listening after %v\n%s", startWait, in.logs())
+	}
+	return in, stdout
+}
+
+func listeningAddr(line string) (string, bool) {
+	const msg, key = `"msg":"listening"`, `"addr":"`
+	if !strings.Contains(line, msg) {
+		return "", false
+	}
+	i := strings.Index(line, key)
+	if i < 0 {
+		return "", false
+	}
+	rest := line[i+len(key):]
+	j := strings.IndexByte(rest, '"')
+	if j <= 0 {
+		return "", false
+	}
+	return rest[:j], true
+}
+
+// randomToken is prefix + 32 random base64url characters.
+func randomToken(t *testing.T, prefix string) string {
+	t.Helper()
+	b := make([]byte, 24)
+	_, err := rand.Read(b)
+	require.NoError(t, err)
+	return prefix + base64.RawURLEncoding.EncodeToString(b)
+}
+
+// encodings are s and its hex and base64 renderings.
+func encodings(s string) map[string]string {
+	b := []byte(s)
+	return map[string]string{
+		"raw":         s,
+		"hex":         hex.EncodeToString(b),
+		"HEX":         strings.ToUpper(hex.EncodeToString(b)),
+		"base64":      base64.StdEncoding.EncodeToString(b),
+		"base64raw":   base64.RawStdEncoding.EncodeToString(b),
+		"base64url":   base64.URLEncoding.EncodeToString(b),
+		"base64urlnp": base64.RawURLEncoding.EncodeToString(b),
+	}
+}
+
+// leakCorpus collects every byte the run produced, by source.
+type leakCorpus struct {
+	mu  sync.Mutex
+	src map[string]*strings.Builder
+}
+
+func (c *leakCorpus) add(source, text string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.src == nil {
+		c.src = map[string]*strings.Builder{}
+	}
+	b, ok := c.src[source]
+	if !ok {
+		b = &strings.Builder{}
+		c.src[source] = b
+	}
+	b.WriteString(text)
+	b.WriteByte('\n')
+}
+
+// addReply records a response's status line, every header and its body.
+func (c *leakCorpus) addReply(source string, r reply) {
+	var b strings.Builder
+	fmt.Fprintf(&b, "status %d\n", r.status)
+	names := make([]string, 0, len(r.header))
+	for k := range r.header {
+		names = append(names, k)
+	}
+	sort.Strings(names)
+	for _, k := range names {
+		fmt.Fprintf(&b, "%s: %s\n", k, strings.Join(r.header[k], ", "))
+	}
+	b.WriteString(r.body)
+	c.add(source, b.String())
+}
+
+// send is call with repeatable headers (h is sent as is).
+func send(t *testing.T, method, url string, h http.Header) reply {
+	t.Helper()
+	req, err := http.NewRequest(method, url, nil)
+	require.NoError(t, err)
+	req.Header = h
+	resp, err := client.Do(req)
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	b, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+	require.NoError(t, err)
+	return reply{resp.StatusCode, resp.Header, string(b)}
+}
+
+// redisDump renders every key of srv (SCAN, TYPE, DUMP and the typed
+// value), CLIENT LIST, ACL LOG and SLOWLOG (every command the service sent,
+// with slowlog-log-slower-than 0).
+func redisDump(t *testing.T, srv *redistest.Server) (dump string, keys int) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	admin := srv.Client()
+	var b strings.Builder
+	slow, err := admin.Do(ctx, "SLOWLOG", "GET", "-1").Result()
+	require.NoError(t, err)
+	fmt.Fprintf(&b, "slowlog %v\n", slow)
+	acl, err := admin.Do(ctx, "ACL", "LOG").Result()
+	require.NoError(t, err)
+	fmt.Fprintf(&b, "acl log %v\n", acl)
+	clients, err := admin.ClientList(ctx).Result()
+	require.NoError(t, err)
+	b.WriteString(clients)
+	var cursor uint64
+	for range 1000 {
+		var batch []string
+		batch, cursor, err = admin.Scan(ctx, cursor, "*", 100).Result()
+		require.NoError(t, err)
+		for _, k := range batch {
+			keys++
+			typ, err := admin.Type(ctx, k).Result()
+			require.NoError(t, err)
+			fmt.Fprintf(&b, "key %q type %s\n", k, typ)
+			d, err := admin.Dump(ctx, k).Result()
+			if !errors.Is(err, redis.Nil) {
+				require.NoError(t, err)
+			}
+			fmt.Fprintf(&b, "dump %q\n%s\n", d, d)
+			switch typ {
+			case "hash":
+				v, err := admin.HGetAll(ctx, k).Result()
+				require.NoError(t, err)
+				fmt.Fprintf(&b, "hash %v\n", v)
+			case "string":
+				v, err := admin.Get(ctx, k).Result()
+				require.NoError(t, err)
+				fmt.Fprintf(&b, "string %q\n", v)
+			}
+		}
+		if cursor == 0 {
+			break
+		}
+	}
+	require.Zero(t, cursor, "SCAN finished within 1000 rounds")
+	return b.String(), keys
+}
+
+// aclUser creates an ACL user with a password on srv and empties the
+// slowlog of the setup, so that it then records only the service's commands.
+func aclUser(t *testing.T, srv *redistest.Server, user, password string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	admin := srv.Client()
+	require.NoError(t, admin.Do(ctx, "ACL", "SETUSER", user, "reset", "on", ">"+password, "~*", "+@all").Err())
+	require.NoError(t, admin.Do(ctx, "SLOWLOG", "RESET").Err())
+}
+
+// TestE2ENoSecretOrSubjectLeaks: see the file comment. The scanned sources
+// are the processes' stdout and stderr (every log line, debug level),
+// every response (status, headers, body) including /metrics, /readyz and
+// /healthz before and after the kill, both Redis servers (keys, values,
+// DUMP, CLIENT LIST, ACL LOG, SLOWLOG), and the config-error run's output.
+func TestE2ENoSecretOrSubjectLeaks(t *testing.T) {
+	slowlog := []redistest.Option{redistest.WithConfig("slowlog-log-slower-than", "0"), redistest.WithConfig("slowlog-max-len", "100000")}
+	coord := redistest.Start(t, slowlog...)
+	coord.Require(t, redistest.CapKill)
+	cacheSrv := redistest.Start(t, slowlog...)
+
+	var (
+		keySecret      = randomToken(t, "lk-ks-")
+		subjectSecret  = randomToken(t, "lk-ss-")
+		cacheSecret    = randomToken(t, "lk-cs-")
+		coordPassword  = randomToken(t, "lk-pw-")
+		cachePassword  = randomToken(t, "lk-cp-")
+		wrongPassword  = randomToken(t, "lk-wp-")
+		apiKey         = randomToken(t, "lk-ak-")
+		otherKey       = randomToken(t, "lk-ok-")
+		configSecret   = randomToken(t, "lk-cfg-")
+		configPassword = randomToken(t, "lk-cfp-")
+		shortSecret    = "lk-short-" + randomToken(t, "")[:8]
+	)
+	rb := make([]byte, 2)
+	_, err := rand.Read(rb)
+	require.NoError(t, err)
+	clientIP := fmt.Sprintf("198.18.%d.%d", rb[0], 1+rb[1]%250) // benchmarking range: never a real peer here
+
+	aclUser(t, coord, "tlb-rate", coordPassword)
+	aclUser(t, cacheSrv, "tlb-cache", cachePassword)
+
+	dir := t.TempDir()
+	write := func(name, content string) string {
+		p := filepath.Join(dir, name)
+		require.NoError(t, os.WriteFile(p, []byte(content), 0o600))
+		return p
+	}
+	policies := write("policies.json", e2ePolicies)
+	pwFile := write("coord-password", coordPassword+"\n")
+	subjectFile := write("subject-secret", subjectSecret)
+	cacheSecretFile := write("cache-secret", cacheSecret+"\n")
+
+	env := func(password []string, trusted string) []string {
+		return baseEnv(
+			"APP_LOG_LEVEL", "debug",
+			"APP_RATE_LIMIT_ENABLED", "true",
+			"APP_RATE_LIMIT_PROVIDER", "redis",
+			"APP_RATE_LIMIT_REDIS_ADDR", coord.Addr(),
+			"APP_RATE_LIMIT_REDIS_USERNAME", "tlb-rate",
+			password[0], password[1],
+			"APP_RATE_LIMIT_KEY_SECRET", keySecret,
+			"APP_RATE_LIMIT_POLICIES_FILE", policies,
+			"APP_RATE_LIMIT_DEFAULT_POLICY", "global",
+			"APP_WEB_SUBJECT_SECRET_FILE", subjectFile,
+			"APP_WEB_TRUSTED_PROXIES", trusted,
+			"APP_WEB_LOCAL_LIMIT_ENABLED", "false",
+			"APP_CACHE_ENABLED", "true",
+			"APP_CACHE_REDIS_ADDR", cacheSrv.Addr(),
+			"APP_CACHE_REDIS_USERNAME", "tlb-cache",
+			"APP_CACHE_REDIS_PASSWORD", cachePassword,
+			"APP_CACHE_REDIS_KEY_SECRET_FILE", cacheSecretFile,
+		)
+	}
+	trusted, stdoutT := startCapturing(t, env([]string{"APP_RATE_LIMIT_REDIS_PASSWORD_FILE", pwFile}, "127.0.0.1/32,::1/128"))
+	untrusted, stdoutU := startCapturing(t, env([]string{"APP_RATE_LIMIT_REDIS_PASSWORD", coordPassword}, "192.0.2.0/24"))
+	wrong, stdoutW := startCapturing(t, env([]string{"APP_RATE_LIMIT_REDIS_PASSWORD", wrongPassword}, "127.0.0.1/32"))
+
+	corpus := &leakCorpus{}
+	statuses := map[string]map[int]int{}
+	hit := func(label string, in *instance, method, path string, h http.Header) reply {
+		t.Helper()
+		r := send(t, method, in.url(path), h)
+		corpus.addReply("responses", r)
+		if statuses[label] == nil {
+			statuses[label] = map[int]int{}
+		}
+		statuses[label][r.status]++
+		return r
+	}
+	hdr := func(kv ...string) http.Header {
+		h := http.Header{}
+		for i := 0; i+1 < len(kv); i += 2 {
+			h.Add(kv[i], kv[i+1])
+		}
+		return h
+	}
+	probes := func(stage string) {
+		for _, in := range []*instance{trusted, untrusted, wrong} {
+			for _, p := range []string{"/metrics", "/readyz", "/healthz"} {
+				hit(stage+" "+p, in, http.MethodGet, p, nil)
+			}
+		}
+	}
+
+	// 200s then 429s: the raw API key, the forwarded IP through a trusted
+	// proxy, and the same forwarded IP through an untrusted one (ignored:
+	// the subject is the loopback peer, with its own budget).
+	for range 12 {
+		hit("api key", trusted, http.MethodGet, "/api/v1/ping", hdr("X-API-Key", apiKey))
+		hit("trusted xff", trusted, http.MethodGet, "/api/v1/ping", hdr("X-Forwarded-For", clientIP))
+		hit("untrusted xff", untrusted, http.MethodGet, "/api/v1/ping", hdr("X-Forwarded-For", clientIP+", 127.0.0.1"))
+	}
+	for range 5 {
+		hit("login", untrusted, http.MethodPost, "/api/v1/login", hdr("X-API-Key", apiKey, "X-Forwarded-For", clientIP))
+	}
+	// 400s: an ambiguous and an oversized key.
+	hit("bad key", trusted, http.MethodGet, "/api/v1/ping", hdr("X-API-Key", apiKey, "X-API-Key", otherKey))
+	hit("bad key", trusted, http.MethodGet, "/api/v1/ping", hdr("X-API-Key", strings.Repeat(otherKey, 64)))
+	// 503s: a wrong coordination password.
+	for range 3 {
+		hit("wrong password", wrong, http.MethodGet, "/api/v1/ping", hdr("X-API-Key", apiKey, "X-Forwarded-For", clientIP))
+	}
+	probes("up")
+
+	dump, coordKeys := redisDump(t, coord)
+	corpus.add("coordination redis", dump)
+	assert.Positive(t, coordKeys, "the limiter wrote state to be scanned")
+	assert.Contains(t, dump, "user=tlb-rate", "the service authenticated as the ACL user")
+	cacheDump, _ := redisDump(t, cacheSrv)
+	corpus.add("cache redis", cacheDump)
+
+	// 503s: the coordination server is gone.
+	coord.Kill()
+	for range 3 {
+		hit("redis down", trusted, http.MethodGet, "/api/v1/ping", hdr("X-API-Key", apiKey))
+		hit("redis down", trusted, http.MethodGet, "/api/v1/ping", hdr("X-Forwarded-For", clientIP))
+		hit("redis down", untrusted, http.MethodGet, "/api/v1/ping", hdr("X-Forwarded-For", clientIP))
+	}
+	probes("down")
+
+	for _, in := range []*instance{trusted, untrusted, wrong} {
+		in.stop(t) // shutdown lines are logged too
+	}
+	for name, in := range map[string]*instance{"trusted": trusted, "untrusted": untrusted, "wrong password": wrong} {
+		corpus.add("stderr "+name, in.logs())
+	}
+	corpus.add("stdout", stdoutT.String()+stdoutU.String()+stdoutW.String())
+
+	// Configuration errors with the secrets set (and conflicting or
+	// too-short ones): a value that does not parse (reported alone), and
+	// values that parse but are invalid (every problem reported).
+	for _, run := range []struct {
+		timeout string
+		want    []string
+	}{
+		{"soon", []string{"APP_RATE_LIMIT_COMMAND_TIMEOUT"}},
+		{"20s", []string{"APP_RATE_LIMIT_COMMAND_TIMEOUT", "APP_RATE_LIMIT_REDIS_PASSWORD", "APP_WEB_SUBJECT_SECRET", "APP_CACHE_REDIS_KEY_SECRET"}},
+	} {
+		ctx, cancel := context.WithTimeout(context.Background(), startWait)
+		cmd := exec.CommandContext(ctx, binary(t))
+		cmd.Env = baseEnv(
+			"APP_RATE_LIMIT_ENABLED", "true",
+			"APP_RATE_LIMIT_PROVIDER", "redis",
+			"APP_RATE_LIMIT_REDIS_ADDR", "127.0.0.1:6399",
+			"APP_RATE_LIMIT_REDIS_USERNAME", "tlb-rate",
+			"APP_RATE_LIMIT_REDIS_PASSWORD", configPassword,
+			"APP_RATE_LIMIT_REDIS_PASSWORD_FILE", pwFile,
+			"APP_RATE_LIMIT_KEY_SECRET", configSecret,
+			"APP_RATE_LIMIT_COMMAND_TIMEOUT", run.timeout,
+			"APP_RATE_LIMIT_DEFAULT_POLICY", "global",
+			"APP_WEB_SUBJECT_SECRET", shortSecret,
+			"APP_CACHE_ENABLED", "true",
+			"APP_CACHE_REDIS_ADDR", "127.0.0.1:6398",
+			"APP_CACHE_REDIS_PASSWORD", cachePassword,
+			"APP_CACHE_REDIS_KEY_SECRET", keySecret,
+			"APP_CACHE_REDIS_KEY_SECRET_FILE", cacheSecretFile,
+		)
+		var cfgOut, cfgErr bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &cfgOut, &cfgErr
+		err := cmd.Run()
+		cancel()
+		var exit *exec.ExitError
+		require.True(t, errors.As(err, &exit), "timeout %s: want a non-zero exit, got %v\n%s", run.timeout, err, cfgErr.String())
+		assert.Equal(t, 2, exit.ExitCode(), "timeout %s", run.timeout)
+		for _, v := range run.want {
+			assert.Contains(t, cfgErr.String(), "config: "+v+":", "timeout %s: %s is reported", run.timeout, v)
+		}
+		corpus.add("config error", cfgOut.String()+cfgErr.String())
+	}
+
+	// The run covered what it claims to.
+	for label, want := range map[string][]int{
+		"api key":        {http.StatusOK, http.StatusTooManyRequests},
+		"trusted xff":    {http.StatusOK, http.StatusTooManyRequests},
+		"untrusted xff":  {http.StatusOK, http.StatusTooManyRequests},
+		"login":          {http.StatusOK, http.StatusTooManyRequests},
+		"bad key":        {http.StatusBadRequest},
+		"wrong password": {http.StatusServiceUnavailable},
+		"redis down":     {http.StatusServiceUnavailable},
+		"down /readyz":   {http.StatusServiceUnavailable},
+		"up /metrics":    {http.StatusOK},
+	} {
+		for _, code := range want {
+			assert.Positive(t, statuses[label][code], "%s: want a %d (got %v)", label, code, statuses[label])
+		}
+	}
+	assert.Equal(t, 10, statuses["api key"][http.StatusOK], "the global capacity")
+	assert.Equal(t, 10, statuses["trusted xff"][http.StatusOK], "the forwarded client is one subject")
+	assert.Equal(t, 10, statuses["untrusted xff"][http.StatusOK], "an untrusted peer's X-Forwarded-For is ignored: the loopback peer has its own budget")
+	assert.Equal(t, 2, statuses["up /readyz"][http.StatusOK], "ready with the right password")
+	assert.Equal(t, 1, statuses["up /readyz"][http.StatusServiceUnavailable], "not ready with the wrong one")
+	responses := corpus.src["responses"].String()
+	assert.Contains(t, responses, `tlb_ratelimit_outcomes_total{category="none",decision="denied"`, "the scanned metrics hold the run's outcomes")
+	assert.Contains(t, corpus.src["stderr trusted"].String(), `"level":"DEBUG"`, "debug logging is on")
+	assert.Contains(t, corpus.src["stderr trusted"].String(), `"msg":"starting"`)
+	assert.Contains(t, corpus.src["stderr trusted"].String(), `"msg":"stopped"`)
+
+	needles := map[string]string{}
+	for name, s := range map[string]string{
+		"rate-limit key secret": keySecret, "subject secret": subjectSecret, "cache key secret": cacheSecret,
+		"coordination password": coordPassword, "cache password": cachePassword, "wrong password": wrongPassword,
+		"raw API key": apiKey, "second API key": otherKey,
+		"config-run key secret": configSecret, "config-run password": configPassword, "too-short subject secret": shortSecret,
+	} {
+		for enc, v := range encodings(s) {
+			needles[name+" ("+enc+")"] = v
+		}
+		// A truncated rendering still gives a token's random core away.
+		if len(s) > 32 {
+			needles[name+" (core)"] = s[len(s)-32:][:16]
+		}
+	}
+	needles["raw client IP"] = clientIP
+	require.Len(t, corpus.src, 8, "every source was collected")
+	for source, text := range corpus.src {
+		t.Logf("scanned %s: %d bytes for %d needles", source, text.Len(), len(needles))
+		if source != "stdout" { // the service logs to stderr; stdout is scanned but may be empty
+			require.NotEmpty(t, strings.TrimSpace(text.String()), source)
+		}
+		for name, n := range needles {
+			assert.NotContains(t, text.String(), n, "%s contains the %s", source, name)
+		}
+	}
+}
