@@ -7,6 +7,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/go-redis/redis_rate/v10"
@@ -48,6 +49,10 @@ const (
 	// benchLimit is far above what any run reaches, so every call takes the
 	// admitting (writing) path of every limiter: the costlier path.
 	benchLimit = 1_000_000_000
+	// memLimit per hour is the realistic limit of the memory phase: it gives
+	// stored numbers of realistic width, and a GCRA state (redis_rate) that
+	// lives 36 s after one call instead of expiring within a second.
+	memLimit = 100
 )
 
 // trivialSource is the server-CPU baseline: the least a fixed-window
@@ -62,7 +67,10 @@ type limiter struct {
 	Family    string
 	Algorithm string // wire name; the peers' own algorithm for redis_rate/ulule
 	op        func(ctx context.Context, i int) error
-	close     func() error
+	// memOp is op under the realistic limits of the memory phase (memLimit
+	// per hour), nil for limiters the memory phase does not measure.
+	memOp func(ctx context.Context, i int) error
+	close func() error
 }
 
 // subjects are the pseudonymized subject digests of a run: index n (the
@@ -92,12 +100,13 @@ func clientConfig(addr string) redisrate.ClientConfig {
 	}
 }
 
-// policies returns one policy per algorithm, ids "fw", "sw", "tb".
-func policies() ([]ratelimit.Policy, error) {
+// policies returns one policy per algorithm allowing limit per hour. The
+// ids are two characters each, so that every state key has the same length.
+func policies(ids [3]ratelimit.PolicyID, limit int64) ([]ratelimit.Policy, error) {
 	specs := []ratelimit.PolicySpec{
-		{ID: "fw", Algorithm: ratelimit.AlgorithmFixedWindow, Params: ratelimit.FixedWindow{Limit: benchLimit, Window: time.Hour}},
-		{ID: "sw", Algorithm: ratelimit.AlgorithmSlidingWindowCounter, Params: ratelimit.SlidingWindowCounter{Limit: benchLimit, Window: time.Hour}},
-		{ID: "tb", Algorithm: ratelimit.AlgorithmTokenBucket, Params: ratelimit.TokenBucket{Capacity: benchLimit, RefillTokens: benchLimit, RefillPeriod: time.Hour}},
+		{ID: ids[0], Algorithm: ratelimit.AlgorithmFixedWindow, Params: ratelimit.FixedWindow{Limit: limit, Window: time.Hour}},
+		{ID: ids[1], Algorithm: ratelimit.AlgorithmSlidingWindowCounter, Params: ratelimit.SlidingWindowCounter{Limit: limit, Window: time.Hour}},
+		{ID: ids[2], Algorithm: ratelimit.AlgorithmTokenBucket, Params: ratelimit.TokenBucket{Capacity: limit, RefillTokens: limit, RefillPeriod: time.Hour}},
 	}
 	out := make([]ratelimit.Policy, 0, len(specs))
 	for _, spec := range specs {
@@ -173,7 +182,11 @@ func newLimiters(ctx context.Context, addr string, subs subjects) (set *limiterS
 	}()
 	cfg := clientConfig(addr)
 	newClient := func() (*redis.Client, error) { return redisrate.NewClient(cfg) }
-	pols, err := policies()
+	pols, err := policies([3]ratelimit.PolicyID{"fw", "sw", "tb"}, benchLimit)
+	if err != nil {
+		return set, err
+	}
+	memPols, err := policies([3]ratelimit.PolicyID{"fh", "sh", "th"}, memLimit)
 	if err != nil {
 		return set, err
 	}
@@ -190,7 +203,7 @@ func newLimiters(ctx context.Context, addr string, subs subjects) (set *limiterS
 	if err != nil {
 		return set, err
 	}
-	prov, err := redisrate.New(pc, provKeys, pols, redisrate.Options{CommandTimeout: cfg.CommandTimeout, MaxInFlight: cfg.PoolSize})
+	prov, err := redisrate.New(pc, provKeys, append(slices.Clone(pols), memPols...), redisrate.Options{CommandTimeout: cfg.CommandTimeout, MaxInFlight: cfg.PoolSize})
 	if err != nil {
 		_ = pc.Close()
 		return set, fmt.Errorf("bench: provider: %w", err)
@@ -200,17 +213,21 @@ func newLimiters(ctx context.Context, addr string, subs subjects) (set *limiterS
 		return set, fmt.Errorf("bench: provider start: %w", err)
 	}
 	provClosed := false
-	for _, pol := range pols {
-		alg, id := pol.Algorithm().String(), pol.ID()
+	evaluate := func(id ratelimit.PolicyID) func(ctx context.Context, i int) error {
+		return func(ctx context.Context, i int) error {
+			out := prov.Evaluate(ctx, ratelimit.Request{PolicyID: id, SubjectDigest: subs[i], Cost: 1, Deadline: deadline})
+			if !ratelimit.Admitted(out) {
+				return fmt.Errorf("provider %s: not admitted: %#v", id, out)
+			}
+			return nil
+		}
+	}
+	for k, pol := range pols {
+		alg := pol.Algorithm().String()
 		set.add(&limiter{
 			Name: providerName(alg), Family: FamilyProvider, Algorithm: alg,
-			op: func(ctx context.Context, i int) error {
-				out := prov.Evaluate(ctx, ratelimit.Request{PolicyID: id, SubjectDigest: subs[i], Cost: 1, Deadline: deadline})
-				if !ratelimit.Admitted(out) {
-					return fmt.Errorf("provider %s: not admitted: %#v", alg, out)
-				}
-				return nil
-			},
+			op:    evaluate(pol.ID()),
+			memOp: evaluate(memPols[k].ID()),
 			close: func() error { // the three share one provider
 				if provClosed {
 					return nil
@@ -274,12 +291,12 @@ func newLimiters(ctx context.Context, addr string, subs subjects) (set *limiterS
 		return set, fmt.Errorf("bench: SCRIPT LOAD trivial: %w", err)
 	}
 	ttl := time.Hour.Milliseconds()
+	trivial := func(ctx context.Context, i int) error {
+		return tc.EvalSha(ctx, tsha, []string{tkeys[i]}, ttl).Err()
+	}
 	set.add(&limiter{
 		Name: FamilyTrivial, Family: FamilyTrivial, Algorithm: "incr_pexpire",
-		op: func(ctx context.Context, i int) error {
-			return tc.EvalSha(ctx, tsha, []string{tkeys[i]}, ttl).Err()
-		},
-		close: tc.Close,
+		op: trivial, memOp: trivial, close: tc.Close,
 	})
 
 	// github.com/go-redis/redis_rate/v10: GCRA, the closest peer of the
@@ -289,11 +306,9 @@ func newLimiters(ctx context.Context, addr string, subs subjects) (set *limiterS
 		return set, err
 	}
 	rl := redis_rate.NewLimiter(rc)
-	rlimit := redis_rate.Limit{Rate: benchLimit, Burst: benchLimit, Period: time.Hour}
-	set.add(&limiter{
-		Name: FamilyRedisRate, Family: FamilyRedisRate, Algorithm: "gcra",
-		op: func(ctx context.Context, i int) error {
-			res, err := rl.Allow(ctx, string(subs[i]), rlimit)
+	allow := func(limit redis_rate.Limit) func(ctx context.Context, i int) error {
+		return func(ctx context.Context, i int) error {
+			res, err := rl.Allow(ctx, string(subs[i]), limit)
 			if err != nil {
 				return err
 			}
@@ -301,7 +316,12 @@ func newLimiters(ctx context.Context, addr string, subs subjects) (set *limiterS
 				return fmt.Errorf("redis_rate: denied: %+v", *res)
 			}
 			return nil
-		},
+		}
+	}
+	set.add(&limiter{
+		Name: FamilyRedisRate, Family: FamilyRedisRate, Algorithm: "gcra",
+		op:    allow(redis_rate.Limit{Rate: benchLimit, Burst: benchLimit, Period: time.Hour}),
+		memOp: allow(redis_rate.PerHour(memLimit)),
 		close: rc.Close,
 	})
 
@@ -317,10 +337,9 @@ func newLimiters(ctx context.Context, addr string, subs subjects) (set *limiterS
 		_ = uc.Close()
 		return set, fmt.Errorf("bench: ulule store: %w", err)
 	}
-	ul := ulule.New(store, ulule.Rate{Period: time.Hour, Limit: benchLimit})
-	set.add(&limiter{
-		Name: FamilyUlule, Family: FamilyUlule, Algorithm: "fixed_window",
-		op: func(ctx context.Context, i int) error {
+	get := func(limit int64) func(ctx context.Context, i int) error {
+		ul := ulule.New(store, ulule.Rate{Period: time.Hour, Limit: limit})
+		return func(ctx context.Context, i int) error {
 			res, err := ul.Get(ctx, string(subs[i]))
 			if err != nil {
 				return err
@@ -329,8 +348,11 @@ func newLimiters(ctx context.Context, addr string, subs subjects) (set *limiterS
 				return fmt.Errorf("ulule: limit reached: %+v", res)
 			}
 			return nil
-		},
-		close: uc.Close,
+		}
+	}
+	set.add(&limiter{
+		Name: FamilyUlule, Family: FamilyUlule, Algorithm: "fixed_window",
+		op: get(benchLimit), memOp: get(memLimit), close: uc.Close,
 	})
 	return set, nil
 }

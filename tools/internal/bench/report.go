@@ -275,7 +275,7 @@ func renderClient(b *strings.Builder, res *Results) {
 }
 
 func renderMemory(b *strings.Builder, res *Results) {
-	fmt.Fprintf(b, "INFO `used_memory` after one call for each of N distinct subjects minus `used_memory` after FLUSHALL, / N; both readings less `mem_clients_normal` (connection buffers). Includes the key name, the value, the main and expires dictionary entries and their bucket arrays.\n\n")
+	fmt.Fprintf(b, "INFO `used_memory` after one call for each of N distinct subjects minus `used_memory` after FLUSHALL, / N; both readings less `mem_clients_normal` (connection buffers). Includes the key name, the value, the main and expires dictionary entries and their bucket arrays. Every limiter allows %d per hour here (realistic widths of the stored numbers; a GCRA state lives 36 s after one call).\n\n", res.Settings.MemoryLimitPerHour)
 	fmt.Fprintf(b, "| limiter | N | B/subject | sample key length | MEMORY USAGE of a sample key | type / encoding |\n|---|---:|---:|---:|---:|---|\n")
 	for _, m := range res.Memory {
 		fmt.Fprintf(b, "| %s | %d | %.1f | %d | %d | %s / %s |\n", m.Limiter, m.Subjects, m.BytesPerSubject, m.SampleKeyLen, m.SampleUsage, m.SampleType, m.SampleEncoding)

@@ -68,6 +68,8 @@ type Settings struct {
 	MicroBenchtime   string  `json:"microBenchtime"`
 	PoolSize         int     `json:"poolSize"`
 	Limit            int64   `json:"limit"`
+	// MemoryLimitPerHour is the limit of every limiter in the memory phase.
+	MemoryLimitPerHour int64 `json:"memoryLimitPerHour"`
 }
 
 // Cell is the median over repetitions of one limiter at one concurrency

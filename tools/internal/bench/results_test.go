@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"slices"
 	"strings"
 	"testing"
 
@@ -79,7 +80,7 @@ func TestTargetJudge(t *testing.T) {
 
 func TestEvaluateTargetsWithoutDataIsNotMeasured(t *testing.T) {
 	ts := evaluateTargets(&Results{})
-	require.Len(t, ts, 12)
+	require.Len(t, ts, 13)
 	for _, tg := range ts {
 		assert.Equal(t, StatusNotMeasured, tg.Status, tg.ID)
 	}
@@ -115,4 +116,20 @@ func TestRenderDocReplacesOnlyMarkedSections(t *testing.T) {
 	assert.ErrorContains(t, err, `"memory"`)
 	_, err = RenderDoc([]byte(doc.String()+beginMarker("targets")), res)
 	assert.ErrorContains(t, err, `"targets"`)
+}
+
+func TestRepOrderAlternatesPairs(t *testing.T) {
+	for rep := range 6 {
+		order := repOrder(rep)
+		require.ElementsMatch(t, matrixOrder, order, "rep %d runs every limiter once", rep)
+		for _, alg := range []string{"fixed_window", "sliding_window_counter", "token_bucket"} {
+			p, b := slices.Index(order, providerName(alg)), slices.Index(order, bareName(alg))
+			if rep%2 == 0 {
+				assert.Less(t, p, b, "rep %d: provider first", rep)
+			} else {
+				assert.Greater(t, p, b, "rep %d: bare first", rep)
+			}
+		}
+	}
+	assert.NotEqual(t, repOrder(0)[0], repOrder(2)[0], "the first limiter changes")
 }

@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"runtime/pprof"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -136,6 +137,7 @@ func Run(ctx context.Context, cfg Config) (*Results, error) {
 			DistinctSubjects: cfg.DistinctSubjects, Concurrency: cfg.Concurrency, Reps: cfg.Reps,
 			RunSeconds: cfg.RunDuration.Seconds(), MaxOpsPerRun: cfg.MaxOpsPerRun, MemorySubjects: cfg.MemorySubjects,
 			MicroCount: cfg.MicroCount, MicroBenchtime: cfg.MicroBenchtime, PoolSize: benchPoolSize, Limit: benchLimit,
+			MemoryLimitPerHour: memLimit,
 		},
 	}
 	res.Machine = machineInfo(ctx, cfg.Root)
@@ -209,14 +211,38 @@ func redisPhases(ctx context.Context, cfg Config, res *Results) (err error) {
 	return err
 }
 
-// matrixOrder is the order of limiters inside one repetition; each
-// repetition rotates it by one, so that no limiter always runs first and
-// baseline and subject runs alternate (A B A B ...).
+// matrixOrder is the order of limiters inside one repetition; see repOrder.
 var matrixOrder = []string{
 	providerName("fixed_window"), bareName("fixed_window"),
 	providerName("sliding_window_counter"), bareName("sliding_window_counter"),
 	providerName("token_bucket"), bareName("token_bucket"),
 	FamilyRedisRate, FamilyUlule, FamilyTrivial,
+}
+
+// matrixUnits are the groups of limiters that run back to back: each
+// provider with its bare baseline, then the peers and the trivial script.
+var matrixUnits = [][]string{
+	{providerName("fixed_window"), bareName("fixed_window")},
+	{providerName("sliding_window_counter"), bareName("sliding_window_counter")},
+	{providerName("token_bucket"), bareName("token_bucket")},
+	{FamilyRedisRate}, {FamilyUlule}, {FamilyTrivial},
+}
+
+// repOrder is the order of repetition rep: the units rotated by rep, so no
+// limiter always runs first; inside a pair the provider runs first on even
+// and second on odd repetitions (A B, B A, ...), so neither always profits
+// from, or suffers, its position.
+func repOrder(rep int) []string {
+	n := len(matrixUnits)
+	var out []string
+	for k := range n {
+		unit := slices.Clone(matrixUnits[(k+rep)%n])
+		if rep%2 == 1 {
+			slices.Reverse(unit)
+		}
+		out = append(out, unit...)
+	}
+	return out
 }
 
 // matrix measures every limiter at every concurrency over both subject
@@ -250,8 +276,7 @@ func matrix(ctx context.Context, cfg Config, srv *Server, set *limiterSet, res *
 				next[name] = new(atomic.Uint64)
 			}
 			for rep := range cfg.Reps {
-				for k := range matrixOrder {
-					name := matrixOrder[(k+rep)%len(matrixOrder)]
+				for _, name := range repOrder(rep) {
 					r, err := measure(ctx, srv, runSpec{
 						lim: set.byName[name], concurrency: c, subjects: subjects, rep: rep,
 						duration: cfg.RunDuration, maxOps: cfg.MaxOpsPerRun, warmup: cfg.Warmup,
@@ -372,6 +397,9 @@ func memoryPhase(ctx context.Context, cfg Config, srv *Server, set *limiterSet) 
 	var out []Memory
 	for _, name := range memoryLimiters {
 		lim := set.byName[name]
+		if lim == nil || lim.memOp == nil {
+			return nil, fmt.Errorf("bench: no memory-phase limiter %q", name)
+		}
 		if err := srv.Flush(ctx); err != nil {
 			return nil, err
 		}
@@ -382,7 +410,7 @@ func memoryPhase(ctx context.Context, cfg Config, srv *Server, set *limiterSet) 
 		var next atomic.Int64
 		next.Store(-1)
 		err = parallel(16, int64(cfg.MemorySubjects), func(int) error {
-			return lim.op(ctx, int(next.Add(1)))
+			return lim.memOp(ctx, int(next.Add(1)))
 		})
 		if err != nil {
 			return nil, fmt.Errorf("bench: memory %s: %w", name, err)

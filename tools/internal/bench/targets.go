@@ -16,6 +16,7 @@ const (
 	TargetParseAllocs        = "reply-parsing-allocs"
 	TargetMemoryPerSubject   = "redis-memory-per-subject"
 	TargetServerCPU          = "server-cpu-vs-trivial"
+	TargetServerCPUProcess   = "server-process-cpu-vs-trivial"
 	TargetLocalLimiterNanos  = "local-limiter-time"
 	TargetLocalLimiterAllocs = "local-limiter-allocs"
 	TargetMiddlewareOverhead = "middleware-overhead"
@@ -86,25 +87,33 @@ func evaluateTargets(res *Results) []Target {
 	add(Target{ID: TargetMemoryPerSubject, Title: "Redis memory per subject, each algorithm", Goal: "<= 120 B/subject", Op: "<=", Threshold: 120, Unit: "B/subject",
 		Note: "beside: " + strings.Join(peers, ", ")}, mem, memWhere, memOK)
 
-	// Server CPU: the script's own time is a property of the program, so
-	// the claim is the median over every paired run of each algorithm;
-	// the worst algorithm counts.
-	cpu, cpuWhere, cpuOK := 0.0, "", false
-	for _, alg := range algorithms {
-		var vals []float64
-		for _, c := range res.Comparisons {
-			if c.Name == CmpScriptVsTrivialUsec && c.A == providerName(alg.String()) {
-				vals = append(vals, c.Values...)
+	// Server CPU: a property of the program, so the claim is the median
+	// over every paired run of each algorithm; the worst algorithm counts.
+	// Judged twice: on the script's own time (commandstats usec_per_call,
+	// the strict reading) and on the whole redis-server process
+	// (used_cpu_user+sys per call: request parsing, script, reply, I/O).
+	serverCPU := func(cmpName, what string) (float64, string, bool) {
+		v, where, found := 0.0, "", false
+		for _, alg := range algorithms {
+			var vals []float64
+			for _, c := range res.Comparisons {
+				if c.Name == cmpName && c.A == providerName(alg.String()) {
+					vals = append(vals, c.Values...)
+				}
+			}
+			if len(vals) == 0 {
+				continue
+			}
+			if med := median(vals); !found || med > v {
+				v, where, found = med, "worst: "+alg.String()+" (median of all paired runs, "+what+")", true
 			}
 		}
-		if len(vals) == 0 {
-			continue
-		}
-		if med := median(vals); !cpuOK || med > cpu {
-			cpu, cpuWhere, cpuOK = med, "worst: "+alg.String()+" (median of all paired runs, evalsha usec_per_call)", true
-		}
+		return v, where, found
 	}
-	add(Target{ID: TargetServerCPU, Title: "Server CPU per evaluation vs a trivial INCR+PEXPIRE script", Goal: "<= 2x", Op: "<=", Threshold: 2, Unit: "x"}, cpu, cpuWhere, cpuOK)
+	v, w, ok = serverCPU(CmpScriptVsTrivialUsec, "evalsha usec_per_call")
+	add(Target{ID: TargetServerCPU, Title: "Server CPU per evaluation vs a trivial INCR+PEXPIRE script: script time", Goal: "<= 2x", Op: "<=", Threshold: 2, Unit: "x"}, v, w, ok)
+	v, w, ok = serverCPU(CmpServerVsTrivialCPU, "redis-server used_cpu per call")
+	add(Target{ID: TargetServerCPUProcess, Title: "Server CPU per evaluation vs a trivial INCR+PEXPIRE script: whole redis-server", Goal: "<= 2x", Op: "<=", Threshold: 2, Unit: "x"}, v, w, ok)
 
 	m, ok = micro(MicroLocalLimiter)
 	raw, rawOK := micro(MicroRawRate)

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"image/png"
+	"math"
 	"slices"
 	"strings"
 )
@@ -83,7 +84,10 @@ func Validate(res *Results) error {
 			continue
 		}
 		x := res.Memory[i]
-		if x.Subjects != s.MemorySubjects || x.Keys != int64(x.Subjects) || x.BytesPerSubject <= 0 || x.SampleKeyLen < 1 || x.SampleUsage < 1 {
+		// A few hundred subjects (smoke) are within the noise of used_memory
+		// (slowlog, allocator bookkeeping): only a full run must grow.
+		grew := x.BytesPerSubject > 0 || res.Mode == ModeSmoke
+		if x.Subjects != s.MemorySubjects || x.Keys != int64(x.Subjects) || !grew || math.IsNaN(x.BytesPerSubject) || x.SampleKeyLen < 1 || x.SampleUsage < 1 {
 			bad("memory of %s implausible: %+v", name, x)
 		}
 	}
@@ -120,7 +124,7 @@ func Validate(res *Results) error {
 	}
 	wantTargets := []string{
 		TargetThroughputVsBare, TargetP99VsBare, TargetThroughputVsPeer, TargetAllocsVsBare,
-		TargetKeyAllocs, TargetKeyNanos, TargetParseAllocs, TargetMemoryPerSubject, TargetServerCPU,
+		TargetKeyAllocs, TargetKeyNanos, TargetParseAllocs, TargetMemoryPerSubject, TargetServerCPU, TargetServerCPUProcess,
 		TargetLocalLimiterNanos, TargetLocalLimiterAllocs, TargetMiddlewareOverhead,
 	}
 	if len(res.Targets) != len(wantTargets) {
