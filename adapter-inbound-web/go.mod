@@ -2,6 +2,8 @@ module github.com/tech-log/tech-log-backend/adapter-inbound-web
 
 go 1.26.0
 
+toolchain go1.26.11
+
 require (
 	github.com/stretchr/testify v1.12.1
 	github.com/tech-log/tech-log-backend/shared-contract v0.0.0

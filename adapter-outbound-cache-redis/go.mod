@@ -2,6 +2,8 @@ module github.com/tech-log/tech-log-backend/adapter-outbound-cache-redis
 
 go 1.26.0
 
+toolchain go1.26.11
+
 require (
 	github.com/Shopify/toxiproxy/v2 v2.5.0
 	github.com/alicebob/miniredis/v2 v2.40.0

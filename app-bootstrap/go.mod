@@ -2,6 +2,8 @@ module github.com/tech-log/tech-log-backend/app-bootstrap
 
 go 1.26.0
 
+toolchain go1.26.11
+
 require (
 	github.com/caarlos0/env/v11 v11.4.2
 	github.com/prometheus/client_golang v1.25.0

@@ -2,6 +2,8 @@ module github.com/tech-log/tech-log-backend/tools
 
 go 1.26.0
 
+toolchain go1.26.11
+
 require (
 	github.com/go-redis/redis_rate/v10 v10.0.1
 	github.com/redis/go-redis/v9 v9.23.0
