@@ -44,6 +44,7 @@ func run(args []string) error {
 	keep := fs.Bool("keep", false, "smoke: keep the temporary output directory")
 	reps := fs.Int("reps", 0, "override the repetitions per cell")
 	duration := fs.Duration("duration", 0, "override the duration of one run")
+	profile := fs.Duration("profile", -1, "override the duration of the client CPU profile (0: none)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -70,6 +71,7 @@ func run(args []string) error {
 		if err != nil {
 			return err
 		}
+		r.Recompute()
 		res = r
 		if o.Dir == "" {
 			o.Dir = filepath.Dir(*from)
@@ -84,6 +86,9 @@ func run(args []string) error {
 		}
 		if *duration > 0 {
 			cfg.RunDuration = *duration
+		}
+		if *profile >= 0 {
+			cfg.ProfileDuration = *profile
 		}
 		cfg.Log = os.Stdout
 		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)

@@ -362,7 +362,7 @@ func renderProfile(b *strings.Builder, res *Results) {
 		fmt.Fprintf(b, "No client CPU profile in %s mode.\n", res.Mode)
 		return
 	}
-	fmt.Fprintf(b, "`go tool pprof -top` of the bench process during a provider run (token bucket, c=16, distinct subjects):\n\n```text\n%s\n```\n", res.Evidence.ClientProfile)
+	fmt.Fprintf(b, "CPU profile of the bench process during a provider run (token bucket, c=16, distinct subjects): first everything, then only the provider's own frames (Evaluate minus the go-redis call; the header line gives their share of all samples).\n\n```text\n%s\n```\n", res.Evidence.ClientProfile)
 }
 
 // PrintSummary writes the console table of `make bench`: the targets, then

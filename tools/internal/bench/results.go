@@ -400,3 +400,12 @@ func comparisons(runs []RunResult) []Comparison {
 	out = append(out, compare(runs, CmpRedisRateVsTrivialCPU, KindRatio, "evalshaUsecPerCall", FamilyRedisRate, FamilyTrivial)...)
 	return out
 }
+
+// Recompute derives Cells, Comparisons and Targets from the raw
+// measurements again, so that a results.json re-rendered with -from follows
+// the current aggregation and target rules.
+func (res *Results) Recompute() {
+	res.Cells = aggregate(res.Runs)
+	res.Comparisons = comparisons(res.Runs)
+	res.Targets = evaluateTargets(res)
+}

@@ -58,17 +58,19 @@ func FullConfig(root string) Config {
 		Root: root, Mode: ModeFull,
 		DistinctSubjects: 100_000,
 		Concurrency:      []int{1, 16, 64},
-		Reps:             5,
-		RunDuration:      700 * time.Millisecond,
+		// Many short repetitions rather than a few long ones: a burst of
+		// load from outside hits few pairs, and the median discards them.
+		Reps:             9,
+		RunDuration:      400 * time.Millisecond,
 		Warmup:           256,
 		MemorySubjects:   100_000,
-		MicroCount:       5,
-		MicroBenchtime:   "500ms",
+		MicroCount:       7,
+		MicroBenchtime:   "300ms",
 		RedisBenchRequests: map[int]int{
 			1: 20_000, 16: 100_000, 64: 100_000,
 		},
 		RedisBenchReps:  3,
-		ProfileDuration: 3 * time.Second,
+		ProfileDuration: 5 * time.Second,
 	}
 }
 
@@ -159,9 +161,7 @@ func Run(ctx context.Context, cfg Config) (*Results, error) {
 	}
 	res.Evidence.ClockReadNanos = clockReadNanos()
 
-	res.Cells = aggregate(res.Runs)
-	res.Comparisons = comparisons(res.Runs)
-	res.Targets = evaluateTargets(res)
+	res.Recompute()
 	res.Finished = time.Now().UTC()
 	return res, nil
 }
@@ -363,11 +363,20 @@ func profileProvider(ctx context.Context, cfg Config, srv *Server, set *limiterS
 	if merr != nil {
 		return "", merr
 	}
-	out, err := exec.CommandContext(ctx, "go", "tool", "pprof", "-top", "-nodecount=30", path).CombinedOutput()
-	if err != nil {
-		return "", fmt.Errorf("bench: go tool pprof: %w: %s", err, tail(string(out), 300))
+	// Two views: where the whole loop spends its CPU, and the provider's
+	// own code (Evaluate with the go-redis call and the scheduler cut out).
+	var views []string
+	for _, args := range [][]string{
+		{"-top", "-nodecount=20"},
+		{"-top", "-cum", "-nodecount=25", "-focus=redisrate.*Provider.*Evaluate", "-ignore=go-redis|runtime\\.(mcall|park_m|goexit)"},
+	} {
+		out, err := exec.CommandContext(ctx, "go", append(append([]string{"tool", "pprof"}, args...), path)...).CombinedOutput()
+		if err != nil {
+			return "", fmt.Errorf("bench: go tool pprof %v: %w: %s", args, err, tail(string(out), 300))
+		}
+		views = append(views, "$ go tool pprof "+strings.Join(args, " ")+"\n"+trimPprof(string(out)))
 	}
-	return trimPprof(string(out)), nil
+	return strings.Join(views, "\n\n"), nil
 }
 
 // trimPprof drops pprof's header lines that name local files.
