@@ -60,12 +60,12 @@ func FullConfig(root string) Config {
 		Concurrency:      []int{1, 16, 64},
 		// Many short repetitions rather than a few long ones: a burst of
 		// load from outside hits few pairs, and the median discards them.
-		Reps:             9,
-		RunDuration:      400 * time.Millisecond,
-		Warmup:           256,
-		MemorySubjects:   100_000,
-		MicroCount:       7,
-		MicroBenchtime:   "300ms",
+		Reps:           9,
+		RunDuration:    400 * time.Millisecond,
+		Warmup:         256,
+		MemorySubjects: 100_000,
+		MicroCount:     7,
+		MicroBenchtime: "300ms",
 		RedisBenchRequests: map[int]int{
 			1: 20_000, 16: 100_000, 64: 100_000,
 		},
