@@ -6,6 +6,12 @@ SHELL := /usr/bin/env bash
 .SHELLFLAGS := -eu -o pipefail -c
 .DEFAULT_GOAL := help
 
+# go.work and every go.mod carry a toolchain line (go1.26.11: the stdlib fixes
+# govulncheck asks for); GOTOOLCHAIN=local (set in this machine's go.env) would
+# ignore it, so make lets the go command switch to it unless told otherwise.
+GOTOOLCHAIN ?= auto
+export GOTOOLCHAIN
+
 MODULES := $(shell go list -m -f '{{.Dir}}')
 GO_TEST_FLAGS ?= -race -count=1
 FUZZTIME ?= 10s
@@ -40,6 +46,32 @@ lint: ## gofmt, go vet (workspace and GOWORK=off per module)
 		echo "== go vet $$m"; \
 		(cd $$m && go vet ./... && GOWORK=off go vet ./...) || exit 1; \
 	done
+	@$(MAKE) vuln
+
+# govulncheck, offline. The golang.org/x/vulndb module (served by the module
+# proxy, pinned below) ships the OSV entries as flat files in data/osv, and
+# govulncheck accepts such a directory as its -db (it builds the index in
+# memory, ~1 s), so neither vuln.go.dev nor vulndb's indexdb is needed. The
+# module cache keeps the snapshot; the binary is kept in VULN_CACHE.
+GOVULNCHECK_VERSION ?= v1.9.0
+VULNDB_VERSION ?= v0.0.0-20261105234957-e22db6528018
+VULN_CACHE ?= $(HOME)/.cache/tlb-vulndb
+
+.PHONY: vuln
+vuln: ## govulncheck (symbols, tests included) of every module, workspace and GOWORK=off, offline against the pinned vulndb snapshot; fails on any finding
+	@bin="$(VULN_CACHE)/govulncheck-$(GOVULNCHECK_VERSION)"; \
+		GOBIN="$$bin" go install golang.org/x/vuln/cmd/govulncheck@$(GOVULNCHECK_VERSION); \
+		db=$$(cd / && go mod download -json golang.org/x/vulndb@$(VULNDB_VERSION) | sed -n 's/^\t"Dir": "\(.*\)",$$/\1/p'); \
+		if [ ! -d "$$db/data/osv" ]; then echo "vuln: no data/osv in golang.org/x/vulndb@$(VULNDB_VERSION) ($$db)"; exit 1; fi; \
+		echo "== govulncheck $(GOVULNCHECK_VERSION), golang.org/x/vulndb@$(VULNDB_VERSION) ($$(ls "$$db/data/osv" | wc -l) entries), $$(go env GOVERSION)"; \
+		for m in $(MODULES); do \
+			for w in "" off; do \
+				echo "== govulncheck $${m#$(CURDIR)/}$${w:+ (GOWORK=off)}"; \
+				out=$$(cd $$m && env $${w:+GOWORK=off} "$$bin/govulncheck" -test -db "file://$$db/data/osv" ./... 2>&1) || \
+					{ echo "$$out"; echo "vuln: govulncheck failed in $$m$${w:+ (GOWORK=off)}"; exit 1; }; \
+				echo "$$out" | grep -v -e '^$$' -e '^===' -e "^Use '-show verbose'" || true; \
+			done; \
+		done
 
 .PHONY: fuzz
 fuzz: ## run every Fuzz* target of every module for FUZZTIME each (default 10s)
