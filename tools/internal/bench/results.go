@@ -156,7 +156,8 @@ type RedisBenchRun struct {
 	P99Micros   float64 `json:"p99Micros"`
 }
 
-// Micro is one `go test -bench` benchmark of a module, median over -count.
+// Micro is one `go test -bench` benchmark of a module, median over the
+// repetitions.
 type Micro struct {
 	Name        string             `json:"name"`
 	Module      string             `json:"module"`
@@ -168,6 +169,9 @@ type Micro struct {
 	AllocsPerOp float64            `json:"allocsPerOp"`
 	BytesPerOp  float64            `json:"bytesPerOp"`
 	Extra       map[string]float64 `json:"extra,omitempty"`
+	// Samples are the ns/op of each repetition, in order; repetition k of
+	// benchmarks from one spec ran in the same go test invocation.
+	Samples []float64 `json:"samples,omitempty"`
 }
 
 // Evidence is what explains the numbers: where the server spends a call and

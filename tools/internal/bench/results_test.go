@@ -133,3 +133,11 @@ func TestRepOrderAlternatesPairs(t *testing.T) {
 	}
 	assert.NotEqual(t, repOrder(0)[0], repOrder(2)[0], "the first limiter changes")
 }
+
+func TestPairedRatioAndDiff(t *testing.T) {
+	a := []float64{200, 400, 210}
+	b := []float64{100, 200, 100, 999} // the extra repetition has no partner
+	assert.InDelta(t, 2.0, pairedRatio(a, b), 1e-9)
+	assert.InDelta(t, 110, pairedDiff(a, b), 1e-9)
+	assert.Zero(t, pairedRatio(nil, b))
+}
