@@ -94,6 +94,7 @@ func renderMachine(b *strings.Builder, res *Results) {
 	fmt.Fprintf(b, "| mode | %s, %s UTC, commit %s |\n", res.Mode, res.Started.Format("2006-01-02 15:04"), orDash(m.GitCommit))
 	fmt.Fprintf(b, "| CPU | %s, nproc %d, GOMAXPROCS %d, clock source %s |\n", orDash(m.CPUModel), m.NumCPU, m.GOMAXPROCS, orDash(m.ClockSource))
 	fmt.Fprintf(b, "| OS | %s, kernel %s |\n", m.OS, orDash(m.Kernel))
+	fmt.Fprintf(b, "| load average (1/5/15 min) | %s at the start, %s at the end (other work shares the machine) |\n", orDash(m.LoadAvgStart), orDash(m.LoadAvgEnd))
 	fmt.Fprintf(b, "| Go | %s |\n", m.GoVersion)
 	fmt.Fprintf(b, "| Redis | redis-server %s (private, loopback, `--save \"\" --appendonly no`); %s |\n", m.RedisVersion, orDash(m.RedisBenchmark))
 	fmt.Fprintf(b, "| matrix | %d distinct subjects and 1 hot subject; concurrency %s; %d repetitions of %.1f s per cell%s, interleaved; medians |\n",

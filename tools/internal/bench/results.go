@@ -54,6 +54,10 @@ type Machine struct {
 	RedisBenchmark string `json:"redisBenchmark"`
 	GitCommit      string `json:"gitCommit"`
 	ClockSource    string `json:"clockSource"`
+	// LoadAvgStart and LoadAvgEnd are /proc/loadavg's 1/5/15-minute load
+	// averages when the run started and ended: other work on the machine.
+	LoadAvgStart string `json:"loadAvgStart,omitempty"`
+	LoadAvgEnd   string `json:"loadAvgEnd,omitempty"`
 }
 
 // Settings are the parameters of the run.

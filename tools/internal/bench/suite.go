@@ -162,6 +162,7 @@ func Run(ctx context.Context, cfg Config) (*Results, error) {
 	res.Evidence.ClockReadNanos = clockReadNanos()
 
 	res.Recompute()
+	res.Machine.LoadAvgEnd = loadAvg()
 	res.Finished = time.Now().UTC()
 	return res, nil
 }
@@ -539,6 +540,7 @@ func machineInfo(ctx context.Context, root string) Machine {
 			}
 		}
 	}
+	m.LoadAvgStart = loadAvg()
 	if b, err := os.ReadFile("/proc/sys/kernel/osrelease"); err == nil {
 		m.Kernel = strings.TrimSpace(string(b))
 	}
@@ -552,4 +554,17 @@ func machineInfo(ctx context.Context, root string) Machine {
 		m.GitCommit = strings.TrimSpace(string(out))
 	}
 	return m
+}
+
+// loadAvg is the first three fields of /proc/loadavg, or "".
+func loadAvg() string {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return ""
+	}
+	f := strings.Fields(string(b))
+	if len(f) < 3 {
+		return ""
+	}
+	return strings.Join(f[:3], " ")
 }
