@@ -301,8 +301,8 @@ func renderServerCPU(b *strings.Builder, res *Results) {
 		}
 		b.WriteString("\n")
 	}
-	fmt.Fprintf(b, "\nWhere a script's time goes (commandstats of its hot-subject run at the lowest concurrency; Redis counts the commands a script calls): inner = the Redis commands it called, Lua = evalsha minus inner (interpreter, argument checks, arithmetic, reply building).\n\n")
-	fmt.Fprintf(b, "| script | evalsha µs/call | inner commands µs/call | Lua µs/call | commands per call |\n|---|---:|---:|---:|---|\n")
+	fmt.Fprintf(b, "\nWhere a script's time goes (commandstats of its hot-subject run at the lowest concurrency; Redis counts the commands a script calls): inner = the Redis commands it called, Lua = evalsha minus inner (the script call itself, the per-`redis.call` overhead around each command, and the interpreter: argument checks, parsing, arithmetic, reply building).\n\n")
+	fmt.Fprintf(b, "| script | evalsha µs/call | inner commands µs/call | Lua and call overhead µs/call | commands per call |\n|---|---:|---:|---:|---|\n")
 	for _, p := range res.Evidence.ScriptCommands {
 		calls := float64(max(p.Commands["time"].Calls, 1))
 		if ev, ok := commandCalls(res, p.Limiter); ok {
