@@ -134,6 +134,9 @@ func run(args []string) error {
 	fmt.Printf("\nwrote %s, %s and %s\n", filepath.Join(o.Dir, bench.ResultsFile), filepath.Join(o.Dir, bench.ChartFile), o.DocOut)
 	if res.Mode == bench.ModeSmoke {
 		fmt.Println("smoke mode: output shape validated; the numbers mean nothing")
+		if *out == "" && !*keep {
+			fmt.Println("(the temporary output directory is removed on exit; -keep keeps it)")
+		}
 	}
 	return nil
 }
