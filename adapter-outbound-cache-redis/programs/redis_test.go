@@ -544,6 +544,7 @@ func TestRedisShebangRefusesOOMBeforeRunning(t *testing.T) {
 func TestRedisShebangRefusesReadOnlyReplica(t *testing.T) {
 	primary := redistest.Start(t, redistest.WithConfig("repl-diskless-sync-delay", "0"))
 	replica := redistest.Start(t, redistest.WithConfig("replica-read-only", "yes"))
+	replica.Require(t, redistest.CapReplicate) // the test waits for the initial sync
 	ctx := redisCtx(t)
 	// A TTL that outlives the initial sync.
 	p := mustPolicy(t, ratelimit.AlgorithmTokenBucket, ratelimit.TokenBucket{Capacity: 5, RefillTokens: 1, RefillPeriod: time.Second}, 5, time.Hour, time.Second)

@@ -151,7 +151,7 @@ func (p *processLane) stop() {
 func (p *processLane) name() string { return LaneProcess }
 func (p *processLane) addr() string { return net.JoinHostPort("127.0.0.1", strconv.Itoa(p.port)) }
 func (p *processLane) caps() map[Capability]bool {
-	return map[Capability]bool{CapKill: true, CapRestart: true, CapPause: true}
+	return map[Capability]bool{CapKill: true, CapRestart: true, CapPause: true, CapReplicate: true}
 }
 
 func (p *processLane) pid() int {

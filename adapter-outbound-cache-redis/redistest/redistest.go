@@ -50,6 +50,10 @@ const (
 	CapRestart
 	// CapPause is [Server.Pause] and [Server.Resume].
 	CapPause
+	// CapReplicate means two servers of the lane reach each other at their
+	// Addr, so one can be made a syncing replica of the other (REPLICAOF).
+	// Containers cannot: each container's 127.0.0.1 is its own.
+	CapReplicate
 )
 
 // String returns the capability's method name.
@@ -57,6 +61,8 @@ func (c Capability) String() string {
 	switch c {
 	case CapKill:
 		return "Kill"
+	case CapReplicate:
+		return "Replicate"
 	case CapRestart:
 		return "Restart"
 	case CapPause:
