@@ -91,8 +91,9 @@ type instance struct {
 	done chan struct{}
 	err  error // Wait's result, set before done closes
 
-	mu    sync.Mutex
-	lines []string
+	mu     sync.Mutex
+	lines  []string
+	stdout lockedBuffer // everything the process wrote to stdout
 }
 
 func (in *instance) url(path string) string { return "http://" + in.addr + path }
@@ -113,16 +114,18 @@ func baseEnv(kv ...string) []string {
 	return env
 }
 
-// startInstance runs the binary with env and -addr 127.0.0.1:0, and waits
-// for its "listening" log line to learn the port.
+// startInstance runs the binary with env and -addr 127.0.0.1:0, keeps its
+// stdout and stderr lines, and waits for its "listening" log line to learn
+// the port.
 func startInstance(t *testing.T, env []string) *instance {
 	t.Helper()
 	cmd := exec.Command(binary(t), "-addr", "127.0.0.1:0")
 	cmd.Env = env
+	in := &instance{cmd: cmd, done: make(chan struct{})}
+	cmd.Stdout = &in.stdout
 	stderr, err := cmd.StderrPipe()
 	require.NoError(t, err)
 	require.NoError(t, cmd.Start())
-	in := &instance{cmd: cmd, done: make(chan struct{})}
 	addrCh := make(chan string, 1)
 	scanDone := make(chan struct{})
 	go func() {

@@ -1,7 +1,6 @@
 package main_test
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"crypto/rand"
@@ -52,69 +51,6 @@ func (l *lockedBuffer) String() string {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.b.String()
-}
-
-// startCapturing is startInstance that also keeps the process's stdout.
-func startCapturing(t *testing.T, env []string) (*instance, *lockedBuffer) {
-	t.Helper()
-	cmd := exec.Command(binary(t), "-addr", "127.0.0.1:0")
-	cmd.Env = env
-	stdout := &lockedBuffer{}
-	cmd.Stdout = stdout
-	stderr, err := cmd.StderrPipe()
-	require.NoError(t, err)
-	require.NoError(t, cmd.Start())
-	in := &instance{cmd: cmd, done: make(chan struct{})}
-	addrCh := make(chan string, 1)
-	scanDone := make(chan struct{})
-	go func() {
-		defer close(scanDone)
-		sc := bufio.NewScanner(stderr)
-		sc.Buffer(make([]byte, 64<<10), 1<<20)
-		for sc.Scan() {
-			line := sc.Text()
-			in.mu.Lock()
-			in.lines = append(in.lines, line)
-			in.mu.Unlock()
-			if addr, ok := listeningAddr(line); ok {
-				select {
-				case addrCh <- addr:
-				default:
-				}
-			}
-		}
-	}()
-	go func() {
-		<-scanDone
-		in.err = cmd.Wait()
-		close(in.done)
-	}()
-	t.Cleanup(func() { in.stop(t) })
-	select {
-	case in.addr = <-addrCh:
-	case <-in.done:
-		t.Fatalf("instance exited before listening: %v\n%s", in.err, in.logs())
-	case <-time.After(startWait):
-		t.Fatalf("instance not listening after %v\n%s", startWait, in.logs())
-	}
-	return in, stdout
-}
-
-func listeningAddr(line string) (string, bool) {
-	const msg, key = `"msg":"listening"`, `"addr":"`
-	if !strings.Contains(line, msg) {
-		return "", false
-	}
-	i := strings.Index(line, key)
-	if i < 0 {
-		return "", false
-	}
-	rest := line[i+len(key):]
-	j := strings.IndexByte(rest, '"')
-	if j <= 0 {
-		return "", false
-	}
-	return rest[:j], true
 }
 
 // randomToken is prefix + 32 random base64url characters.
@@ -318,9 +254,9 @@ func TestE2ENoSecretOrSubjectLeaks(t *testing.T) {
 			"APP_CACHE_REDIS_KEY_SECRET_FILE", cacheSecretFile,
 		)
 	}
-	trusted, stdoutT := startCapturing(t, env([]string{"APP_RATE_LIMIT_REDIS_PASSWORD_FILE", pwFile}, "127.0.0.1/32,::1/128"))
-	untrusted, stdoutU := startCapturing(t, env([]string{"APP_RATE_LIMIT_REDIS_PASSWORD", coordPassword}, "192.0.2.0/24"))
-	wrong, stdoutW := startCapturing(t, env([]string{"APP_RATE_LIMIT_REDIS_PASSWORD", wrongPassword}, "127.0.0.1/32"))
+	trusted := startInstance(t, env([]string{"APP_RATE_LIMIT_REDIS_PASSWORD_FILE", pwFile}, "127.0.0.1/32,::1/128"))
+	untrusted := startInstance(t, env([]string{"APP_RATE_LIMIT_REDIS_PASSWORD", coordPassword}, "192.0.2.0/24"))
+	wrong := startInstance(t, env([]string{"APP_RATE_LIMIT_REDIS_PASSWORD", wrongPassword}, "127.0.0.1/32"))
 
 	corpus := &leakCorpus{}
 	statuses := map[string]map[int]int{}
@@ -393,7 +329,7 @@ func TestE2ENoSecretOrSubjectLeaks(t *testing.T) {
 	for name, in := range map[string]*instance{"trusted": trusted, "untrusted": untrusted, "wrong password": wrong} {
 		corpus.add("stderr "+name, in.logs())
 	}
-	corpus.add("stdout", stdoutT.String()+stdoutU.String()+stdoutW.String())
+	corpus.add("stdout", trusted.stdout.String()+untrusted.stdout.String()+wrong.stdout.String())
 
 	// Configuration errors with the secrets set (and conflicting or
 	// too-short ones): a value that does not parse (reported alone), and
