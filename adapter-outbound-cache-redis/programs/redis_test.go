@@ -52,21 +52,31 @@ func snap(t *testing.T, ctx context.Context, c *redis.Client, key string) snapsh
 	return snapshot{d, at}
 }
 
-// evalTx runs the program (EVALSHA of sha, or EVAL of src when sha is
-// empty) and reads the key back in one MULTI/EXEC, so that what is compared
-// is exactly what the program left, even when its TTL is a few ms (time is
-// frozen during EXEC, and nothing runs in between).
+// evalTx runs the program once; see evalTxN.
 func evalTx(t *testing.T, ctx context.Context, c *redis.Client, prog Program, sha bool, key string, args ...any) (Reply, State, snapshot) {
 	t.Helper()
-	var ev *redis.Cmd
+	replies, st, after := evalTxN(t, ctx, c, prog, sha, 1, key, args...)
+	return replies[0], st, after
+}
+
+// evalTxN runs the program n times (EVALSHA of sha, or EVAL of src when sha
+// is false) and reads the key back, all in one MULTI/EXEC, so that what is
+// compared is exactly what the program left, even when its TTL is a few ms,
+// and so that n > 1 calls reach the server back to back, microseconds apart
+// (nothing else runs in between, however slow the network is).
+func evalTxN(t *testing.T, ctx context.Context, c *redis.Client, prog Program, sha bool, n int, key string, args ...any) ([]Reply, State, snapshot) {
+	t.Helper()
+	evs := make([]*redis.Cmd, n)
 	var hg *redis.MapStringStringCmd
 	var dump *redis.StringCmd
 	var at *redis.Cmd
 	_, err := c.TxPipelined(ctx, func(tx redis.Pipeliner) error {
-		if sha {
-			ev = tx.EvalSha(ctx, prog.SHA1, []string{key}, args...)
-		} else {
-			ev = tx.Eval(ctx, prog.Source, []string{key}, args...)
+		for i := range evs {
+			if sha {
+				evs[i] = tx.EvalSha(ctx, prog.SHA1, []string{key}, args...)
+			} else {
+				evs[i] = tx.Eval(ctx, prog.Source, []string{key}, args...)
+			}
 		}
 		hg = tx.HGetAll(ctx, key)
 		dump = tx.Dump(ctx, key)
@@ -76,8 +86,12 @@ func evalTx(t *testing.T, ctx context.Context, c *redis.Client, prog Program, sh
 	if err != nil && err != redis.Nil {
 		require.NoError(t, err)
 	}
-	res, err := ev.Int64Slice()
-	require.NoError(t, err)
+	replies := make([]Reply, n)
+	for i, ev := range evs {
+		res, err := ev.Int64Slice()
+		require.NoError(t, err)
+		replies[i] = toReply(t, res)
+	}
 	d, err := dump.Result()
 	if err != redis.Nil {
 		require.NoError(t, err)
@@ -90,7 +104,7 @@ func evalTx(t *testing.T, ctx context.Context, c *redis.Client, prog Program, sh
 	if len(m) > 0 {
 		st = State(m)
 	}
-	return toReply(t, res), st, snapshot{d, exp}
+	return replies, st, snapshot{d, exp}
 }
 
 // requireExpiryAt checks the TTL an allowed reply must have set: finite, and
@@ -119,6 +133,11 @@ func differentialPolicies(t *testing.T) map[string]ratelimit.Policy {
 		"token 1000, 7 per 13ms": mustPolicy(t, tb, ratelimit.TokenBucket{Capacity: 1000, RefillTokens: 7, RefillPeriod: ms(13)}, 400, ms(500), ms(5)),
 	}
 }
+
+// burstCalls is how many MaxCost calls a burst step of
+// TestRedisProgramsMatchModel sends back to back: more than any
+// differential policy admits in one window.
+const burstCalls = 3
 
 // TestRedisProgramsMatchModel is the differential test: each program, via
 // EVALSHA of the manifest SHA1, on seeded random sequences
@@ -161,6 +180,30 @@ func TestRedisProgramsMatchModel(t *testing.T) {
 					seedState(t, ctx, c, key, st)
 				}
 				cost := 1 + rng.Int64N(p.MaxCost())
+				if step%10 == 9 && restore == nil {
+					// A burst: three calls of MaxCost back to back in one
+					// MULTI/EXEC exceed every policy's limit, so denials are
+					// exercised however slow the round trip is compared
+					// with the short windows (a slow lane otherwise lets
+					// every window roll over between calls).
+					replies, stored, after := evalTxN(t, ctx, c, prog, true, burstCalls, key, Args(p, p.MaxCost())...)
+					var lastAllowed *Reply
+					for i, got := range replies {
+						require.NoError(t, got.Check(p), "step %d call %d: %+v", step, i, got)
+						want, next := Evaluate(p, st, got.ServerNowMillis, p.MaxCost())
+						require.Equal(t, want, got, "step %d call %d cost %d state %v", step, i, p.MaxCost(), st)
+						statuses[got.Status]++
+						st = next
+						if got.Status == StatusAllowed {
+							lastAllowed = &replies[i]
+						}
+					}
+					require.Equal(t, st, stored, "step %d: stored hash after the burst", step)
+					if lastAllowed != nil {
+						requireExpiryAt(t, after.expireAt, p, *lastAllowed)
+					}
+					continue
+				}
 				before := snap(t, ctx, c, key)
 				got, stored, after := evalTx(t, ctx, c, prog, true, key, Args(p, cost)...)
 				require.NoError(t, got.Check(p), "step %d: %+v", step, got)
@@ -179,6 +222,7 @@ func TestRedisProgramsMatchModel(t *testing.T) {
 					}
 				}
 			}
+			require.Greater(t, burstCalls*p.MaxCost(), numbersOf(p).limit, "a burst must exceed the limit")
 			require.Positive(t, statuses[StatusAllowed], "%v", statuses)
 			require.Positive(t, statuses[StatusDenied], "%v", statuses)
 			t.Logf("%s: statuses %v", name, statuses)
