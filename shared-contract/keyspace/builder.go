@@ -75,49 +75,15 @@ func NewBuilder(prefix string, secret Secret) (*Builder, error) {
 // Prefix is the configured key prefix.
 func (b *Builder) Prefix() string { return b.prefix }
 
-// Key returns <prefix>:<capability>:<region>:<kind>:v1:<digest>. The digest
-// is the unpadded base64url HMAC-SHA256, under the secret, of Domain,
-// capability, region, kind and fields, each prefixed with its length as an
-// unsigned varint so that ("ab","c") and ("a","bc") differ. Fields are 1 to
-// MaxFields strings of at most MaxFieldLen bytes (an empty field is allowed).
-// Errors name the argument at fault and never contain a field's value.
+// Key returns <prefix>:<capability>:<region>:<kind>:v1:<digest>, where
+// digest is what Digest returns for the same arguments. Errors name the
+// argument at fault and never contain a field's value.
 func (b *Builder) Key(capability, region, kind string, fields ...string) (string, error) {
-	if b == nil || b.secret.IsZero() {
-		return "", fmt.Errorf("key: %w", ErrZeroSecret)
-	}
-	if err := checkSegment("capability", capability); err != nil {
+	st, err := b.digest(capability, region, kind, fields)
+	if err != nil {
 		return "", err
 	}
-	if err := checkSegment("region", region); err != nil {
-		return "", err
-	}
-	if err := checkSegment("kind", kind); err != nil {
-		return "", err
-	}
-	if len(fields) == 0 || len(fields) > MaxFields {
-		return "", fmt.Errorf("%w: %d fields, want 1..%d", ErrInvalidFields, len(fields), MaxFields)
-	}
-	for i, f := range fields {
-		if len(f) > MaxFieldLen {
-			return "", fmt.Errorf("%w: field %d is %d bytes, max %d", ErrInvalidFields, i, len(f), MaxFieldLen)
-		}
-	}
-
-	st := b.pool.Get().(*macState)
 	defer b.pool.Put(st)
-	buf := appendField(st.buf[:0], Domain)
-	buf = appendField(buf, capability)
-	buf = appendField(buf, region)
-	buf = appendField(buf, kind)
-	for _, f := range fields {
-		buf = appendField(buf, f)
-	}
-	st.buf = buf[:0] // keep the grown buffer for the next call
-	st.mac.Reset()
-	st.mac.Write(buf)
-	sum := st.mac.Sum(st.sum[:0])
-	base64.RawURLEncoding.Encode(st.out[:], sum)
-
 	var key strings.Builder
 	key.Grow(len(b.prefix) + len(capability) + len(region) + len(kind) + len(Version) + DigestLen + 5)
 	key.WriteString(b.prefix)
@@ -132,6 +98,63 @@ func (b *Builder) Key(capability, region, kind string, fields ...string) (string
 	key.WriteByte(':')
 	key.Write(st.out[:])
 	return key.String(), nil
+}
+
+// Digest returns the last segment of Key alone: the unpadded base64url
+// HMAC-SHA256, under the secret, of Domain, capability, region, kind and
+// fields, each prefixed with its length as an unsigned varint so that
+// ("ab","c") and ("a","bc") differ. It is always DigestLen characters of
+// [A-Za-z0-9_-]. Fields are 1 to MaxFields strings of at most MaxFieldLen
+// bytes (an empty field is allowed). The prefix takes no part in it. Errors
+// name the argument at fault and never contain a field's value.
+func (b *Builder) Digest(capability, region, kind string, fields ...string) (string, error) {
+	st, err := b.digest(capability, region, kind, fields)
+	if err != nil {
+		return "", err
+	}
+	d := string(st.out[:])
+	b.pool.Put(st)
+	return d, nil
+}
+
+// digest validates the arguments and leaves the digest in the returned
+// state's out; the caller puts the state back into the pool.
+func (b *Builder) digest(capability, region, kind string, fields []string) (*macState, error) {
+	if b == nil || b.secret.IsZero() {
+		return nil, fmt.Errorf("key: %w", ErrZeroSecret)
+	}
+	if err := checkSegment("capability", capability); err != nil {
+		return nil, err
+	}
+	if err := checkSegment("region", region); err != nil {
+		return nil, err
+	}
+	if err := checkSegment("kind", kind); err != nil {
+		return nil, err
+	}
+	if len(fields) == 0 || len(fields) > MaxFields {
+		return nil, fmt.Errorf("%w: %d fields, want 1..%d", ErrInvalidFields, len(fields), MaxFields)
+	}
+	for i, f := range fields {
+		if len(f) > MaxFieldLen {
+			return nil, fmt.Errorf("%w: field %d is %d bytes, max %d", ErrInvalidFields, i, len(f), MaxFieldLen)
+		}
+	}
+
+	st := b.pool.Get().(*macState)
+	buf := appendField(st.buf[:0], Domain)
+	buf = appendField(buf, capability)
+	buf = appendField(buf, region)
+	buf = appendField(buf, kind)
+	for _, f := range fields {
+		buf = appendField(buf, f)
+	}
+	st.buf = buf[:0] // keep the grown buffer for the next call
+	st.mac.Reset()
+	st.mac.Write(buf)
+	sum := st.mac.Sum(st.sum[:0])
+	base64.RawURLEncoding.Encode(st.out[:], sum)
+	return st, nil
 }
 
 // Pattern returns the SCAN/ACL pattern that matches every key of capability

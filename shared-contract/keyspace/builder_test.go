@@ -283,9 +283,49 @@ func TestFieldValidation(t *testing.T) {
 	}
 }
 
+// TestDigestValidatesLikeKey: Digest refuses exactly what Key refuses, with
+// the same errors, and its result is base64url of DigestLen characters.
+func TestDigestValidatesLikeKey(t *testing.T) {
+	b := newBuilder(t)
+	tests := []struct {
+		name                   string
+		capability, region, kd string
+		fields                 []string
+	}{
+		{"valid", "subject", "web", "ip", []string{"203.0.113.7"}},
+		{"empty field", "subject", "web", "ip", []string{""}},
+		{"bad capability", "Subject", "web", "ip", []string{"x"}},
+		{"bad region", "subject", "", "ip", []string{"x"}},
+		{"bad kind", "subject", "web", "i:p", []string{"x"}},
+		{"no fields", "subject", "web", "ip", nil},
+		{"long field", "subject", "web", "ip", []string{strings.Repeat("x", keyspace.MaxFieldLen+1)}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			key, kerr := b.Key(tt.capability, tt.region, tt.kd, tt.fields...)
+			d, derr := b.Digest(tt.capability, tt.region, tt.kd, tt.fields...)
+			if kerr != nil {
+				require.Error(t, derr)
+				assert.Equal(t, kerr.Error(), derr.Error())
+				assert.Empty(t, d)
+				return
+			}
+			require.NoError(t, derr)
+			require.Len(t, d, keyspace.DigestLen)
+			assert.True(t, strings.HasSuffix(key, ":"+d), "Digest is Key's last segment")
+			for i := 0; i < len(d); i++ {
+				c := d[i]
+				assert.True(t, c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-' || c == '_', "byte %d %q", i, c)
+			}
+		})
+	}
+}
+
 func TestZeroBuilder(t *testing.T) {
 	var nilB *keyspace.Builder
 	_, err := nilB.Key("rate", "api", "state", "x")
+	assert.ErrorIs(t, err, keyspace.ErrZeroSecret)
+	_, err = nilB.Digest("rate", "api", "state", "x")
 	assert.ErrorIs(t, err, keyspace.ErrZeroSecret)
 	_, err = (&keyspace.Builder{}).Key("rate", "api", "state", "x")
 	assert.ErrorIs(t, err, keyspace.ErrZeroSecret)
@@ -352,6 +392,13 @@ func TestKeyAllocations(t *testing.T) {
 	})
 	t.Logf("Key: %.1f allocs/op", allocs)
 	assert.LessOrEqual(t, allocs, 2.0)
+	allocs = testing.AllocsPerRun(200, func() {
+		if _, err := b.Digest("subject", "web", "ip", subject); err != nil {
+			panic(err)
+		}
+	})
+	t.Logf("Digest: %.1f allocs/op", allocs)
+	assert.LessOrEqual(t, allocs, 1.0, "the digest string only")
 }
 
 func BenchmarkKey(b *testing.B) {

@@ -155,6 +155,10 @@ func TestGoldenVectors(t *testing.T) {
 			in.Key = v.Key
 			require.Equal(t, in, v, "vector inputs changed")
 			assert.Equal(t, v.Key, keyOf(t, v), "Builder no longer reproduces the golden key")
+			d, err := builderFor(t, v.SecretHex, v.Prefix).Digest(v.Capability, v.Region, v.Kind, v.Fields...)
+			require.NoError(t, err)
+			assert.Len(t, d, keyspace.DigestLen)
+			assert.Equal(t, v.Key[len(v.Key)-keyspace.DigestLen:], d, "Digest is the key's last segment")
 			secret, err := hex.DecodeString(v.SecretHex)
 			require.NoError(t, err)
 			assert.Equal(t, v.Key, referenceKey(secret, v.Prefix, v.Capability, v.Region, v.Kind, v.Fields), "the reference derivation disagrees")
