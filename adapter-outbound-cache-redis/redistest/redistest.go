@@ -269,9 +269,12 @@ func (s *Server) Kill() {
 	}
 }
 
-// Restart starts the server again on the same address and configuration
-// with an empty dataset, and returns once it answers PING. It kills a
-// server that is still running first.
+// Restart starts the server again on the same address and configuration,
+// and returns once it answers PING (so after any RDB load has finished:
+// PING is refused while loading). It kills a server that is still running
+// first. Automatic snapshots are off, so the dataset is empty unless the
+// test wrote an RDB itself (SAVE), which the process lane loads again from
+// its directory.
 func (s *Server) Restart() {
 	s.t.Helper()
 	s.must(CapRestart)
