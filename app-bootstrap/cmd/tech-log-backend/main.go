@@ -1,15 +1,3 @@
-// Command tech-log-backend is the service: the HTTP API behind the legacy
-// local limiter and, when APP_RATE_LIMIT_ENABLED=true, the Redis-coordinated
-// edge limiter, with /healthz, /readyz and /metrics.
-//
-// Usage:
-//
-//	tech-log-backend [-addr host:port]
-//
-// Configuration is read from APP_ environment variables (see README.md,
-// "Configuration"); -addr overrides APP_WEB_ADDR. A configuration error
-// prints one line per problem, each naming its variable, and exits 2. The
-// service stops gracefully on SIGINT or SIGTERM within APP_SHUTDOWN_TIMEOUT.
 package main
 
 import (
