@@ -661,3 +661,55 @@ func TestRedisStateFootprint(t *testing.T) {
 		t.Logf("%v: MEMORY USAGE %d bytes (key %d bytes, %d fields)", a, usage, len(k), len(StateFields(a)))
 	}
 }
+
+// TestRedisTokenRefillRemainderCarry: on the real server (its own clock),
+// many small allowed steps refill exactly what one big step would. The
+// bucket is emptied at l0, then cost-1 calls arrive every 0-3 ms, each
+// refilling 3 tokens per 7 ms, a fraction of a token per step; the bucket
+// never nears its capacity, so with the sub-token remainder carried the
+// stored scaled level is exactly (lEnd - l0) * R - admitted * P. A program
+// that dropped the remainder, or reset the refill instant on each call,
+// would store less.
+func TestRedisTokenRefillRemainderCarry(t *testing.T) {
+	srv := redistest.Start(t)
+	c := srv.Client()
+	ctx := redisCtx(t)
+	const capacity, rate, period = 100_000, 3, 7
+	p := mustPolicy(t, ratelimit.AlgorithmTokenBucket,
+		ratelimit.TokenBucket{Capacity: capacity, RefillTokens: rate, RefillPeriod: period * time.Millisecond},
+		capacity, time.Minute, time.Second)
+	prog := mustProgram(t, ratelimit.AlgorithmTokenBucket)
+	key := "carry"
+	first, st, _ := evalTx(t, ctx, c, prog, false, key, Args(p, capacity)...)
+	require.Equal(t, StatusAllowed, first.Status)
+	require.Equal(t, "0", st[FieldTokens])
+	require.Equal(t, "0", st[FieldRemainder])
+	l0 := first.EffectiveNowMillis
+
+	rng := rand.New(rand.NewPCG(7, 3))
+	var admitted, fractional int64
+	for i := 0; i < 150; i++ {
+		time.Sleep(time.Duration(rng.Int64N(4)) * time.Millisecond)
+		r, st2, _ := evalTx(t, ctx, c, prog, false, key, Args(p, 1)...)
+		require.NoError(t, r.Check(p))
+		if r.Status == StatusAllowed {
+			admitted++
+			if st2[FieldRemainder] != "0" {
+				fractional++
+			}
+		}
+		st = st2
+	}
+	require.Positive(t, admitted)
+	require.Positive(t, fractional, "some writes stored a sub-token remainder")
+	field := func(name string) int64 {
+		v, err := strconv.ParseInt(st[name], 10, 64)
+		require.NoError(t, err, name)
+		return v
+	}
+	lEnd, tokens, rem := field(FieldLastObserved), field(FieldTokens), field(FieldRemainder)
+	require.Less(t, (lEnd-l0)*rate, int64(capacity*period), "never near capacity: no saturation")
+	require.Equal(t, (lEnd-l0)*rate-admitted*period, tokens*period+rem,
+		"scaled level after %d admits over %d ms: one big step", admitted, lEnd-l0)
+	t.Logf("%d admits over %d ms; stored %d tokens + %d/%d", admitted, lEnd-l0, tokens, rem, period)
+}
