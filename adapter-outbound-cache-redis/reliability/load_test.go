@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/tech-log/tech-log-backend/adapter-outbound-cache-redis/programs"
 	"github.com/tech-log/tech-log-backend/adapter-outbound-cache-redis/redisrate"
 	"github.com/tech-log/tech-log-backend/adapter-outbound-cache-redis/redistest"
 	"github.com/tech-log/tech-log-backend/shared-contract/ratelimit"
@@ -180,6 +181,65 @@ func TestLoadOverAdmission(t *testing.T) {
 				pol.ID(), ta.issued, elapsed.Round(time.Millisecond), ta.allowedSum, ta.kinds, ran, ran-ev)
 		})
 	}
+}
+
+// TestLoadOverAdmissionMatchesModel: with no faults, 4 providers x 64
+// goroutines on one hot subject admit exactly what the Go model admits for
+// the same number of cost-1 requests, for each algorithm. The policies'
+// windows and refill are an hour long, so the run's time does not change
+// the model's answer (one window, no whole token refilled): the model is
+// run at one instant. A run that straddles a window boundary (ResetAt
+// differs between decisions) is repeated with a fresh subject.
+func TestLoadOverAdmissionMatchesModel(t *testing.T) {
+	srv := redistest.Start(t)
+	admin := srv.Client()
+	keys := randomKeys(t)
+	const limit = 300
+	pols := []ratelimit.Policy{
+		mustPolicy(t, "x-fixed", ratelimit.FixedWindow{Limit: limit, Window: time.Hour}, 1),
+		mustPolicy(t, "x-sliding", ratelimit.SlidingWindowCounter{Limit: limit, Window: time.Hour}, 1),
+		mustPolicy(t, "x-bucket", ratelimit.TokenBucket{Capacity: limit, RefillTokens: 1, RefillPeriod: time.Hour}, 1),
+	}
+	providers := make([]*redisrate.Provider, loadProviders)
+	for i := range loadProviders {
+		providers[i] = newProvider(t, clientConfig(srv.Addr(), 2*time.Second, loadGoroutines), keys, pols...)
+	}
+	for _, pol := range pols {
+		t.Run(pol.Algorithm().String(), func(t *testing.T) {
+			for attempt := 0; ; attempt++ {
+				require.Less(t, attempt, 3, "three runs straddled a window boundary")
+				resetStats(t, admin)
+				ta := hammer(providers, pol.ID(), randomSubject(t), 500*time.Millisecond)
+				require.Equal(t, ta.issued, ta.kinds[ratelimit.KindEvaluated], "no faults: every request evaluated (%v)", ta.kinds)
+				require.Equal(t, ta.issued, calls(t, admin, "evalsha"), "one call per request")
+				if pol.Algorithm() != ratelimit.AlgorithmTokenBucket && len(ta.allowedAt) > 1 {
+					t.Logf("attempt %d straddled a window boundary: %v", attempt, ta.allowedAt)
+					continue
+				}
+				require.Greater(t, ta.issued, limit, "contention beyond the limit")
+				want := modelAdmits(pol, ta.issued)
+				assert.Equal(t, want, ta.allowedSum, "admitted = the model's count for %d requests", ta.issued)
+				t.Logf("%s: %d requests, %d admitted, model %d", pol.ID(), ta.issued, ta.allowedSum, want)
+				return
+			}
+		})
+	}
+}
+
+// modelAdmits is how many of n cost-1 requests the Go reference model
+// admits from an empty key at one instant.
+func modelAdmits(p ratelimit.Policy, n int) int64 {
+	const now = int64(1_800_000_000_000) + 1_800_000 // mid-hour
+	var st programs.State
+	var admitted int64
+	for range n {
+		r, next := programs.Evaluate(p, st, now, 1)
+		if r.Status == programs.StatusAllowed {
+			admitted++
+		}
+		st = next
+	}
+	return admitted
 }
 
 // TestLoadDistinctSubjectsExpire: 100,000 distinct subjects with a short
