@@ -1,7 +1,10 @@
 package redisrate
 
 import (
+	"context"
+	"encoding/binary"
 	"errors"
+	"math/big"
 	"strings"
 	"testing"
 	"time"
@@ -203,4 +206,162 @@ func FuzzParseReply(f *testing.F) {
 		require.NoError(t, r.Check(policy))
 		assert.Equal(t, [programs.ReplyLen]int64(v), r.Ints())
 	})
+}
+
+// fuzzValue decodes fuzz bytes into a value of any shape go-redis's RESP2
+// and RESP3 readers return (nil, int64, string, float64, bool, *big.Int,
+// a server error, []any, map[any]any), nested up to depth 3, with strings,
+// arrays and maps of any size up to what the bytes allow. The first bytes
+// favour a 7-element array of integers, so the valid path is reached too.
+func fuzzValue(data []byte, depth int) (any, []byte) {
+	if len(data) == 0 {
+		return nil, nil
+	}
+	tag, data := data[0], data[1:]
+	next := func(n int) []byte {
+		n = min(n, len(data))
+		b := data[:n]
+		data = data[n:]
+		return b
+	}
+	one := func() int {
+		if b := next(1); len(b) == 1 {
+			return int(b[0])
+		}
+		return 0
+	}
+	num := func() int64 {
+		var b [8]byte
+		copy(b[:], next(8))
+		return int64(binary.LittleEndian.Uint64(b[:]))
+	}
+	switch tag % 12 {
+	case 0:
+		return nil, data
+	case 1, 2:
+		return num() % (ratelimit.MaxExactInt + 2), data // mostly in range
+	case 3:
+		return num(), data
+	case 4:
+		n := one() % 40
+		return string(next(n)), data
+	case 5:
+		return float64(num()) / 3, data
+	case 6:
+		return num()%2 == 0, data
+	case 7:
+		return new(big.Int).Lsh(big.NewInt(num()), 70), data
+	case 8:
+		return serverError("ERR " + string(next(int(tag)%20))), data
+	case 9, 10, 11:
+		if depth >= 3 {
+			return num(), data
+		}
+		n := programs.ReplyLen
+		if tag%12 != 9 {
+			n = one() % 12
+		}
+		if tag%12 == 11 {
+			m := make(map[any]any, n)
+			for i := 0; i < n && len(data) > 0; i++ {
+				var k, v any
+				k, data = fuzzValue(data, depth+1)
+				v, data = fuzzValue(data, depth+1)
+				if k == nil || isUnhashable(k) {
+					k = i
+				}
+				m[k] = v
+			}
+			return m, data
+		}
+		arr := make([]any, n)
+		for i := range arr {
+			arr[i], data = fuzzValue(data, depth+1)
+		}
+		return arr, data
+	}
+	return nil, data
+}
+
+func isUnhashable(v any) bool {
+	switch v.(type) {
+	case []any, map[any]any:
+		return true
+	}
+	return false
+}
+
+// FuzzParseReplyValue: for a reply value of any shape, through the whole
+// provider (a fake client answers the program call with it), Evaluate never
+// panics and admits exactly when the value is an array of seven int64 in
+// 0..MaxExactInt with status ALLOWED that passes Reply.Check (an
+// independent oracle); a valid DENIED is a denial with the same fields, and
+// anything invalid is Incompatible{malformed_reply} whose cause wraps
+// ErrMalformedReply with a bounded message.
+func FuzzParseReplyValue(f *testing.F) {
+	now := uint64(t0.UnixMilli())
+	le := func(vals ...uint64) []byte {
+		b := []byte{9}
+		for _, v := range vals {
+			b = append(b, 1)
+			b = binary.LittleEndian.AppendUint64(b, v)
+		}
+		return b
+	}
+	reset := (now/60000 + 1) * 60000
+	f.Add(le(1, now, now, 5, 4, 0, reset))
+	f.Add(le(2, now, now, 5, 0, reset-now, reset))
+	f.Add(le(6, now, now, 5, 4, 0, reset))
+	f.Add([]byte{10, 3, 4, 3, 'a', 'b', 'c', 0, 5, 1, 2, 3, 7, 8})
+	f.Add([]byte{11, 4, 1, 1, 0, 0, 0, 0, 0, 0, 0, 8, 8})
+	f.Add([]byte{})
+	policy := testPolicies(f)[0] // "fw": fixed window 5 per minute
+	f.Fuzz(func(t *testing.T, data []byte) {
+		v, _ := fuzzValue(data, 0)
+		fc := &fakeCommander{respond: func(int, sentCommand) fakeReply { return fakeReply{val: v} }}
+		p := fakeProvider(t, fc, 1)
+		out := p.Evaluate(context.Background(), request(policy.ID(), subjectA, 1, t0))
+		want, valid := oracleReply(v, policy)
+		if !valid {
+			require.False(t, ratelimit.Admitted(out), "admitted %s", render(v))
+			inc, ok := out.(ratelimit.Incompatible)
+			require.True(t, ok, "%v for %s", out, render(v))
+			require.Equal(t, ratelimit.CategoryMalformedReply, inc.Category)
+			require.ErrorIs(t, inc.Cause, ErrMalformedReply)
+			require.Less(t, len(inc.Cause.Error()), 1024, "bounded message")
+			return
+		}
+		switch want.Status {
+		case programs.StatusAllowed, programs.StatusDenied:
+			ev, ok := out.(ratelimit.Evaluated)
+			require.True(t, ok, "%v", out)
+			require.Equal(t, want.Status == programs.StatusAllowed, ratelimit.Admitted(out))
+			require.Equal(t, want.Remaining, ev.Decision.Remaining)
+			require.Equal(t, want.Limit, ev.Decision.Limit)
+		default:
+			require.False(t, ratelimit.Admitted(out), "%v", out)
+			require.NotEqual(t, ratelimit.KindEvaluated, out.Kind())
+		}
+	})
+}
+
+// oracleReply is parseReply's acceptance rule written out on its own.
+func oracleReply(v any, p ratelimit.Policy) (programs.Reply, bool) {
+	arr, ok := v.([]any)
+	if !ok || len(arr) != programs.ReplyLen {
+		return programs.Reply{}, false
+	}
+	var ints [programs.ReplyLen]int64
+	for i, e := range arr {
+		n, ok := e.(int64)
+		if !ok || n < 0 || n > ratelimit.MaxExactInt {
+			return programs.Reply{}, false
+		}
+		ints[i] = n
+	}
+	r := programs.ReplyOf(ints)
+	if !r.Status.Valid() || r.Check(p) != nil {
+		return programs.Reply{}, false
+	}
+	return r, true
 }
