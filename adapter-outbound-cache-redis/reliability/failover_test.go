@@ -285,19 +285,6 @@ func waitLoading(t *testing.T, admin *redis.Client, done <-chan error) {
 	}
 }
 
-// infoField reads one field of an INFO section as text ("" when absent).
-func infoField(t testing.TB, c *redis.Client, section, field string) string {
-	t.Helper()
-	info, err := c.Info(adminCtx(t), section).Result()
-	require.NoError(t, err)
-	for _, line := range strings.Split(info, "\r\n") {
-		if v, ok := strings.CutPrefix(line, field+":"); ok {
-			return v
-		}
-	}
-	return ""
-}
-
 // waitInfo polls INFO section on c until field reads want, failing the
 // test after 10 s.
 func waitInfo(t *testing.T, c *redis.Client, section, field, want string) {

@@ -175,20 +175,27 @@ func statField(info, name, field string) int {
 	return 0
 }
 
-// infoInt reads one integer field of an INFO section.
-func infoInt(t testing.TB, admin *redis.Client, section, field string) int64 {
+// infoField reads one field of an INFO section as text ("" when absent).
+func infoField(t testing.TB, c *redis.Client, section, field string) string {
 	t.Helper()
-	info, err := admin.Info(adminCtx(t), section).Result()
+	info, err := c.Info(adminCtx(t), section).Result()
 	require.NoError(t, err)
 	for _, line := range strings.Split(info, "\r\n") {
 		if v, ok := strings.CutPrefix(line, field+":"); ok {
-			n, err := strconv.ParseInt(v, 10, 64)
-			require.NoError(t, err, line)
-			return n
+			return v
 		}
 	}
-	t.Fatalf("INFO %s has no %s", section, field)
-	return 0
+	return ""
+}
+
+// infoInt reads one integer field of an INFO section.
+func infoInt(t testing.TB, admin *redis.Client, section, field string) int64 {
+	t.Helper()
+	v := infoField(t, admin, section, field)
+	require.NotEmpty(t, v, "INFO %s has no %s", section, field)
+	n, err := strconv.ParseInt(v, 10, 64)
+	require.NoError(t, err, "%s:%s", field, v)
+	return n
 }
 
 func resetStats(t testing.TB, admin *redis.Client) {
