@@ -140,9 +140,12 @@ func TestProgramSourceRules(t *testing.T) {
 				assert.Regexp(t, `(?m)^  `+f+`  `, header, "stored field %q documented", f)
 				assert.Contains(t, code, "'"+f+"', ", "stored field %q written", f)
 			}
-			assert.Contains(t, code, fmt.Sprintf("'a', %d", int(p.Algorithm)))
-			assert.Contains(t, code, fmt.Sprintf("f.a == %d", int(p.Algorithm)))
-			assert.Contains(t, code, fmt.Sprintf("'v', %d", SchemaVersion))
+			assert.Contains(t, code, fmt.Sprintf("'a', '%d'", int(p.Algorithm)))
+			assert.Contains(t, code, fmt.Sprintf("fa == '%d'", int(p.Algorithm)))
+			assert.Contains(t, code, fmt.Sprintf("'v', '%d'", SchemaVersion))
+			assert.Contains(t, code, fmt.Sprintf("fv == '%d'", SchemaVersion))
+			assert.Contains(t, code, "'r', ARGV[1]", "the revision is written as sent")
+			assert.Contains(t, code, "fr == ARGV[1]", "the stored revision must be the one sent")
 			assert.Contains(t, code, fmt.Sprintf("#h ~= %d", 2*len(StateFields(p.Algorithm))))
 		})
 	}

@@ -36,13 +36,20 @@ local Q = 1000000
 local SECMAX = 35184372088 -- floor(S / 1000)
 local QMAX = 9007199254    -- floor(M / Q)
 
--- int parses a canonical non-negative decimal integer <= M; nil otherwise.
+local find = string.find
+
+-- int parses a canonical non-negative decimal integer <= M (digits only, no
+-- sign, no leading zero, at most 16 characters); nil otherwise, and for nil
+-- (a missing field). Every caller passes a string (an ARGV, TIME or HGETALL
+-- element) or nil. Once the pattern has matched, s + 0 converts it exactly as
+-- tonumber(s) would, with one strtod instead of two.
 local function int(s)
-  if type(s) ~= 'string' or #s > 16 then return nil end
-  if s ~= '0' and not string.find(s, '^[1-9][0-9]*$') then return nil end
-  local n = tonumber(s)
-  if n == nil or n > M then return nil end
-  return n
+  if s == '0' then return 0 end
+  if s and #s <= 16 and find(s, '^[1-9][0-9]*$') then
+    local n = s + 0
+    if n <= M then return n end
+  end
+  return nil
 end
 
 -- ceil is integer ceiling division of 0 <= a <= M by b >= 1, from the quotient
@@ -75,38 +82,53 @@ if not (rev and rev >= 1 and reg and reg <= H and grace and grace >= 1 and grace
 end
 if future then return {3, 0, 0, 0, 0, 0, 0} end
 
+-- One HGETALL is the type check (WRONGTYPE: not a hash) and the read. The
+-- hash must hold exactly the program's fields (14 elements). They are read by
+-- position when they come in the order the HSET below writes them (Redis
+-- keeps a small hash in insertion order, so that is every state this program
+-- wrote), and by name otherwise. v, a and r are compared as strings: for a
+-- valid n, int(x) == n exactly when x is n's canonical decimal, and ARGV[1]
+-- is rev's (checked above).
 local h = redis.pcall('HGETALL', KEYS[1])
 if h.err then
-  if string.find(h.err, '^WRONGTYPE') then return {4, now, 0, 0, 0, 0, 0} end
+  if find(h.err, '^WRONGTYPE') then return {4, now, 0, 0, 0, 0, 0} end
   return h
 end
-local f = nil
+local fl, fw, fc, fp -- fl is nil when there is no state
 if #h > 0 then
   if #h ~= 14 then return {4, now, 0, 0, 0, 0, 0} end
-  f = {}
-  for i = 1, 13, 2 do f[h[i]] = int(h[i + 1]) end
-  if not (f.v == 1 and f.a == 2 and f.r == rev and f.l and f.l <= S
-      and f.w and f.w == math.floor(f.l / win)
-      and f.c and f.c >= 1 and f.c <= limit
-      and f.p and f.p <= limit) then
+  local fv, fa, fr
+  if h[1] == 'v' and h[3] == 'a' and h[5] == 'r' and h[7] == 'l'
+      and h[9] == 'w' and h[11] == 'c' and h[13] == 'p' then
+    fv, fa, fr, fl, fw, fc, fp = h[2], h[4], h[6], h[8], h[10], h[12], h[14]
+  else
+    local f = {}
+    for i = 1, 13, 2 do f[h[i]] = h[i + 1] end
+    fv, fa, fr, fl, fw, fc, fp = f.v, f.a, f.r, f.l, f.w, f.c, f.p
+  end
+  fl, fw, fc, fp = int(fl), int(fw), int(fc), int(fp)
+  if not (fv == '1' and fa == '2' and fr == ARGV[1] and fl and fl <= S
+      and fw and fw == math.floor(fl / win)
+      and fc and fc >= 1 and fc <= limit
+      and fp and fp <= limit) then
     return {4, now, 0, 0, 0, 0, 0}
   end
 end
 
 local eff = now
-if f and now < f.l then
-  if f.l - now > reg then return {3, now, f.l, 0, 0, f.l - now - reg, 0} end
-  eff = f.l
+if fl and now < fl then
+  if fl - now > reg then return {3, now, fl, 0, 0, fl - now - reg, 0} end
+  eff = fl
 end
 
 local k = math.floor(eff / win)
 local e = eff - k * win
 local prev, cur = 0, 0
-if f then
-  if f.w == k then
-    prev, cur = f.p, f.c
-  elseif f.w == k - 1 then
-    prev = f.c
+if fl then
+  if fw == k then
+    prev, cur = fp, fc
+  elseif fw == k - 1 then
+    prev = fc
   end
 end
 -- S2: (win - e) * Q <= win * Q <= M; S1: prev * weight <= limit * Q <= M.
@@ -114,7 +136,9 @@ local weight = ceil((win - e) * Q, win)
 local estimate = ceil(prev * weight, Q) + cur
 if estimate + cost <= limit then
   local reset = (k + 2) * win
-  redis.call('HSET', KEYS[1], 'v', 1, 'a', 2, 'r', rev, 'l', eff, 'w', k, 'c', cur + cost, 'p', prev)
+  -- v, a and r go as the strings a number would be formatted to, so Redis
+  -- formats only the computed fields.
+  redis.call('HSET', KEYS[1], 'v', '1', 'a', '2', 'r', ARGV[1], 'l', eff, 'w', k, 'c', cur + cost, 'p', prev)
   redis.call('PEXPIRE', KEYS[1], reset - now + grace)
   return {1, now, eff, limit, limit - estimate - cost, 0, reset}
 end

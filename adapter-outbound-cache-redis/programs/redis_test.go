@@ -9,6 +9,7 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -431,6 +432,10 @@ func TestRedisTypeNormalization(t *testing.T) {
 // TestRedisMalformedStateIsIncompatible: every malformed hash (missing,
 // extra or non-integer field, wrong schema, algorithm or revision, values out
 // of range) is STATE_INCOMPATIBLE on the real server and nothing is written.
+// Each is stored with its fields in the order the program writes them (which
+// the real server keeps, and the program reads by position) and in the
+// reverse order (read by name); a valid state stored in any order is
+// accepted.
 func TestRedisMalformedStateIsIncompatible(t *testing.T) {
 	srv := redistest.Start(t)
 	c := srv.Client()
@@ -443,18 +448,67 @@ func TestRedisMalformedStateIsIncompatible(t *testing.T) {
 			require.NoError(t, err)
 			require.Equal(t, StatusAllowed, toReply(t, v).Status)
 			valid := hgetall(t, c, key)
+			require.Equal(t, stateFields(a), hashFieldOrder(t, ctx, c, key), "the program writes its fields in this order")
 			for name, st := range malformedStates(p, valid) {
-				seedState(t, ctx, c, key, st)
-				before := snap(t, ctx, c, key)
+				for _, reverse := range []bool{false, true} {
+					where := fmt.Sprintf("%s (reverse order %v)", name, reverse)
+					seedStateInOrder(t, ctx, c, key, st, a, reverse)
+					before := snap(t, ctx, c, key)
+					v, err := runRedis(ctx, c, prog, key, Args(p, 1)...)
+					require.NoError(t, err, where)
+					r := toReply(t, v)
+					require.Equal(t, StatusStateIncompatible, r.Status, where)
+					require.Equal(t, Reply{Status: StatusStateIncompatible, ServerNowMillis: r.ServerNowMillis}, r, where)
+					require.Equal(t, before, snap(t, ctx, c, key), "%s: nothing written", where)
+				}
+			}
+			for _, reverse := range []bool{false, true} {
+				seedStateInOrder(t, ctx, c, key, valid, a, reverse)
 				v, err := runRedis(ctx, c, prog, key, Args(p, 1)...)
-				require.NoError(t, err, name)
-				r := toReply(t, v)
-				require.Equal(t, StatusStateIncompatible, r.Status, name)
-				require.Equal(t, Reply{Status: StatusStateIncompatible, ServerNowMillis: r.ServerNowMillis}, r, name)
-				require.Equal(t, before, snap(t, ctx, c, key), "%s: nothing written", name)
+				require.NoError(t, err)
+				require.Equal(t, StatusAllowed, toReply(t, v).Status, "valid state, reverse order %v", reverse)
 			}
 		})
 	}
+}
+
+// seedStateInOrder stores st (with a 1 h TTL) by one HSET whose fields come
+// in the order the program for a writes them, or in the reverse order, with
+// any other field last; the server keeps a small hash in insertion order.
+func seedStateInOrder(t *testing.T, ctx context.Context, c *redis.Client, key string, st State, a ratelimit.Algorithm, reverse bool) {
+	t.Helper()
+	order := append([]string(nil), stateFields(a)...)
+	if reverse {
+		slices.Reverse(order)
+	}
+	var others []string
+	for f := range st {
+		if !slices.Contains(order, f) {
+			others = append(others, f)
+		}
+	}
+	slices.Sort(others)
+	var args []any
+	var names []string
+	for _, f := range append(order, others...) {
+		if v, ok := st[f]; ok {
+			args = append(args, f, v)
+			names = append(names, f)
+		}
+	}
+	require.NoError(t, c.Del(ctx, key).Err())
+	require.NoError(t, c.HSet(ctx, key, args...).Err())
+	require.NoError(t, c.PExpire(ctx, key, time.Hour).Err())
+	require.Equal(t, names, hashFieldOrder(t, ctx, c, key), "stored in the order given")
+}
+
+// hashFieldOrder is the field names of key in the order the server keeps
+// them (HKEYS, like HGETALL, walks a small hash in insertion order).
+func hashFieldOrder(t *testing.T, ctx context.Context, c *redis.Client, key string) []string {
+	t.Helper()
+	names, err := c.HKeys(ctx, key).Result()
+	require.NoError(t, err)
+	return names
 }
 
 // TestRedisInvalidArgs: ARGV sent directly (not through Args) that is
