@@ -15,6 +15,7 @@ import (
 
 	"github.com/tech-log/tech-log-backend/adapter-outbound-cache-redis/redisrate"
 	"github.com/tech-log/tech-log-backend/adapter-outbound-cache-redis/redistest"
+	"github.com/tech-log/tech-log-backend/shared-contract/keyspace"
 	"github.com/tech-log/tech-log-backend/shared-contract/ratelimit"
 )
 
@@ -188,16 +189,7 @@ func TestLoadingServerRefusesBeforeRunning(t *testing.T) {
 		assert.Equal(t, 0, statField(stats, "cmdstat_evalsha", "calls")+statField(stats, "cmdstat_eval", "calls"), "no program call reached the loading server")
 		t.Logf("after the load: hello calls %d, ping calls %d rejected %d (the handshake probes and redistest's PONG wait)",
 			statField(stats, "cmdstat_hello", "calls"), statField(stats, "cmdstat_ping", "calls"), statField(stats, "cmdstat_ping", "rejected_calls"))
-		c, ok := consumed(t, admin, keys, pols[0], subject)
-		require.True(t, ok, "the saved state was loaded")
-		assert.Equal(t, int64(1), c, "the refused calls consumed nothing")
-		for _, pol := range pols[1:] {
-			_, ok := consumed(t, admin, keys, pol, subject)
-			assert.False(t, ok, "%s: no state written", pol.ID())
-		}
-		for _, pol := range pols {
-			assert.True(t, ratelimit.Admitted(ask(p, pol.ID(), subject, 1)), "%s: served again by the same provider", pol.ID())
-		}
+		requireRefusalsConsumedNothing(t, p, admin, keys, pols, subject)
 	})
 
 	t.Run("reload", func(t *testing.T) {
@@ -244,17 +236,26 @@ func TestLoadingServerRefusesBeforeRunning(t *testing.T) {
 		t.Logf("DEBUG RELOAD: loading:1 after %v, over after %v; evalsha calls %d, rejected_calls %d",
 			loading.Round(time.Millisecond), reloaded.Round(time.Millisecond),
 			statField(stats, "cmdstat_evalsha", "calls"), statField(stats, "cmdstat_evalsha", "rejected_calls"))
-		c, ok := consumed(t, admin, keys, pols[0], subject)
-		require.True(t, ok)
-		assert.Equal(t, int64(1), c, "the refused calls consumed nothing")
-		for _, pol := range pols[1:] {
-			_, ok := consumed(t, admin, keys, pol, subject)
-			assert.False(t, ok, "%s: no state written", pol.ID())
-		}
-		for _, pol := range pols {
-			assert.True(t, ratelimit.Admitted(ask(p, pol.ID(), subject, 1)), "%s: served again on the same connection", pol.ID())
-		}
+		requireRefusalsConsumedNothing(t, p, admin, keys, pols, subject)
 	})
+}
+
+// requireRefusalsConsumedNothing checks the end state of a LOADING test:
+// the one admitted call before the load (on pols[0]) is the only unit
+// consumed, no other policy has state, and the same provider admits every
+// policy again once the load is over.
+func requireRefusalsConsumedNothing(t *testing.T, p *redisrate.Provider, admin *redis.Client, keys *keyspace.Builder, pols []ratelimit.Policy, subject ratelimit.SubjectDigest) {
+	t.Helper()
+	c, ok := consumed(t, admin, keys, pols[0], subject)
+	require.True(t, ok, "the state written before the load is there")
+	assert.Equal(t, int64(1), c, "the refused calls consumed nothing")
+	for _, pol := range pols[1:] {
+		_, ok := consumed(t, admin, keys, pol, subject)
+		assert.False(t, ok, "%s: no state written", pol.ID())
+	}
+	for _, pol := range pols {
+		assert.True(t, ratelimit.Admitted(ask(p, pol.ID(), subject, 1)), "%s: served again by the same provider", pol.ID())
+	}
 }
 
 // accepts reports whether a TCP connection to addr can be opened.
