@@ -13,6 +13,10 @@ GOTOOLCHAIN ?= auto
 export GOTOOLCHAIN
 
 MODULES := $(shell go list -m -f '{{.Dir}}')
+# ensure.sh installs missing programs with apt-get when run as root, else stops
+# in one line naming what to install (tools/prereq).
+PREREQ := tools/prereq/ensure.sh
+TEST_PROGRAMS := redis-server redis-cli redis-sentinel
 GO_TEST_FLAGS ?= -race -count=1
 FUZZTIME ?= 10s
 
@@ -21,12 +25,16 @@ help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-16s %s\n", $$1, $$2}'
 
 .PHONY: test
-test: arch-check ## unit tests + Redis service lane (real redis-server) + boundary check, race detector on; then the unit tests once more per module with GOWORK=off
+test: test-prereq arch-check ## unit tests + Redis service lane (real redis-server) + boundary check, race detector on; then the unit tests once more per module with GOWORK=off; installs redis-server/redis-sentinel first when missing (root + apt-get)
 	@for m in $(MODULES); do \
 		echo "== go test $$m"; \
 		(cd $$m && REDIS_REQUIRED=1 go test $(GO_TEST_FLAGS) ./...) || exit 1; \
 	done
 	@$(MAKE) --no-print-directory test-gowork-off
+
+.PHONY: test-prereq
+test-prereq: ## the programs make test needs (redis-server, redis-cli, redis-sentinel): installed when missing (root + apt-get), else one line naming them
+	@$(PREREQ) "make test" $(TEST_PROGRAMS)
 
 # Each module must build and pass on its own go.mod (require + replace for
 # its siblings): go.work would hide a missing require. The unit tests (-short,
@@ -108,6 +116,7 @@ tidy: ## go mod tidy in every module
 
 .PHONY: bench
 bench: ## side-by-side benchmarks vs bare EvalSha, redis_rate, ulule, redis-benchmark -> bench/results.json, docs/performance.md (not part of make test); BENCH_SMOKE=1: a quick shape check
+	@$(PREREQ) "make bench" redis-server redis-cli redis-benchmark
 	@cd tools && go run ./cmd/bench -root .. $(if $(filter-out 0,$(BENCH_SMOKE)),-smoke)
 
 RUN_ADDR ?= 127.0.0.1:8080
@@ -125,10 +134,12 @@ run: ## build and start the service on the embedded defaults (local limiter, no 
 
 .PHONY: demo
 demo: ## two instances + private redis-server + bounded load: the global limit across instances, then fail-closed without Redis
+	@$(PREREQ) "make demo" redis-server
 	@cd tools && go run ./cmd/demo -root ..
 
 .PHONY: redis-image
 redis-image: ## build the local Redis test image (FROM scratch, host redis-server); REDIS_TEST_IMAGE names it
+	@$(PREREQ) "make redis-image" redis-server
 	@tools/redis-image/build.sh "$${REDIS_TEST_IMAGE:-tech-log/redis-test:local}"
 
 .PHONY: test-containers
