@@ -8,7 +8,15 @@
 // redacted in every textual form: String, every fmt verb, slog and JSON.
 //
 // It reads the environment map and files it is pointed at, nothing else: it
-// opens no connection and starts no goroutine. It must never import fx, a
-// Redis client or the adapters; app-bootstrap's wiring package turns a
+// opens no connection and starts no goroutine. From the adapters it uses only
+// their exported bounds (constants such as redisrate.MaxPoolSize), so that
+// start-up rejects what an adapter would; it must never construct an adapter
+// or a Redis client, nor import fx. app-bootstrap's wiring package turns a
 // Config into clients and modules.
+//
+// Files by concern: env.go (the APP_ variables and their parsing), load.go
+// (Load, the bounds), validate_*.go (one section each: ratelimit, cache,
+// web, log, redis endpoint; validate.go holds the shared field checks),
+// tls.go (TLS files), secret.go (Secret and the _FILE variants),
+// policies.go (the policy file).
 package config

@@ -1,6 +1,15 @@
 package config
 
-import "time"
+import (
+	"errors"
+	"fmt"
+	"reflect"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/caarlos0/env/v11"
+)
 
 // Prefix is the prefix of every variable this package reads.
 const Prefix = "APP_"
@@ -82,4 +91,70 @@ type rawWeb struct {
 	LocalLimitBurst   int           `env:"LOCAL_LIMIT_BURST" envDefault:"20"`
 	LocalLimitMax     int           `env:"LOCAL_LIMIT_MAX_CLIENTS" envDefault:"10000"`
 	LocalLimitIdleTTL time.Duration `env:"LOCAL_LIMIT_IDLE_TTL" envDefault:"5m"`
+}
+
+// FromEnviron turns os.Environ()-style "K=V" entries into the map Load takes.
+func FromEnviron(environ []string) map[string]string {
+	m := make(map[string]string, len(environ))
+	for _, kv := range environ {
+		if k, v, ok := strings.Cut(kv, "="); ok {
+			m[k] = v
+		}
+	}
+	return m
+}
+
+// parseEnv runs env/v11 and rewrites its parse errors to name the variable
+// rather than the Go field: the parsers record the variable being set (OnSet
+// runs just before each field's parser, and parsing is sequential).
+func parseEnv(raw *rawConfig, environ map[string]string) error {
+	if environ == nil {
+		environ = map[string]string{}
+	}
+	var current string
+	wrap := func(parse func(string) (any, error)) env.ParserFunc {
+		return func(s string) (any, error) {
+			out, err := parse(s)
+			if err != nil {
+				return nil, &VarError{Var: current, Err: fmt.Errorf("%w: %q: %w", ErrInvalid, bounded(s), err)}
+			}
+			return out, nil
+		}
+	}
+	opts := env.Options{
+		Prefix:      Prefix,
+		Environment: environ,
+		OnSet:       func(key string, _ any, _ bool) { current = key },
+		FuncMap: map[reflect.Type]env.ParserFunc{
+			reflect.TypeFor[bool](): wrap(func(s string) (any, error) { return strconv.ParseBool(s) }),
+			reflect.TypeFor[int](): wrap(func(s string) (any, error) {
+				n, err := strconv.ParseInt(s, 10, 0)
+				return int(n), err
+			}),
+			reflect.TypeFor[float64](): wrap(func(s string) (any, error) { return strconv.ParseFloat(s, 64) }),
+			reflect.TypeFor[time.Duration](): wrap(func(s string) (any, error) {
+				return time.ParseDuration(s)
+			}),
+		},
+	}
+	err := env.ParseWithOptions(raw, opts)
+	if err == nil {
+		return nil
+	}
+	var agg env.AggregateError
+	if !errors.As(err, &agg) {
+		return fmt.Errorf("%w: %w", ErrInvalid, err)
+	}
+	out := &errs{}
+	for _, e := range agg.Errors {
+		// env.ParseError does not unwrap; the parsers put a *VarError in it.
+		var pe env.ParseError
+		var ve *VarError
+		if errors.As(e, &pe) && errors.As(pe.Err, &ve) {
+			out.list = append(out.list, ve)
+			continue
+		}
+		out.list = append(out.list, fmt.Errorf("%w: %w", ErrInvalid, e))
+	}
+	return out.err()
 }

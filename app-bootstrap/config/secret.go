@@ -2,7 +2,9 @@ package config
 
 import (
 	"fmt"
+	"io"
 	"log/slog"
+	"os"
 
 	"github.com/tech-log/tech-log-backend/shared-contract/keyspace"
 )
@@ -66,3 +68,67 @@ func (s Secret) LogValue() slog.Value { return slog.StringValue(s.redacted()) }
 
 // MarshalText implements encoding.TextMarshaler (used by encoding/json).
 func (s Secret) MarshalText() ([]byte, error) { return []byte(s.redacted()), nil }
+
+// secret resolves NAME and NAME_FILE: at most one may be set; the file's
+// content, less one trailing newline, is the value. It reports whether a
+// value was set.
+func (v *errs) secret(name string, direct Secret, file string) (Secret, bool) {
+	fileVar := name + "_FILE"
+	switch {
+	case !direct.IsZero() && file != "":
+		v.add(name, ErrConflict, "both %s and %s are set; set one", name, fileVar)
+		return Secret{}, false
+	case file != "":
+		b, err := readSecretFile(file)
+		if err != nil {
+			v.add(fileVar, ErrInvalid, "%w", err)
+			return Secret{}, false
+		}
+		if len(b) == 0 {
+			v.add(fileVar, ErrInvalid, "%s is empty", file)
+			return Secret{}, false
+		}
+		return Secret{v: b}, true
+	default:
+		return direct, !direct.IsZero()
+	}
+}
+
+// keySecret resolves an HMAC secret (NAME or NAME_FILE), which is required
+// and at least keyspace.MinSecretLen bytes.
+func (v *errs) keySecret(name string, direct Secret, file string) keyspace.Secret {
+	s, set := v.secret(name, direct, file)
+	if !set {
+		if direct.IsZero() && file == "" {
+			v.add(name, ErrRequired, "an HMAC secret of at least %d bytes (or set %s_FILE)", keyspace.MinSecretLen, name)
+		}
+		return keyspace.Secret{}
+	}
+	ks, err := keyspace.NewSecret(s.v)
+	if err != nil {
+		v.add(name, ErrInvalid, "%w", err)
+	}
+	return ks
+}
+
+func readSecretFile(path string) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	b, err := io.ReadAll(io.LimitReader(f, maxSecretFileLen+1))
+	if err != nil {
+		return nil, fmt.Errorf("read %s: %w", path, err)
+	}
+	if len(b) > maxSecretFileLen {
+		return nil, fmt.Errorf("%s is larger than %d bytes", path, maxSecretFileLen)
+	}
+	if n := len(b); n > 0 && b[n-1] == '\n' {
+		b = b[:n-1]
+		if n := len(b); n > 0 && b[n-1] == '\r' {
+			b = b[:n-1]
+		}
+	}
+	return b, nil
+}

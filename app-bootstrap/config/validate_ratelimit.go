@@ -1,0 +1,78 @@
+package config
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/tech-log/tech-log-backend/shared-contract/ratelimit"
+)
+
+func (v *errs) rateLimit(r rawRateLimit) RateLimit {
+	const g = envRateLimitGroup
+	if !r.Enabled {
+		return RateLimit{}
+	}
+	out := RateLimit{Enabled: true, AllowSharedRedis: r.AllowSharedRedis}
+	switch r.Provider {
+	case ProviderRedis:
+	case "":
+		v.add(g+"PROVIDER", ErrRequired, "set it to %q when %sENABLED=true", ProviderRedis, g)
+	default:
+		v.add(g+"PROVIDER", ErrUnsupported, "%q: the only provider is %q", bounded(r.Provider), ProviderRedis)
+	}
+	if r.Role != RoleCoordination {
+		v.add(g+"ROLE", ErrUnsupported, "%q: the only role is %q", bounded(r.Role), RoleCoordination)
+	}
+	if r.FailurePolicy != FailClosedPolicy {
+		v.add(g+"FAILURE_POLICY", ErrUnsupported, "%q: the limiter only fails closed (%q)", bounded(r.FailurePolicy), FailClosedPolicy)
+	}
+	out.Redis = v.redis(g+"REDIS_", r.Redis)
+	out.KeyPrefix = v.keyPrefix(g+"KEY_PREFIX", r.KeyPrefix)
+	out.KeySecret = v.keySecret(g+"KEY_SECRET", r.KeySecret, r.KeySecretFile)
+	out.CommandTimeout = v.duration(g+"COMMAND_TIMEOUT", r.CommandTimeout, maxRateLimitTimeout)
+	out.DialTimeout = v.duration(g+"DIAL_TIMEOUT", r.DialTimeout, maxRateLimitTimeout)
+	out.PoolTimeout = v.duration(g+"POOL_TIMEOUT", r.PoolTimeout, maxRateLimitTimeout)
+	out.PoolSize = v.bound(g+"POOL_SIZE", r.PoolSize, maxRateLimitPool)
+	out.MaxInFlight = v.bound(g+"MAX_IN_FLIGHT", r.MaxInFlight, maxRateLimitPool)
+	if out.PoolSize > 0 && out.MaxInFlight > out.PoolSize {
+		v.add(g+"MAX_IN_FLIGHT", ErrInvalid, "%d exceeds %sPOOL_SIZE (%d): every admitted evaluation needs a connection", out.MaxInFlight, g, out.PoolSize)
+	}
+	v.notAbove(g+"DIAL_TIMEOUT", out.DialTimeout, g+"COMMAND_TIMEOUT", out.CommandTimeout)
+	v.notAbove(g+"POOL_TIMEOUT", out.PoolTimeout, g+"COMMAND_TIMEOUT", out.CommandTimeout)
+
+	var set PolicySet
+	var err error
+	if r.PoliciesFile == "" {
+		out.PoliciesSource = EmbeddedPolicies
+		set, err = ParsePolicies(strings.NewReader(DefaultPoliciesJSON()))
+	} else {
+		out.PoliciesSource = r.PoliciesFile
+		set, err = readPolicyFile(r.PoliciesFile)
+	}
+	if err != nil {
+		// One line per problem, each naming the variable.
+		var pfe *PolicyFileError
+		if errors.As(err, &pfe) {
+			for _, e := range pfe.Problems {
+				v.wrap(g+"POLICIES_FILE", fmt.Errorf("%s: %w", out.PoliciesSource, e))
+			}
+		} else {
+			v.wrap(g+"POLICIES_FILE", fmt.Errorf("%s: %w", out.PoliciesSource, err))
+		}
+	}
+	out.Policies = set
+	switch {
+	case r.DefaultPolicy == "":
+		v.add(g+"DEFAULT_POLICY", ErrRequired, "name the policy for API routes no policy's routes match")
+	case err != nil:
+		// The file is already reported; the default cannot be checked.
+	default:
+		id := ratelimit.PolicyID(r.DefaultPolicy)
+		if _, ok := set.Policy(id); !ok {
+			v.add(g+"DEFAULT_POLICY", ErrInvalid, "%q is not defined in %s (defined: %s)", bounded(r.DefaultPolicy), out.PoliciesSource, strings.Join(set.IDs(), ", "))
+		}
+		out.DefaultPolicy = id
+	}
+	return out
+}

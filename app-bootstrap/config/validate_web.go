@@ -1,0 +1,71 @@
+package config
+
+import (
+	"math"
+	"net"
+	"net/netip"
+	"strings"
+)
+
+func (v *errs) web(w rawWeb, rl RateLimit) Web {
+	const g = envWebGroup
+	out := Web{Addr: w.Addr}
+	if _, _, err := net.SplitHostPort(w.Addr); err != nil {
+		v.add(g+"ADDR", ErrInvalid, "%q: want [host]:port: %w", bounded(w.Addr), err)
+	}
+	if rl.Enabled || !w.SubjectSecret.IsZero() || w.SubjectSecretFile != "" {
+		out.SubjectSecret = v.keySecret(g+"SUBJECT_SECRET", w.SubjectSecret, w.SubjectSecretFile)
+	}
+	for _, s := range w.TrustedProxies {
+		s = strings.TrimSpace(s)
+		if s == "" {
+			continue
+		}
+		p, err := parsePrefix(s)
+		if err != nil {
+			v.add(g+"TRUSTED_PROXIES", ErrInvalid, "%q: want an IP or CIDR: %w", bounded(s), err)
+			continue
+		}
+		out.TrustedProxies = append(out.TrustedProxies, p)
+	}
+	if len(out.TrustedProxies) > maxProxies {
+		v.add(g+"TRUSTED_PROXIES", ErrInvalid, "%d entries, at most %d", len(out.TrustedProxies), maxProxies)
+	}
+	out.EvaluationTimeout = v.duration(g+"EVALUATION_TIMEOUT", w.EvaluationTimeout, maxWebTimeout)
+	if rl.Enabled && rl.CommandTimeout > 0 && out.EvaluationTimeout > 0 && out.EvaluationTimeout <= rl.CommandTimeout {
+		v.add(g+"EVALUATION_TIMEOUT", ErrInvalid, "%v must exceed %sCOMMAND_TIMEOUT (%v), or every evaluation fails its deadline precheck", out.EvaluationTimeout, envRateLimitGroup, rl.CommandTimeout)
+	}
+	out.LocalLimit.Enabled = w.LocalLimitEnabled
+	if w.LocalLimitEnabled {
+		if math.IsNaN(w.LocalLimitRate) || math.IsInf(w.LocalLimitRate, 0) || w.LocalLimitRate <= 0 || w.LocalLimitRate > maxLocalRate {
+			v.add(g+"LOCAL_LIMIT_RATE", ErrInvalid, "%v: want a finite rate in (0, %g] per second", w.LocalLimitRate, maxLocalRate)
+		} else {
+			out.LocalLimit.Rate = w.LocalLimitRate
+		}
+		out.LocalLimit.Burst = v.bound(g+"LOCAL_LIMIT_BURST", w.LocalLimitBurst, maxLocalBurst)
+		out.LocalLimit.MaxClients = v.bound(g+"LOCAL_LIMIT_MAX_CLIENTS", w.LocalLimitMax, maxLocalClient)
+		out.LocalLimit.IdleTTL = v.duration(g+"LOCAL_LIMIT_IDLE_TTL", w.LocalLimitIdleTTL, maxIdleTTL)
+		// Dropping an idle client must never grant more than waiting would:
+		// the idle TTL covers a full refill (Burst/Rate seconds).
+		if l := out.LocalLimit; l.Rate > 0 && l.Burst > 0 && l.IdleTTL > 0 && l.IdleTTL.Seconds() < float64(l.Burst)/l.Rate {
+			v.add(g+"LOCAL_LIMIT_IDLE_TTL", ErrInvalid, "%v is shorter than the bucket refill time %sLOCAL_LIMIT_BURST/%sLOCAL_LIMIT_RATE = %.3fs", l.IdleTTL, g, g, float64(l.Burst)/l.Rate)
+		}
+	}
+	return out
+}
+
+func parsePrefix(s string) (netip.Prefix, error) {
+	if strings.Contains(s, "/") {
+		p, err := netip.ParsePrefix(s)
+		if err != nil {
+			return netip.Prefix{}, err
+		}
+		return p.Masked(), nil
+	}
+	a, err := netip.ParseAddr(s)
+	if err != nil {
+		return netip.Prefix{}, err
+	}
+	a = a.Unmap()
+	return netip.PrefixFrom(a, a.BitLen()), nil
+}
