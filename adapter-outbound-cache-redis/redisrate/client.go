@@ -262,3 +262,43 @@ func newDialer(base func(ctx context.Context, network, addr string) (net.Conn, e
 		return tc, nil
 	}
 }
+
+// checkClientOptions verifies the go-redis options (as normalized by
+// go-redis) that failure certainty depends on.
+func checkClientOptions(o *redis.Options, opts Options) error {
+	var errs []error
+	bad := func(format string, args ...any) {
+		errs = append(errs, fmt.Errorf("%w: client "+format, append([]any{ErrInvalidConfig}, args...)...))
+	}
+	if o.MaxRetries != 0 { // go-redis normalizes -1 to 0 and 0 to 3
+		bad("MaxRetries allows %d retries: set -1 (a retry after a write could apply the program twice)", o.MaxRetries)
+	}
+	if o.DialerRetries != dialAttempts {
+		bad("DialerRetries %d: set %d", o.DialerRetries, dialAttempts)
+	}
+	if o.ContextTimeoutEnabled {
+		bad("ContextTimeoutEnabled must be false (the caller deadline is an admission precheck)")
+	}
+	if o.ReadTimeout != opts.CommandTimeout || o.WriteTimeout != opts.CommandTimeout {
+		bad("ReadTimeout %v and WriteTimeout %v must equal CommandTimeout %v", o.ReadTimeout, o.WriteTimeout, opts.CommandTimeout)
+	}
+	if o.DialTimeout > opts.CommandTimeout {
+		bad("DialTimeout %v exceeds CommandTimeout %v", o.DialTimeout, opts.CommandTimeout)
+	}
+	if o.PoolTimeout > opts.CommandTimeout {
+		bad("PoolTimeout %v exceeds CommandTimeout %v", o.PoolTimeout, opts.CommandTimeout)
+	}
+	if opts.MaxInFlight > o.PoolSize {
+		bad("PoolSize %d is below MaxInFlight %d", o.PoolSize, opts.MaxInFlight)
+	}
+	if o.ClientSideCache != nil || o.ClientSideCacheConfig != nil {
+		bad("client-side caching must be off")
+	}
+	if o.MaintNotificationsConfig == nil || o.MaintNotificationsConfig.Mode != "disabled" {
+		bad("maintenance notifications must be disabled")
+	}
+	if o.Limiter != nil {
+		bad("Limiter must be nil (MaxInFlight is the admission bound)")
+	}
+	return errors.Join(errs...)
+}

@@ -11,6 +11,13 @@
 // provider does not understand is Incompatible. docs/failure-certainty.md
 // holds the table and the reasoning.
 //
+// Files by concern: client.go (NewClient and the option checks New applies
+// to a caller's client), provider.go (New, Options, per-policy state),
+// evaluate.go (Evaluate: precheck, call, outcome), executor.go (the only
+// sender of a program), classify.go (failure certainty), reply.go (reply
+// decoding), lifecycle.go (Start, Ready, Close, INFO and version parsing),
+// errors.go (sentinels and CallError), keys.go (the state key).
+//
 // It imports shared-contract, the programs package and go-redis. It must
 // never import the cache store (rediscache) or share a client, configuration
 // or decorator with it, never import an inbound adapter, app-bootstrap, fx or

@@ -4,6 +4,7 @@ import (
 	"context"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 
@@ -74,14 +75,23 @@ type call struct {
 	args    [maxArgs]any
 }
 
-// attempt is one command of a program call.
-type attempt struct {
-	val any
+// result is what the executor reports about one program call: what it
+// sent last, whether that may have been written, whether it fell back to
+// EVAL, and the reply or error.
+type result struct {
+	// reply is the program's reply when err is nil.
+	reply any
+	// err is the error of the last command sent.
 	err error
-	// written: go-redis began serializing the command (see wireArg).
-	written bool
-	// command is cmdEvalSha or cmdEval.
+	// command is the last command sent: cmdEvalSha or cmdEval.
 	command string
+	// written: go-redis began serializing the last command (see wireArg).
+	written bool
+	// fellBack: EVALSHA answered NOSCRIPT and EVAL was sent.
+	fellBack bool
+	// fallbackTooLate: EVALSHA answered NOSCRIPT (the server ran nothing),
+	// and the time to send the EVAL had passed, so it was not sent.
+	fallbackTooLate bool
 }
 
 // executor runs a program: EVALSHA with the manifest digest, and on a
@@ -89,36 +99,41 @@ type attempt struct {
 // It is the only place that sends a program.
 type executor struct {
 	client commander
+	now    func() time.Time
 	calls  sync.Pool // of *call
 }
 
-func newExecutor(client commander) *executor {
-	x := &executor{client: client}
+// newExecutor returns an executor over client; now is the clock the EVAL
+// fallback's sendBy is compared with.
+func newExecutor(client commander, now func() time.Time) *executor {
+	x := &executor{client: client, now: now}
 	x.calls.New = func() any { return new(call) }
 	return x
 }
 
 // run sends s for key with argv (the policy's ARGV; argv[programs.ArgCost]
-// is replaced by cost). fallbackOK is asked, after a NOSCRIPT, whether the
-// EVAL may still be sent; when it says no, run returns the NOSCRIPT attempt
-// and fellBack false. The returned attempt is the last command sent.
-func (x *executor) run(ctx context.Context, s *script, key string, argv []any, cost int64, fallbackOK func() bool) (a attempt, fellBack bool) {
+// is replaced by cost): EVALSHA, and after a NOSCRIPT reply one EVAL if the
+// clock has not passed sendBy (else the result says fallbackTooLate).
+func (x *executor) run(ctx context.Context, s *script, key string, argv []any, cost int64, sendBy time.Time) result {
 	c := x.calls.Get().(*call)
 	defer x.release(c)
 	c.key, c.cost = key, cost
 
-	a = x.send(ctx, c, cmdEvalSha, s.sha, s.shaHex, argv)
-	if a.err == nil || !a.written || !isNoScript(a.err) {
-		return a, false
+	r := x.send(ctx, c, cmdEvalSha, s.sha, s.shaHex, argv)
+	if r.err == nil || !r.written || !isNoScript(r.err) {
+		return r
 	}
 	// NOSCRIPT: the server does not know the digest and ran nothing.
-	if !fallbackOK() {
-		return a, false
+	if x.now().After(sendBy) {
+		r.fallbackTooLate = true
+		return r
 	}
-	return x.send(ctx, c, cmdEval, s.source, s.name, argv), true
+	r = x.send(ctx, c, cmdEval, s.source, s.name, argv)
+	r.fellBack = true
+	return r
 }
 
-func (x *executor) send(ctx context.Context, c *call, command string, program []byte, text string, argv []any) attempt {
+func (x *executor) send(ctx context.Context, c *call, command string, program []byte, text string, argv []any) result {
 	c.program.payload, c.program.text = program, text
 	c.program.serialized.Store(false)
 	args := c.args[:0]
@@ -129,7 +144,7 @@ func (x *executor) send(ctx context.Context, c *call, command string, program []
 	cmd := redis.NewCmd(ctx, args...)
 	_ = x.client.Process(ctx, cmd)
 	val, err := cmd.Result()
-	return attempt{val: val, err: err, written: c.program.serialized.Load(), command: command}
+	return result{reply: val, err: err, written: c.program.serialized.Load(), command: command}
 }
 
 func (x *executor) release(c *call) {

@@ -16,6 +16,9 @@ import (
 	"github.com/tech-log/tech-log-backend/shared-contract/ratelimit"
 )
 
+// noSendBy is a sendBy that never passes: the EVAL fallback is always sent.
+var noSendBy = time.Unix(1<<40, 0)
+
 func scriptFor(t testing.TB, p ratelimit.Policy) *script {
 	t.Helper()
 	prog, ok := programs.ForAlgorithm(p.Algorithm())
@@ -34,15 +37,11 @@ func TestExecutorFallsBackToExactlyOneEvalOnNoScript(t *testing.T) {
 				return fakeReply{val: reply}
 			}}
 			prog, _ := programs.ForAlgorithm(p.Algorithm())
-			fallbackAsked := 0
-			a, fellBack := newExecutor(f).run(context.Background(), newScript(prog), "k1", programs.Args(p, 1), 2, func() bool {
-				fallbackAsked++
-				return true
-			})
+			a := newExecutor(f, time.Now).run(context.Background(), newScript(prog), "k1", programs.Args(p, 1), 2, noSendBy)
 			require.NoError(t, a.err)
-			assert.True(t, fellBack)
-			assert.Equal(t, 1, fallbackAsked)
-			assert.Equal(t, reply, a.val)
+			assert.True(t, a.fellBack)
+			assert.False(t, a.fallbackTooLate)
+			assert.Equal(t, reply, a.reply)
 			assert.Equal(t, cmdEval, a.command)
 
 			sent := f.commands()
@@ -85,11 +84,13 @@ func TestExecutorNeverEvalsAfterAnyOtherError(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			f := &fakeCommander{respond: func(int, sentCommand) fakeReply { return tt.r }}
-			a, fellBack := newExecutor(f).run(context.Background(), scriptFor(t, p), "k", programs.Args(p, 1), 1, func() bool {
+			clock := func() time.Time {
 				t.Error("fallback must not be considered")
-				return true
-			})
-			assert.False(t, fellBack)
+				return time.Now()
+			}
+			a := newExecutor(f, clock).run(context.Background(), scriptFor(t, p), "k", programs.Args(p, 1), 1, noSendBy)
+			assert.False(t, a.fellBack)
+			assert.False(t, a.fallbackTooLate)
 			assert.Equal(t, []string{cmdEvalSha}, f.names())
 			assert.Equal(t, tt.r.err, a.err)
 			assert.Equal(t, !tt.r.unwritten, a.written)
@@ -100,8 +101,9 @@ func TestExecutorNeverEvalsAfterAnyOtherError(t *testing.T) {
 func TestExecutorNoScriptWithoutFallbackSendsNothingMore(t *testing.T) {
 	p := fixedPolicy(t, "fw", 5, time.Minute)
 	f := &fakeCommander{respond: func(int, sentCommand) fakeReply { return fakeReply{err: redis.ErrNoScript} }}
-	a, fellBack := newExecutor(f).run(context.Background(), scriptFor(t, p), "k", programs.Args(p, 1), 1, func() bool { return false })
-	assert.False(t, fellBack)
+	a := newExecutor(f, time.Now).run(context.Background(), scriptFor(t, p), "k", programs.Args(p, 1), 1, time.Time{})
+	assert.False(t, a.fellBack)
+	assert.True(t, a.fallbackTooLate)
 	assert.True(t, isNoScript(a.err))
 	assert.Equal(t, []string{cmdEvalSha}, f.names())
 }
@@ -115,8 +117,8 @@ func TestExecutorEvalFailureIsTheResult(t *testing.T) {
 		}
 		return fakeReply{err: readTimeout}
 	}}
-	a, fellBack := newExecutor(f).run(context.Background(), scriptFor(t, p), "k", programs.Args(p, 1), 1, func() bool { return true })
-	assert.True(t, fellBack)
+	a := newExecutor(f, time.Now).run(context.Background(), scriptFor(t, p), "k", programs.Args(p, 1), 1, noSendBy)
+	assert.True(t, a.fellBack)
 	assert.Equal(t, cmdEval, a.command)
 	assert.True(t, a.written)
 	assert.Equal(t, readTimeout, a.err)
@@ -129,7 +131,7 @@ func TestExecutorArgumentsMatchProgramsArgs(t *testing.T) {
 		base := programs.Args(p, 1)
 		for _, cost := range []int64{1, 2, 3, 5} {
 			f := &fakeCommander{respond: func(int, sentCommand) fakeReply { return fakeReply{val: ints()} }}
-			newExecutor(f).run(context.Background(), s, "key", base, cost, func() bool { return true })
+			newExecutor(f, time.Now).run(context.Background(), s, "key", base, cost, noSendBy)
 			sent := f.commands()
 			require.Len(t, sent, 1)
 			assert.Equal(t, programs.Args(p, cost), sent[0].argv, "%v cost %d", p.Algorithm(), cost)
@@ -139,7 +141,7 @@ func TestExecutorArgumentsMatchProgramsArgs(t *testing.T) {
 }
 
 func TestExecutorReleaseClearsTheCall(t *testing.T) {
-	x := newExecutor(&fakeCommander{})
+	x := newExecutor(&fakeCommander{}, time.Now)
 	c := x.calls.Get().(*call)
 	c.key, c.cost = "secret-key", 3
 	c.program.payload, c.program.text = []byte("sha"), "sha"

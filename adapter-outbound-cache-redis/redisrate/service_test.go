@@ -167,9 +167,9 @@ func TestServiceProgramsMatchModel(t *testing.T) {
 					time.Sleep(time.Duration(rng.IntN(12)) * time.Millisecond)
 				}
 				cost := 1 + rng.Int64N(pol.MaxCost())
-				a, _ := p.exec.run(context.Background(), ps.script, key, ps.argv, cost, func() bool { return true })
+				a := p.exec.run(context.Background(), ps.script, key, ps.argv, cost, noSendBy)
 				require.NoError(t, a.err, "step %d", step)
-				got, err := parseReply(a.val, pol)
+				got, err := parseReply(a.reply, pol)
 				require.NoError(t, err, "step %d", step)
 				want, next := programs.Evaluate(pol, model, got.ServerNowMillis, cost)
 				require.Equal(t, want, got, "step %d cost %d", step, cost)

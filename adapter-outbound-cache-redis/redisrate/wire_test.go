@@ -320,26 +320,26 @@ func TestWirePoolWaitFailuresAreBeforeTheWrite(t *testing.T) {
 	client, err := NewClient(cfg)
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = client.Close() })
-	x := newExecutor(client)
+	x := newExecutor(client, time.Now)
 	pol := fixedPolicy(t, "fw", 5, time.Minute)
 	s := scriptFor(t, pol)
 	argv := programs.Args(pol, 1)
 
-	held := make(chan attempt, 1)
+	held := make(chan result, 1)
 	go func() {
-		a, _ := x.run(context.Background(), s, "k", argv, 1, func() bool { return true })
+		a := x.run(context.Background(), s, "k", argv, 1, noSendBy)
 		held <- a
 	}()
 	require.Eventually(t, func() bool { return srv.Count(cmdEvalSha) == 1 }, 5*time.Second, 5*time.Millisecond)
 
-	a, _ := x.run(context.Background(), s, "k", argv, 1, func() bool { return true })
+	a := x.run(context.Background(), s, "k", argv, 1, noSendBy)
 	assert.ErrorIs(t, a.err, redis.ErrPoolTimeout)
 	assert.False(t, a.written)
 	assert.Equal(t, unavailable(ratelimit.CategoryAdmission), classify(a.err, a.written))
 
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
 	defer cancel()
-	a, _ = x.run(ctx, s, "k", argv, 1, func() bool { return true })
+	a = x.run(ctx, s, "k", argv, 1, noSendBy)
 	assert.ErrorIs(t, a.err, context.DeadlineExceeded)
 	assert.False(t, a.written)
 	assert.Equal(t, unavailable(ratelimit.CategoryDeadline), classify(a.err, a.written))

@@ -1,0 +1,220 @@
+package redisrate
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"time"
+
+	"github.com/tech-log/tech-log-backend/adapter-outbound-cache-redis/programs"
+	"github.com/tech-log/tech-log-backend/shared-contract/keyspace"
+	"github.com/tech-log/tech-log-backend/shared-contract/ratelimit"
+)
+
+// Retry-after hints of failed outcomes (docs/failure-certainty.md).
+const (
+	// MinFailureRetryAfter is the least RetryAfter of an Unavailable or
+	// Indeterminate outcome; the hint is max(MinFailureRetryAfter,
+	// CommandTimeout): a retry sooner than one command timeout would meet
+	// the same condition.
+	MinFailureRetryAfter = time.Second
+	// MaxClockRetryAfter caps the hint of Unavailable{clock_unsafe}, which
+	// is otherwise the wait until the server clock is back within the
+	// tolerated regression.
+	MaxClockRetryAfter = time.Minute
+)
+
+// Evaluate implements ratelimit.EdgePort. It never panics and never returns
+// nil. It reads precheck → call → outcome: precheck refuses without sending
+// anything, the executor makes one program call (EVALSHA, one EVAL on
+// NOSCRIPT), and outcome maps its result as docs/failure-certainty.md
+// describes.
+func (p *Provider) Evaluate(ctx context.Context, req ratelimit.Request) (out ratelimit.Outcome) {
+	defer func() {
+		if r := recover(); r != nil {
+			out = ratelimit.Incompatible{
+				PolicyID: knownID(req.PolicyID),
+				Category: ratelimit.CategoryProgramFault,
+				Cause:    fmt.Errorf("redisrate: %w: %s", ErrPanic, truncate(fmt.Sprint(r))),
+			}
+		}
+	}()
+	c, refused := p.precheck(ctx, req)
+	if refused != nil {
+		return refused
+	}
+	select {
+	case p.sem <- struct{}{}:
+	default:
+		return p.unavailable(req.PolicyID, ratelimit.CategoryAdmission, ErrInFlightFull)
+	}
+	defer func() { <-p.sem }()
+	res := p.exec.run(ctx, c.policy.script, c.key, c.policy.argv, req.Cost, c.sendBy)
+	return p.outcome(c.policy, res)
+}
+
+// checked is a request that passed the precheck.
+type checked struct {
+	policy *policyState
+	key    string
+	// sendBy is the latest time a program command may be sent: the earlier
+	// of req.Deadline and ctx's deadline, less one command timeout.
+	sendBy time.Time
+}
+
+// precheck decides everything that can be decided without sending: in
+// order, request validation (Unavailable{invalid_request}; a passed
+// deadline alone is Unavailable{deadline}), policy lookup
+// (Unavailable{unknown_policy}), cost against MaxCost (invalid_request),
+// closed (Unavailable{closed}), server version (Incompatible{server_version}
+// when Start found the server too old), the deadline (the earlier of
+// req.Deadline and ctx's deadline must leave at least CommandTimeout:
+// Unavailable{deadline}) and the state key. A non-nil Outcome is the
+// refusal. The in-flight bound (Unavailable{admission}, no waiting) is
+// checked by Evaluate right after it.
+func (p *Provider) precheck(ctx context.Context, req ratelimit.Request) (checked, ratelimit.Outcome) {
+	if ctx == nil {
+		return checked{}, p.unavailable(knownID(req.PolicyID), ratelimit.CategoryInvalidRequest, ErrNilContext)
+	}
+	now := p.now()
+	if err := req.Validate(now); err != nil {
+		cat := ratelimit.CategoryInvalidRequest
+		if onlyDeadlinePassed(err) {
+			cat = ratelimit.CategoryDeadline
+		}
+		return checked{}, p.unavailable(knownID(req.PolicyID), cat, err)
+	}
+	ps := p.policies[req.PolicyID]
+	if ps == nil {
+		return checked{}, p.unavailable(req.PolicyID, ratelimit.CategoryUnknownPolicy, fmt.Errorf("redisrate: %w: %q", ErrUnknownPolicy, req.PolicyID))
+	}
+	if err := req.ValidateFor(ps.policy); err != nil {
+		return checked{}, p.unavailable(req.PolicyID, ratelimit.CategoryInvalidRequest, err)
+	}
+	if p.closed.Load() {
+		return checked{}, p.unavailable(req.PolicyID, ratelimit.CategoryClosed, ErrClosed)
+	}
+	if e := p.versionErr.Load(); e != nil {
+		return checked{}, ratelimit.Incompatible{PolicyID: req.PolicyID, Category: ratelimit.CategoryServerVersion, Cause: *e}
+	}
+	if err := ctx.Err(); err != nil {
+		return checked{}, p.unavailable(req.PolicyID, ratelimit.CategoryDeadline, err)
+	}
+	sendBy := req.EffectiveDeadline(ctx).Add(-p.timeout)
+	if p.now().After(sendBy) {
+		return checked{}, p.unavailable(req.PolicyID, ratelimit.CategoryDeadline, ErrDeadlineTooShort)
+	}
+	key, err := stateKey(p.keys, ps.id, ps.revision, ps.algorithm, req.SubjectDigest)
+	if err != nil {
+		return checked{}, p.unavailable(req.PolicyID, ratelimit.CategoryInvalidRequest, err)
+	}
+	return checked{policy: ps, key: key, sendBy: sendBy}, nil
+}
+
+// outcome maps the executor's result: a failed call through the
+// classifier, a reply through parseReply and its status.
+func (p *Provider) outcome(ps *policyState, res result) ratelimit.Outcome {
+	id := ps.policy.ID()
+	if res.fallbackTooLate {
+		// NOSCRIPT ran nothing, and too little deadline is left for EVAL.
+		return p.unavailable(id, ratelimit.CategoryDeadline, fmt.Errorf("redisrate: after NOSCRIPT: %w", ErrDeadlineTooShort))
+	}
+	if res.err != nil {
+		return p.failed(ps, res)
+	}
+	r, err := parseReply(res.reply, ps.policy)
+	if err != nil {
+		return ratelimit.Incompatible{PolicyID: id, Category: ratelimit.CategoryMalformedReply, Cause: err}
+	}
+	switch r.Status {
+	case programs.StatusAllowed, programs.StatusDenied:
+		return ratelimit.Evaluated{Decision: ratelimit.Decision{
+			Allowed:        r.Status == programs.StatusAllowed,
+			Limit:          r.Limit,
+			Remaining:      r.Remaining,
+			RetryAfter:     millis(r.RetryAfterMillis),
+			ResetAt:        time.UnixMilli(r.ResetAtMillis),
+			PolicyID:       id,
+			PolicyRevision: ps.policy.Revision(),
+			Source:         ratelimit.GlobalRedis,
+			Certainty:      ps.certainty,
+		}}
+	case programs.StatusClockUnsafe:
+		return ratelimit.Unavailable{PolicyID: id, RetryAfter: p.clockHint(r), Category: ratelimit.CategoryClockUnsafe, Cause: ErrClockUnsafe}
+	case programs.StatusStateIncompatible:
+		return ratelimit.Incompatible{PolicyID: id, Category: ratelimit.CategoryStateIncompatible, Cause: ErrStateIncompatible}
+	case programs.StatusInvalid:
+		return ratelimit.Incompatible{PolicyID: id, Category: ratelimit.CategoryInvalidArguments, Cause: ErrInvalidArguments}
+	}
+	// parseReply admits only the five statuses; fail closed regardless.
+	return ratelimit.Incompatible{PolicyID: id, Category: ratelimit.CategoryMalformedReply, Cause: ErrMalformedReply}
+}
+
+func (p *Provider) unavailable(id ratelimit.PolicyID, cat ratelimit.Category, cause error) ratelimit.Outcome {
+	return ratelimit.Unavailable{PolicyID: id, RetryAfter: p.retryHint, Category: cat, Cause: cause}
+}
+
+// failed maps a failed program call through the classifier.
+func (p *Provider) failed(ps *policyState, a result) ratelimit.Outcome {
+	v := classify(a.err, a.written)
+	cause := &CallError{Command: a.command, Program: ps.script.name, Written: a.written, Err: a.err}
+	id := ps.policy.ID()
+	switch v.kind {
+	case ratelimit.KindUnavailable:
+		return ratelimit.Unavailable{PolicyID: id, RetryAfter: p.retryHint, Category: v.category, Cause: cause}
+	case ratelimit.KindIndeterminate:
+		return ratelimit.Indeterminate{PolicyID: id, RetryAfter: p.retryHint, Category: v.category, Cause: cause}
+	default:
+		return ratelimit.Incompatible{PolicyID: id, Category: v.category, Cause: cause}
+	}
+}
+
+// clockHint is the RetryAfter of Unavailable{clock_unsafe}: the program's
+// wait until the regression is tolerated again, within
+// [retryHint, MaxClockRetryAfter]; MaxClockRetryAfter when the server clock
+// is past MaxServerMillis (no wait heals that).
+func (p *Provider) clockHint(r programs.Reply) time.Duration {
+	if r.EffectiveNowMillis == 0 {
+		return MaxClockRetryAfter
+	}
+	return min(max(millis(r.RetryAfterMillis), p.retryHint), MaxClockRetryAfter)
+}
+
+// millis converts ms to a Duration, saturating instead of overflowing (a
+// policy horizon may exceed the ~292 years a Duration holds).
+func millis(ms int64) time.Duration {
+	if ms > math.MaxInt64/int64(time.Millisecond) {
+		return time.Duration(math.MaxInt64)
+	}
+	return time.Duration(ms) * time.Millisecond
+}
+
+// knownID returns id when it is a syntactically valid PolicyID and ""
+// otherwise, so that an invalid request cannot put arbitrary text into an
+// outcome's PolicyID (a metric label).
+func knownID(id ratelimit.PolicyID) ratelimit.PolicyID {
+	if keyspace.IsSegment(string(id)) {
+		return id
+	}
+	return ""
+}
+
+// onlyDeadlinePassed reports whether the validation error err consists of
+// nothing but ratelimit.ErrDeadlinePassed.
+func onlyDeadlinePassed(err error) bool {
+	errs := []error{err}
+	var re *ratelimit.RequestError
+	if !errors.As(err, &re) || re != err {
+		if j, ok := err.(interface{ Unwrap() []error }); ok {
+			errs = j.Unwrap()
+		}
+	}
+	for _, e := range errs {
+		var re *ratelimit.RequestError
+		if !errors.As(e, &re) || re.Field != "Deadline" || !errors.Is(re.Err, ratelimit.ErrDeadlinePassed) {
+			return false
+		}
+	}
+	return len(errs) > 0
+}
