@@ -13,6 +13,13 @@
 //   - external (REDIS_TEST_ADDR=host:port): a dedicated loopback test server
 //     someone else runs; no fault controls, never flushed.
 //
+// Two topologies run in the process lane only, as loopback processes:
+// [StartCluster] (a Redis Cluster, by default 3 primaries + 3 replicas,
+// joined with CLUSTER MEET/ADDSLOTSRANGE/REPLICATE) and [StartSentinel] (a
+// primary, 2 replicas and 3 redis-sentinel processes). Both wait, bounded,
+// until the topology has settled, and count commands that ran over every
+// node (CommandCalls) for at-most-once checks.
+//
 // Start skips the test under `go test -short` and when the lane's
 // prerequisite is missing, unless REDIS_REQUIRED=1, in which case a missing
 // prerequisite fails the test and names it.

@@ -1,0 +1,546 @@
+package redistest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+)
+
+// ClusterSlots is the number of hash slots of a Redis Cluster.
+const ClusterSlots = 16384
+
+// Defaults of [StartCluster].
+const (
+	// DefaultClusterPrimaries is the number of primaries StartCluster creates.
+	DefaultClusterPrimaries = 3
+	// DefaultClusterNodeTimeout is the cluster-node-timeout of every node:
+	// short enough that a killed primary is replaced in a few seconds, long
+	// enough that a busy 2-core machine does not fail nodes over by itself.
+	DefaultClusterNodeTimeout = 2 * time.Second
+	// topologyTimeout bounds every wait for a topology to settle.
+	topologyTimeout = 30 * time.Second
+	// pollInterval is the pause between two polls of a topology wait.
+	pollInterval = 50 * time.Millisecond
+)
+
+// ClusterOption configures the cluster [StartCluster] creates.
+type ClusterOption func(*clusterConfig)
+
+type clusterConfig struct {
+	primaries   int
+	replicas    int // per primary
+	nodeTimeout time.Duration
+	opts        []Option
+}
+
+// WithPrimaries sets the number of primaries (1..16; default 3).
+func WithPrimaries(n int) ClusterOption { return func(c *clusterConfig) { c.primaries = n } }
+
+// WithReplicasPerPrimary sets the replicas of each primary (0..4; default 1).
+func WithReplicasPerPrimary(n int) ClusterOption { return func(c *clusterConfig) { c.replicas = n } }
+
+// WithNodeTimeout sets cluster-node-timeout (at least 100ms; default
+// DefaultClusterNodeTimeout).
+func WithNodeTimeout(d time.Duration) ClusterOption {
+	return func(c *clusterConfig) { c.nodeTimeout = d }
+}
+
+// WithNodeConfig sets a redis.conf directive on every node (see WithConfig).
+func WithNodeConfig(name, value string) ClusterOption {
+	return func(c *clusterConfig) { c.opts = append(c.opts, WithConfig(name, value)) }
+}
+
+func (c *clusterConfig) validate() error {
+	var errs []error
+	if c.primaries < 1 || c.primaries > 16 {
+		errs = append(errs, fmt.Errorf("redistest: cluster primaries %d: want 1..16", c.primaries))
+	}
+	if c.replicas < 0 || c.replicas > 4 {
+		errs = append(errs, fmt.Errorf("redistest: cluster replicas per primary %d: want 0..4", c.replicas))
+	}
+	if c.nodeTimeout < 100*time.Millisecond {
+		errs = append(errs, fmt.Errorf("redistest: cluster node timeout %v: want at least 100ms", c.nodeTimeout))
+	}
+	return errors.Join(errs...)
+}
+
+// Cluster is a Redis Cluster private to one test: loopback redis-server
+// processes, the first Primaries of Nodes created as primaries with an even
+// share of the slots, each followed by its replicas. Every node is a
+// [Server] (Kill, Restart, Pause, admin client), removed with t.Cleanup.
+type Cluster struct {
+	t         testing.TB
+	nodes     []*Server
+	ids       []string
+	primaries int
+}
+
+// StartCluster creates a Redis Cluster (by default 3 primaries with one
+// replica each) and returns once every node reports cluster_state:ok, knows
+// every other node, and every replica's link to its primary is up. It needs
+// the process lane (nodes reach each other on 127.0.0.1): in another lane it
+// skips t. Skips and failures otherwise follow [Start].
+func StartCluster(t testing.TB, opts ...ClusterOption) *Cluster {
+	t.Helper()
+	cfg := clusterConfig{primaries: DefaultClusterPrimaries, replicas: 1, nodeTimeout: DefaultClusterNodeTimeout}
+	for _, o := range opts {
+		o(&cfg)
+	}
+	if err := cfg.validate(); err != nil {
+		t.Fatal(err)
+	}
+	requireProcessLane(t, "a cluster")
+
+	n := cfg.primaries * (1 + cfg.replicas)
+	busPorts, err := freePorts(n)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := &Cluster{t: t, primaries: cfg.primaries}
+	for i := range n {
+		nodeOpts := append([]Option{
+			WithConfig("cluster-enabled", "yes"),
+			WithConfig("cluster-config-file", "nodes.conf"),
+			WithConfig("cluster-port", strconv.Itoa(busPorts[i])),
+			WithConfig("cluster-node-timeout", strconv.FormatInt(cfg.nodeTimeout.Milliseconds(), 10)),
+			WithConfig("cluster-replica-validity-factor", "0"),
+			WithConfig("cluster-allow-replica-migration", "no"),
+			WithConfig("repl-diskless-sync-delay", "0"),
+		}, cfg.opts...)
+		c.nodes = append(c.nodes, Start(t, nodeOpts...))
+	}
+
+	ctx, cancel := context.WithTimeout(context.Background(), topologyTimeout)
+	defer cancel()
+	if err := c.create(ctx, busPorts, cfg.replicas); err != nil {
+		t.Fatalf("redistest: create cluster: %v", err)
+	}
+	if err := c.waitHealthy(ctx); err != nil {
+		t.Fatalf("redistest: cluster not healthy within %v: %v", topologyTimeout, err)
+	}
+	return c
+}
+
+// requireProcessLane skips t unless the environment selects the process lane.
+func requireProcessLane(t testing.TB, what string) {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("redistest: skipping Redis test under -short")
+	}
+	e, err := readEnv(os.Getenv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if e.lane != LaneProcess {
+		t.Skipf("redistest: %s runs in the process lane only (%s=%s)", what, EnvLane, e.lane)
+	}
+}
+
+// freePorts returns n distinct free loopback ports, all held open until
+// every one is chosen.
+func freePorts(n int) ([]int, error) {
+	ports := make([]int, 0, n)
+	for range n {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return nil, fmt.Errorf("redistest: pick a free port: %w", err)
+		}
+		defer ln.Close()
+		ports = append(ports, ln.Addr().(*net.TCPAddr).Port)
+	}
+	return ports, nil
+}
+
+// create joins the nodes: distinct config epochs, MEET, even slot ranges
+// on the primaries, then REPLICATE.
+func (c *Cluster) create(ctx context.Context, busPorts []int, replicas int) error {
+	for i, s := range c.nodes {
+		id, err := s.Client().Do(ctx, "cluster", "myid").Text()
+		if err != nil {
+			return fmt.Errorf("node %s: CLUSTER MYID: %w", s.Addr(), err)
+		}
+		c.ids = append(c.ids, id)
+		if err := s.Client().Do(ctx, "cluster", "set-config-epoch", i+1).Err(); err != nil {
+			return fmt.Errorf("node %s: CLUSTER SET-CONFIG-EPOCH: %w", s.Addr(), err)
+		}
+	}
+	first := c.nodes[0].Client()
+	for i, s := range c.nodes[1:] {
+		host, port, _ := net.SplitHostPort(s.Addr())
+		if err := first.Do(ctx, "cluster", "meet", host, port, busPorts[i+1]).Err(); err != nil {
+			return fmt.Errorf("CLUSTER MEET %s: %w", s.Addr(), err)
+		}
+	}
+	for i := range c.primaries {
+		lo, hi := i*ClusterSlots/c.primaries, (i+1)*ClusterSlots/c.primaries-1
+		if err := c.nodes[i].Client().Do(ctx, "cluster", "addslotsrange", lo, hi).Err(); err != nil {
+			return fmt.Errorf("node %s: CLUSTER ADDSLOTSRANGE %d %d: %w", c.nodes[i].Addr(), lo, hi, err)
+		}
+	}
+	// A replica can follow a primary once gossip has told it the
+	// primary's id; retry until then.
+	for r := range replicas {
+		for p := range c.primaries {
+			i := c.primaries + p*replicas + r
+			err := poll(ctx, func() error {
+				return c.nodes[i].Client().Do(ctx, "cluster", "replicate", c.ids[p]).Err()
+			})
+			if err != nil {
+				return fmt.Errorf("node %s: CLUSTER REPLICATE %s: %w", c.nodes[i].Addr(), c.nodes[p].Addr(), err)
+			}
+		}
+	}
+	return nil
+}
+
+// poll calls f until it succeeds or ctx ends, returning f's last error.
+func poll(ctx context.Context, f func() error) error {
+	for {
+		err := f()
+		if err == nil {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("%w (last: %w)", ctx.Err(), err)
+		case <-time.After(pollInterval):
+		}
+	}
+}
+
+// Nodes returns every node, in creation order (the first Primaries were
+// created as primaries). Killed nodes stay in the list.
+func (c *Cluster) Nodes() []*Server { return append([]*Server(nil), c.nodes...) }
+
+// Addrs returns every node's address: seed addresses for a client.
+func (c *Cluster) Addrs() []string {
+	addrs := make([]string, len(c.nodes))
+	for i, s := range c.nodes {
+		addrs[i] = s.Addr()
+	}
+	return addrs
+}
+
+// Node returns the node at addr, or nil.
+func (c *Cluster) Node(addr string) *Server {
+	for _, s := range c.nodes {
+		if s.Addr() == addr {
+			return s
+		}
+	}
+	return nil
+}
+
+// ID returns the cluster node id of s.
+func (c *Cluster) ID(s *Server) string {
+	for i, n := range c.nodes {
+		if n == s {
+			return c.ids[i]
+		}
+	}
+	c.t.Fatalf("redistest: %s is not a node of this cluster", s.Addr())
+	return ""
+}
+
+// live returns the nodes whose process runs.
+func (c *Cluster) live() []*Server {
+	var out []*Server
+	for _, s := range c.nodes {
+		if s.PID() != 0 {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// Primaries returns the running nodes whose role is master, in node order.
+func (c *Cluster) Primaries() []*Server {
+	c.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	var out []*Server
+	for _, s := range c.live() {
+		role, err := nodeRole(ctx, s)
+		if err != nil {
+			c.t.Fatalf("redistest: node %s: %v", s.Addr(), err)
+		}
+		if role == "master" {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// nodeRole returns the first element of ROLE: "master" or "slave".
+func nodeRole(ctx context.Context, s *Server) (string, error) {
+	v, err := s.Client().Do(ctx, "role").Slice()
+	if err != nil || len(v) == 0 {
+		return "", fmt.Errorf("ROLE: %v (reply %v)", err, v)
+	}
+	role, _ := v[0].(string)
+	return role, nil
+}
+
+// SlotOwner returns the primary that serves slot according to the first
+// running node that answers CLUSTER SHARDS.
+func (c *Cluster) SlotOwner(slot int) *Server {
+	c.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	owners, err := c.slotOwners(ctx)
+	if err != nil {
+		c.t.Fatalf("redistest: %v", err)
+	}
+	s := c.Node(owners[slot])
+	if s == nil {
+		c.t.Fatalf("redistest: slot %d has no known owner (%q)", slot, owners[slot])
+	}
+	return s
+}
+
+// slotOwners maps every slot to its primary's address ("" when unserved),
+// as the first running node that answers CLUSTER SLOTS sees it.
+func (c *Cluster) slotOwners(ctx context.Context) ([ClusterSlots]string, error) {
+	var owners [ClusterSlots]string
+	var lastErr error
+	for _, s := range c.live() {
+		slots, err := s.Client().ClusterSlots(ctx).Result()
+		if err != nil {
+			lastErr = fmt.Errorf("node %s: CLUSTER SLOTS: %w", s.Addr(), err)
+			continue
+		}
+		for _, r := range slots {
+			if len(r.Nodes) == 0 || r.Start < 0 || r.End >= ClusterSlots || r.Start > r.End {
+				return owners, fmt.Errorf("node %s: CLUSTER SLOTS: bad range %+v", s.Addr(), r)
+			}
+			for slot := r.Start; slot <= r.End; slot++ {
+				owners[slot] = r.Nodes[0].Addr
+			}
+		}
+		return owners, nil
+	}
+	return owners, fmt.Errorf("no running node answered CLUSTER SLOTS (last: %w)", lastErr)
+}
+
+// WaitHealthy waits (bounded) until every running node reports
+// cluster_state:ok and all slots ok, every running node agrees on each
+// slot's primary, every primary of a slot runs, and every running replica's
+// link to its primary is up. Call it after a failover or a restart.
+func (c *Cluster) WaitHealthy() {
+	c.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), topologyTimeout)
+	defer cancel()
+	if err := c.waitHealthy(ctx); err != nil {
+		c.t.Fatalf("redistest: cluster not healthy within %v: %v", topologyTimeout, err)
+	}
+}
+
+func (c *Cluster) waitHealthy(ctx context.Context) error {
+	return poll(ctx, func() error { return c.healthy(ctx) })
+}
+
+func (c *Cluster) healthy(ctx context.Context) error {
+	live := c.live()
+	var want [ClusterSlots]string
+	for i, s := range live {
+		info, err := s.Client().ClusterInfo(ctx).Result()
+		if err != nil {
+			return fmt.Errorf("node %s: CLUSTER INFO: %w", s.Addr(), err)
+		}
+		for _, f := range []string{"cluster_state:ok", "cluster_slots_ok:16384", "cluster_slots_pfail:0", "cluster_slots_fail:0"} {
+			if !strings.Contains(info, f+"\r\n") {
+				return fmt.Errorf("node %s: CLUSTER INFO lacks %s", s.Addr(), f)
+			}
+		}
+		slots, err := s.Client().ClusterSlots(ctx).Result()
+		if err != nil {
+			return fmt.Errorf("node %s: CLUSTER SLOTS: %w", s.Addr(), err)
+		}
+		var got [ClusterSlots]string
+		for _, r := range slots {
+			if len(r.Nodes) == 0 || r.Start < 0 || r.End >= ClusterSlots || r.Start > r.End {
+				return fmt.Errorf("node %s: bad CLUSTER SLOTS range %+v", s.Addr(), r)
+			}
+			for slot := r.Start; slot <= r.End; slot++ {
+				got[slot] = r.Nodes[0].Addr
+			}
+		}
+		if i == 0 {
+			want = got
+			for slot, addr := range want {
+				if n := c.Node(addr); n == nil || n.PID() == 0 {
+					return fmt.Errorf("slot %d served by %q, not a running node", slot, addr)
+				}
+			}
+		} else if got != want {
+			return fmt.Errorf("nodes %s and %s disagree on the slot map", live[0].Addr(), s.Addr())
+		}
+		role, err := nodeRole(ctx, s)
+		if err != nil {
+			return fmt.Errorf("node %s: %w", s.Addr(), err)
+		}
+		if role != "master" {
+			repl, err := s.Client().Info(ctx, "replication").Result()
+			if err != nil {
+				return fmt.Errorf("node %s: INFO replication: %w", s.Addr(), err)
+			}
+			if !strings.Contains(repl, "master_link_status:up\r\n") {
+				return fmt.Errorf("replica %s: link to its primary not up", s.Addr())
+			}
+		}
+	}
+	return nil
+}
+
+// CommandCalls sums INFO commandstats calls of the named commands (lower
+// case, e.g. "evalsha", "eval") over every running node: commands that ran,
+// not those refused before running (MOVED, ASK, ...).
+func (c *Cluster) CommandCalls(commands ...string) int64 {
+	c.t.Helper()
+	return sumCommandCalls(c.t, c.live(), commands)
+}
+
+// ResetStats runs CONFIG RESETSTAT on every running node.
+func (c *Cluster) ResetStats() {
+	c.t.Helper()
+	resetStats(c.t, c.live())
+}
+
+func sumCommandCalls(t testing.TB, nodes []*Server, commands []string) int64 {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	var total int64
+	for _, s := range nodes {
+		info, err := s.Client().Info(ctx, "commandstats").Result()
+		if err != nil {
+			t.Fatalf("redistest: node %s: INFO commandstats: %v", s.Addr(), err)
+		}
+		for _, cmd := range commands {
+			n, err := commandCalls(info, cmd)
+			if err != nil {
+				t.Fatalf("redistest: node %s: %v", s.Addr(), err)
+			}
+			total += n
+		}
+	}
+	return total
+}
+
+func resetStats(t testing.TB, nodes []*Server) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	for _, s := range nodes {
+		if err := s.Client().ConfigResetStat(ctx).Err(); err != nil {
+			t.Fatalf("redistest: node %s: CONFIG RESETSTAT: %v", s.Addr(), err)
+		}
+	}
+}
+
+// commandCalls returns the calls= figure of cmdstat_<cmd> in an INFO
+// commandstats reply (0 when the command never ran).
+func commandCalls(info, cmd string) (int64, error) {
+	prefix := "cmdstat_" + cmd + ":"
+	for line := range strings.Lines(info) {
+		rest, ok := strings.CutPrefix(strings.TrimRight(line, "\r\n"), prefix)
+		if !ok {
+			continue
+		}
+		for field := range strings.SplitSeq(rest, ",") {
+			if v, ok := strings.CutPrefix(field, "calls="); ok {
+				n, err := strconv.ParseInt(v, 10, 64)
+				if err != nil {
+					return 0, fmt.Errorf("INFO commandstats: %s calls=%q", cmd, v)
+				}
+				return n, nil
+			}
+		}
+		return 0, fmt.Errorf("INFO commandstats: %s without calls=", cmd)
+	}
+	return 0, nil
+}
+
+// Failover runs CLUSTER FAILOVER (coordinated, no data loss) on replica
+// and waits until it is a primary and the cluster is healthy.
+func (c *Cluster) Failover(replica *Server) {
+	c.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), topologyTimeout)
+	defer cancel()
+	if err := replica.Client().Do(ctx, "cluster", "failover").Err(); err != nil {
+		c.t.Fatalf("redistest: node %s: CLUSTER FAILOVER: %v", replica.Addr(), err)
+	}
+	err := poll(ctx, func() error {
+		role, err := nodeRole(ctx, replica)
+		if err != nil {
+			return err
+		}
+		if role != "master" {
+			return fmt.Errorf("node %s is still a %s", replica.Addr(), role)
+		}
+		return c.healthy(ctx)
+	})
+	if err != nil {
+		c.t.Fatalf("redistest: failover to %s: %v", replica.Addr(), err)
+	}
+}
+
+// ReplicasOf returns the running nodes that replicate primary.
+func (c *Cluster) ReplicasOf(primary *Server) []*Server {
+	c.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	id := c.ID(primary)
+	var out []*Server
+	for _, s := range c.live() {
+		if s == primary {
+			continue
+		}
+		nodes, err := s.Client().ClusterNodes(ctx).Result()
+		if err != nil {
+			c.t.Fatalf("redistest: node %s: CLUSTER NODES: %v", s.Addr(), err)
+		}
+		for line := range strings.Lines(nodes) {
+			f := strings.Fields(line)
+			if len(f) > 3 && strings.Contains(f[2], "myself") && f[3] == id {
+				out = append(out, s)
+			}
+		}
+	}
+	return out
+}
+
+// Slot returns the cluster hash slot of key: CRC16 (XMODEM) of the key, or
+// of its hash tag (the text between the first '{' and the next '}' when
+// not empty), modulo 16384.
+func Slot(key string) int {
+	if i := strings.IndexByte(key, '{'); i >= 0 {
+		if j := strings.IndexByte(key[i+1:], '}'); j > 0 {
+			key = key[i+1 : i+1+j]
+		}
+	}
+	return int(crc16(key) % ClusterSlots)
+}
+
+// crc16 is CRC-16/XMODEM (polynomial 0x1021, initial 0), Redis Cluster's
+// key hash.
+func crc16(s string) uint16 {
+	var crc uint16
+	for i := 0; i < len(s); i++ {
+		crc ^= uint16(s[i]) << 8
+		for range 8 {
+			if crc&0x8000 != 0 {
+				crc = crc<<1 ^ 0x1021
+			} else {
+				crc <<= 1
+			}
+		}
+	}
+	return crc
+}
