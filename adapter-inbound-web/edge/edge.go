@@ -77,8 +77,9 @@ func (f ObserverFunc) Observe(o Observation) { f(o) }
 type Config struct {
 	// Port evaluates requests; required.
 	Port ratelimit.EdgePort
-	// Subjects reads client identities; required.
-	Subjects *subject.Resolver
+	// Subjects reads client identities; required. A *subject.Resolver
+	// identifies clients by IP; see subject.Identifier for the others.
+	Subjects subject.Identifier
 	// Pseudonymizer turns identities into digests; required.
 	Pseudonymizer *subject.Pseudonymizer
 	// DefaultPolicy applies to requests no Route matches; required.
@@ -168,7 +169,7 @@ func (c Config) Validate() error {
 // and safe for concurrent use; build it with New.
 type Middleware struct {
 	port     ratelimit.EdgePort
-	subjects *subject.Resolver
+	subjects subject.Identifier
 	pseudo   *subject.Pseudonymizer
 	routes   *http.ServeMux // pattern -> *target; never serves
 	deflt    *target

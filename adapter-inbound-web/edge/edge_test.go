@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"net/netip"
@@ -210,21 +211,21 @@ func TestRequestSentToPort(t *testing.T) {
 	r = do(late, "", "192.0.2.1:1")
 	assert.Equal(t, t0.Add(200*time.Millisecond), r.Deadline)
 
-	// The digest is stable per identity, never the raw identity, and
-	// differs between an API key and an IP of the same text.
+	// The digest is stable per client IP, never the raw IP, and an
+	// unverified X-API-Key does not change it (the default identity is the
+	// client IP).
 	ipDigest := do(context.Background(), "", "192.0.2.1:1").SubjectDigest
 	assert.Equal(t, ipDigest, do(context.Background(), "", "192.0.2.1:9").SubjectDigest)
-	keyDigest := do(context.Background(), "192.0.2.1", "198.51.100.1:1").SubjectDigest
-	assert.NotEqual(t, ipDigest, keyDigest)
-	for _, d := range []ratelimit.SubjectDigest{ipDigest, keyDigest} {
+	assert.Equal(t, ipDigest, do(context.Background(), "192.0.2.1", "192.0.2.1:1").SubjectDigest)
+	assert.Equal(t, ipDigest, do(context.Background(), "my-raw-api-key", "192.0.2.1:2").SubjectDigest)
+	otherDigest := do(context.Background(), "my-raw-api-key", "198.51.100.1:1").SubjectDigest
+	assert.NotEqual(t, ipDigest, otherDigest)
+	for _, d := range []ratelimit.SubjectDigest{ipDigest, otherDigest} {
 		require.NoError(t, d.Validate())
 		assert.Len(t, string(d), subject.DigestLen)
 		assert.NotContains(t, string(d), "192.0.2.1")
+		assert.NotContains(t, string(d), "my-raw-api-key")
 	}
-	rawKey := "my-raw-api-key"
-	d := do(context.Background(), rawKey, "198.51.100.1:1").SubjectDigest
-	assert.NotEqual(t, rawKey, string(d))
-	assert.NotContains(t, string(d), rawKey)
 	assert.Equal(t, int64(len(port.requests())), calls.Load())
 }
 
@@ -258,33 +259,41 @@ func TestIdentityErrors(t *testing.T) {
 	var observed []Observation
 	cfg := baseConfig(t, port, t0)
 	cfg.Observer = ObserverFunc(func(o Observation) { observed = append(observed, o) })
+	ip := cfg.Subjects
+	// An identifier that fails as its request asks, with the raw value in
+	// the error's text (which must not reach the response).
+	cfg.Subjects = subject.IdentifierFunc(func(r *http.Request) (subject.Identity, error) {
+		switch r.Header.Get("X-Test-Fail") {
+		case "too-long":
+			return subject.Identity{}, fmt.Errorf("%w: raw-secret-value", subject.ErrAPIKeyTooLong)
+		case "ambiguous":
+			return subject.Identity{}, fmt.Errorf("%w: raw-secret-value", subject.ErrAPIKeyAmbiguous)
+		}
+		return ip.Identify(r)
+	})
 	m, err := New(cfg)
 	require.NoError(t, err)
 	var calls atomic.Int64
 	h := m.Wrap(okHandler(&calls))
 
-	long := strings.Repeat("K", subject.DefaultMaxAPIKeyLen+1)
 	for _, c := range []struct {
-		name, remote string
-		keys         []string
-		status       int
+		name, remote, fail string
+		status             int
 	}{
-		{name: "oversized key", remote: "192.0.2.1:1", keys: []string{long}, status: 400},
-		{name: "two keys", remote: "192.0.2.1:1", keys: []string{"key-one-aaa", "key-two-bbb"}, status: 400},
+		{name: "oversized key", remote: "192.0.2.1:1", fail: "too-long", status: 400},
+		{name: "two keys", remote: "192.0.2.1:1", fail: "ambiguous", status: 400},
 		{name: "no address", remote: "unix-socket", status: 500},
 	} {
 		req := httptest.NewRequest(http.MethodGet, "/api/x", nil)
 		req.RemoteAddr = c.remote
-		for _, k := range c.keys {
-			req.Header.Add(subject.APIKeyHeader, k)
+		if c.fail != "" {
+			req.Header.Set("X-Test-Fail", c.fail)
 		}
 		rec := httptest.NewRecorder()
 		h.ServeHTTP(rec, req)
 		assert.Equal(t, c.status, rec.Code, c.name)
 		assert.Equal(t, "application/problem+json", rec.Header().Get("Content-Type"), c.name)
-		for _, k := range c.keys {
-			assert.NotContains(t, rec.Body.String(), k[:10], c.name)
-		}
+		assert.NotContains(t, rec.Body.String(), "raw-secret-value", c.name)
 		assert.NotContains(t, rec.Body.String(), c.remote, c.name)
 	}
 	assert.Empty(t, port.requests(), "the port is not asked without an identity")

@@ -17,11 +17,12 @@ const (
 )
 
 // Wrap returns next behind the limiter: each request takes one token from
-// its client's bucket, the client being ids.Identify(r) (X-API-Key or client
-// IP). Over the limit it answers 429 with Retry-After (whole seconds, ceiling,
-// at least 1) and a problem body, without calling next. A request whose
-// identity cannot be read (oversized or repeated X-API-Key, no IP) gets 400.
-// It writes no RateLimit-* fields: those belong to the edge middleware.
+// its client's bucket, the client being its IP address as ids resolves it
+// (trusted proxies honoured). It is keyed by IP in every identity mode,
+// never by a header, so a flood from one address is bounded whatever
+// identity the edge uses. Over the limit it answers 429 with Retry-After
+// (whole seconds, ceiling, at least 1) and a problem body, without calling
+// next. A request without a client address gets 500.
 func (l *Limiter) Wrap(ids *subject.Resolver, next http.Handler) http.Handler {
 	if ids == nil {
 		panic("localimit: Wrap with a nil *subject.Resolver")

@@ -16,7 +16,7 @@ import (
 func TestMiddleware(t *testing.T) {
 	// Rate 0.5/s: a client that used its single token waits 2s.
 	l := newLimiter(t, Config{Rate: 0.5, Burst: 1, MaxClients: 100, IdleTTL: time.Minute})
-	ids, err := subject.NewResolver(subject.Config{MaxAPIKeyLen: 16})
+	ids, err := subject.NewResolver(subject.Config{})
 	require.NoError(t, err)
 	calls := 0
 	h := l.Wrap(ids, http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
@@ -33,9 +33,10 @@ func TestMiddleware(t *testing.T) {
 		{name: "first from ip", remote: "192.0.2.1:1", status: 200},
 		{name: "second from ip", remote: "192.0.2.1:2", status: 429, retryAfter: "2"},
 		{name: "other ip", remote: "192.0.2.2:1", status: 200},
-		{name: "api key is its own client", remote: "192.0.2.1:1", apiKey: "key-one", status: 200},
-		{name: "same api key from elsewhere", remote: "198.51.100.1:1", apiKey: "key-one", status: 429, retryAfter: "2"},
-		{name: "oversized api key", remote: "192.0.2.3:1", apiKey: strings.Repeat("k", 17), status: 400},
+		{name: "an api key does not make a new client", remote: "192.0.2.1:1", apiKey: "key-one", status: 429, retryAfter: "2"},
+		{name: "nor does a fresh one", remote: "192.0.2.1:3", apiKey: "key-two", status: 429, retryAfter: "2"},
+		{name: "an api key seen before is no client either", remote: "198.51.100.1:1", apiKey: "key-one", status: 200},
+		{name: "oversized api key is ignored", remote: "192.0.2.3:1", apiKey: strings.Repeat("k", 17), status: 200},
 		{name: "no client address", remote: "@", status: 500},
 	}
 	wantCalls := 0

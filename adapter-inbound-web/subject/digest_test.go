@@ -41,16 +41,13 @@ func TestDigestNeverContainsIdentity(t *testing.T) {
 	}
 	seen := map[string]bool{}
 	for _, c := range cases {
-		req := httptest.NewRequest(http.MethodGet, "/", nil)
-		if c.key != "" {
-			req.Header.Set(APIKeyHeader, c.key)
+		id := Identity{kind: KindAPIKey, key: c.key}
+		if c.key == "" {
+			req := httptest.NewRequest(http.MethodGet, "/", nil)
+			req.RemoteAddr = c.remote
+			id, err = r.Identify(req)
+			require.NoError(t, err)
 		}
-		req.RemoteAddr = c.remote
-		if c.remote == "" {
-			req.RemoteAddr = "192.0.2.1:1"
-		}
-		id, err := r.Identify(req)
-		require.NoError(t, err)
 		d, err := p.Digest(id)
 		require.NoError(t, err)
 		require.NoError(t, d.Validate())
@@ -74,13 +71,9 @@ func TestDigestSeparatesKindsAndSecrets(t *testing.T) {
 	r, err := NewResolver(Config{})
 	require.NoError(t, err)
 
-	keyReq := httptest.NewRequest(http.MethodGet, "/", nil)
-	keyReq.Header.Set(APIKeyHeader, "192.0.2.1")
-	keyReq.RemoteAddr = "198.51.100.1:1"
+	keyID := Identity{kind: KindAPIKey, key: "192.0.2.1"}
 	ipReq := httptest.NewRequest(http.MethodGet, "/", nil)
 	ipReq.RemoteAddr = "192.0.2.1:1"
-	keyID, err := r.Identify(keyReq)
-	require.NoError(t, err)
 	ipID, err := r.Identify(ipReq)
 	require.NoError(t, err)
 	require.Equal(t, KindAPIKey, keyID.Kind())

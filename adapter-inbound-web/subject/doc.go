@@ -1,12 +1,12 @@
 // Package subject owns client identity at the HTTP edge and its
 // pseudonymization.
 //
-// A Resolver reads the identity of a request: the X-API-Key header when it is
-// present (bounded length), otherwise the client IP. The client IP is the
-// direct peer (RemoteAddr) unless that peer is in the configured trusted-proxy
-// list; only then is X-Forwarded-For read, right to left, and the right-most
-// address that is not itself a trusted proxy is the client. No proxy is
-// trusted by default.
+// An Identifier reads the identity of a request. The default, a Resolver, is
+// the client IP: the direct peer (RemoteAddr) unless that peer is in the
+// configured trusted-proxy list; only then is X-Forwarded-For read, right to
+// left, and the right-most address that is not itself a trusted proxy is the
+// client. No proxy is trusted by default. An unverified header (X-API-Key)
+// is never an identity.
 //
 // A Pseudonymizer turns an Identity into a ratelimit.SubjectDigest: the
 // unpadded base64url HMAC-SHA256, under the web subject secret, of a

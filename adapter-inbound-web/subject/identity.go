@@ -137,16 +137,13 @@ func (id Identity) value() string {
 	return id.key
 }
 
-// Config configures a Resolver. The zero value is valid: API keys up to
-// DefaultMaxAPIKeyLen, no trusted proxy, whole IPv6 addresses.
+// Config configures a Resolver. The zero value is valid: no trusted proxy,
+// whole IPv6 addresses.
 type Config struct {
 	// TrustedProxies lists the networks whose direct connections may set
 	// X-Forwarded-For. Empty (the default) means X-Forwarded-For is
 	// ignored. At most MaxTrustedProxies entries.
 	TrustedProxies []netip.Prefix
-	// MaxAPIKeyLen bounds the X-API-Key value in bytes; 0 means
-	// DefaultMaxAPIKeyLen. At most MaxAPIKeyLenLimit.
-	MaxAPIKeyLen int
 	// IPv6PrefixLen groups IPv6 clients by network: 0 or 128 keeps the
 	// whole address; 32..127 masks it (64 treats a /64 as one client).
 	IPv6PrefixLen int
@@ -163,9 +160,6 @@ func (c Config) Validate() error {
 		if !p.IsValid() {
 			errs = append(errs, fmt.Errorf("%w: TrustedProxies[%d] is not a valid prefix", ErrInvalidConfig, i))
 		}
-	}
-	if c.MaxAPIKeyLen < 0 || c.MaxAPIKeyLen > MaxAPIKeyLenLimit {
-		errs = append(errs, fmt.Errorf("%w: MaxAPIKeyLen %d not in 0..%d", ErrInvalidConfig, c.MaxAPIKeyLen, MaxAPIKeyLenLimit))
 	}
 	if c.IPv6PrefixLen != 0 && (c.IPv6PrefixLen < 32 || c.IPv6PrefixLen > 128) {
 		errs = append(errs, fmt.Errorf("%w: IPv6PrefixLen %d is neither 0 nor in 32..128", ErrInvalidConfig, c.IPv6PrefixLen))
@@ -207,9 +201,8 @@ func ParseTrustedProxies(s string) ([]netip.Prefix, error) {
 // Resolver reads the client Identity of requests. It is immutable and safe
 // for concurrent use; build it with NewResolver.
 type Resolver struct {
-	trusted   []netip.Prefix // masked, IPv4-mapped prefixes unmapped
-	maxKeyLen int
-	v6Bits    int
+	trusted []netip.Prefix // masked, IPv4-mapped prefixes unmapped
+	v6Bits  int
 }
 
 // NewResolver validates cfg and returns a Resolver.
@@ -217,10 +210,7 @@ func NewResolver(cfg Config) (*Resolver, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	r := &Resolver{maxKeyLen: cfg.MaxAPIKeyLen, v6Bits: cfg.IPv6PrefixLen}
-	if r.maxKeyLen == 0 {
-		r.maxKeyLen = DefaultMaxAPIKeyLen
-	}
+	r := &Resolver{v6Bits: cfg.IPv6PrefixLen}
 	if r.v6Bits == 0 {
 		r.v6Bits = 128
 	}
@@ -235,23 +225,13 @@ func NewResolver(cfg Config) (*Resolver, error) {
 	return r, nil
 }
 
-// Identify returns the identity of req: its X-API-Key when present and
-// non-blank, else its client IP. An empty X-API-Key counts as absent. The
-// errors (ErrAPIKeyTooLong, ErrAPIKeyAmbiguous, ErrNoClientAddress) never
-// contain the offending value.
+// Identify returns the client IP identity of req (kind KindIP): the direct
+// peer, or, when that peer is a trusted proxy, the client X-Forwarded-For
+// names. No header other than X-Forwarded-For from a trusted proxy is read:
+// in particular X-API-Key is never an identity here (an unverified header
+// would let a client pick a fresh identity per request). The only error,
+// ErrNoClientAddress, never contains the address.
 func (r *Resolver) Identify(req *http.Request) (Identity, error) {
-	if vals := req.Header[apiKeyHeaderKey]; len(vals) > 0 {
-		if len(vals) > 1 {
-			return Identity{}, ErrAPIKeyAmbiguous
-		}
-		key := strings.TrimSpace(vals[0])
-		if len(key) > r.maxKeyLen {
-			return Identity{}, fmt.Errorf("%w: %d bytes, max %d", ErrAPIKeyTooLong, len(key), r.maxKeyLen)
-		}
-		if key != "" {
-			return Identity{kind: KindAPIKey, key: key}, nil
-		}
-	}
 	addr, ok := parseHost(req.RemoteAddr)
 	if !ok {
 		return Identity{}, ErrNoClientAddress

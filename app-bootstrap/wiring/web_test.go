@@ -3,6 +3,7 @@ package wiring
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -170,12 +171,11 @@ func TestWebEdgeResponsesCounted(t *testing.T) {
 	port := &fakePort{out: decision(false, 0, time.Second)}
 	h := newTestHandler(t, cfg, port)
 	serve(h, http.MethodPost, PathLogin)
-	serve(h, http.MethodPost, PathLogin, "X-API-Key", strings.Repeat("k", 300)) // over the key bound: 400
+	serve(h, http.MethodPost, PathLogin, "X-API-Key", strings.Repeat("k", 300)) // an unverified key is ignored: the IP's 429
 	port.out = ratelimit.Unavailable{PolicyID: "login", RetryAfter: time.Second, Category: ratelimit.CategoryAdmission}
 	serve(h, http.MethodPost, PathLogin)
 	text := metricsText(t, h)
-	assert.Contains(t, text, `tlb_edge_responses_total{policy="login",result="429"} 1`)
-	assert.Contains(t, text, `tlb_edge_responses_total{policy="login",result="400"} 1`)
+	assert.Contains(t, text, `tlb_edge_responses_total{policy="login",result="429"} 2`)
 	assert.Contains(t, text, `tlb_edge_responses_total{policy="login",result="503"} 1`)
 	assert.NotContains(t, text, "tlb_local_limit_responses_total{", "the local limiter is off")
 }
@@ -207,6 +207,26 @@ func TestWebTrustedProxies(t *testing.T) {
 	reqs = port2.requests()
 	require.Len(t, reqs, 2)
 	assert.Equal(t, reqs[0].SubjectDigest, reqs[1].SubjectDigest, "X-Forwarded-For is ignored by default")
+}
+
+// TestWebRotatingAPIKeyIsOneClient: by default an unverified X-API-Key is
+// no identity: requests from one address with a fresh key each are one
+// subject for the edge and one bucket for the local limiter.
+func TestWebRotatingAPIKeyIsOneClient(t *testing.T) {
+	kv := append(enabledKV("127.0.0.1:1"), "APP_WEB_LOCAL_LIMIT_ENABLED", "true", "APP_WEB_LOCAL_LIMIT_BURST", "3", "APP_WEB_LOCAL_LIMIT_RATE", "0.01", "APP_WEB_LOCAL_LIMIT_IDLE_TTL", "10m")
+	cfg := loadConfig(t, kv...)
+	port := &fakePort{out: decision(true, 4, 0)}
+	h := newTestHandler(t, cfg, port)
+	codes := []int{}
+	for i := range 6 {
+		codes = append(codes, serve(h, http.MethodGet, PathPing, "X-API-Key", fmt.Sprintf("rotating-key-%d", i)).Code)
+	}
+	assert.Equal(t, []int{200, 200, 200, 429, 429, 429}, codes, "the local limiter keys by IP, whatever the header says")
+	reqs := port.requests()
+	require.Len(t, reqs, 3)
+	for _, r := range reqs[1:] {
+		assert.Equal(t, reqs[0].SubjectDigest, r.SubjectDigest, "the edge's subject is the IP, not the header")
+	}
 }
 
 func TestWebReadiness(t *testing.T) {

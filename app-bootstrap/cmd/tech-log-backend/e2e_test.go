@@ -218,6 +218,9 @@ func enabledEnv(t *testing.T, redisAddr string) []string {
 		"APP_RATE_LIMIT_DEFAULT_POLICY", "global",
 		"APP_WEB_SUBJECT_SECRET", "e2e-subject-secret-0123456789abcdefghijklm",
 		"APP_WEB_LOCAL_LIMIT_ENABLED", "false",
+		// The test is the trusted proxy: X-Forwarded-For names the client,
+		// so one test process can be several clients.
+		"APP_WEB_TRUSTED_PROXIES", "127.0.0.1,::1",
 		"APP_LOG_LEVEL", "debug",
 	)
 }
@@ -241,7 +244,7 @@ func TestE2EGlobalLimitAcrossInstances(t *testing.T) {
 		if i%2 == 1 {
 			in = b
 		}
-		r := call(t, http.MethodGet, in.url("/api/v1/ping"), "X-API-Key", "e2e-client-global")
+		r := call(t, http.MethodGet, in.url("/api/v1/ping"), "X-Forwarded-For", "198.51.100.1")
 		switch r.status {
 		case http.StatusOK:
 			allowed[in.addr]++
@@ -263,7 +266,7 @@ func TestE2EGlobalLimitAcrossInstances(t *testing.T) {
 	assert.Equal(t, requests-10, denied)
 
 	// Another subject has its own budget.
-	r := call(t, http.MethodGet, b.url("/api/v1/ping"), "X-API-Key", "e2e-client-other")
+	r := call(t, http.MethodGet, b.url("/api/v1/ping"), "X-Forwarded-For", "198.51.100.2")
 	assert.Equal(t, http.StatusOK, r.status)
 	assert.Equal(t, "9", r.header.Get("RateLimit-Remaining"))
 
@@ -274,11 +277,11 @@ func TestE2EGlobalLimitAcrossInstances(t *testing.T) {
 	assert.Equal(t, http.StatusOK, m.status)
 	assert.Contains(t, m.body, `tlb_ratelimit_outcomes_total{category="none",decision="allowed",kind="evaluated",policy="global"} 5`)
 	assert.Contains(t, m.body, `tlb_ratelimit_outcomes_total{category="none",decision="denied",kind="evaluated",policy="global"} 10`)
-	assert.NotContains(t, m.body, "e2e-client-global", "no subject in metrics")
+	assert.NotContains(t, m.body, "198.51.100.1", "no subject in metrics")
 	for _, in := range []*instance{a, b} {
 		logs := in.logs()
 		assert.Contains(t, logs, `"msg":"starting"`)
-		for _, s := range append(e2eSecrets, "e2e-client-global") {
+		for _, s := range append(e2eSecrets, "198.51.100.1") {
 			assert.NotContains(t, logs, s, "debug logs never hold a secret or a raw subject")
 		}
 	}
@@ -290,12 +293,12 @@ func TestE2ERetryAfterIsHonest(t *testing.T) {
 	rs := redistest.Start(t)
 	env := enabledEnv(t, rs.Addr())
 	a, b := startInstance(t, env), startInstance(t, env)
-	const key = "e2e-client-retry"
+	const subjectIP = "198.51.100.3"
 
 	var denial reply
 	for i := 0; i < 10; i++ {
 		in := []*instance{a, b}[i%2]
-		r := call(t, http.MethodPost, in.url("/api/v1/login"), "X-API-Key", key)
+		r := call(t, http.MethodPost, in.url("/api/v1/login"), "X-Forwarded-For", subjectIP)
 		if r.status == http.StatusTooManyRequests {
 			denial = r
 			break
@@ -311,7 +314,7 @@ func TestE2ERetryAfterIsHonest(t *testing.T) {
 	assert.Contains(t, denial.header.Get("RateLimit-Policy"), "burst")
 
 	time.Sleep(time.Duration(retry) * time.Second)
-	r := call(t, http.MethodPost, b.url("/api/v1/login"), "X-API-Key", key)
+	r := call(t, http.MethodPost, b.url("/api/v1/login"), "X-Forwarded-For", subjectIP)
 	assert.Equal(t, http.StatusOK, r.status, "after Retry-After the next request succeeds: %s", r.body)
 }
 
@@ -322,11 +325,11 @@ func TestE2ERedisDownFailsClosed(t *testing.T) {
 	rs := redistest.Start(t)
 	rs.Require(t, redistest.CapKill)
 	in := startInstance(t, enabledEnv(t, rs.Addr()))
-	require.Equal(t, http.StatusOK, call(t, http.MethodGet, in.url("/api/v1/ping"), "X-API-Key", "e2e-down").status)
+	require.Equal(t, http.StatusOK, call(t, http.MethodGet, in.url("/api/v1/ping"), "X-Forwarded-For", "198.51.100.4").status)
 
 	rs.Kill()
 	for i := range 3 {
-		r := call(t, http.MethodGet, in.url("/api/v1/ping"), "X-API-Key", "e2e-down")
+		r := call(t, http.MethodGet, in.url("/api/v1/ping"), "X-Forwarded-For", "198.51.100.4")
 		require.Equal(t, http.StatusServiceUnavailable, r.status, "request %d: %s", i, r.body)
 		assert.Equal(t, "application/problem+json", r.header.Get("Content-Type"))
 		assert.NotEmpty(t, r.header.Get("Retry-After"))
@@ -341,7 +344,7 @@ func TestE2ERedisDownFailsClosed(t *testing.T) {
 		assert.Contains(t, []string{"unavailable", "indeterminate"}, problem.Outcome, r.body)
 		assert.NotEmpty(t, problem.Category)
 		assert.Equal(t, "global", problem.Policy)
-		assert.NotContains(t, r.body, "e2e-down", "the subject never appears")
+		assert.NotContains(t, r.body, "198.51.100.4", "the subject never appears")
 	}
 	assert.Equal(t, http.StatusServiceUnavailable, call(t, http.MethodGet, in.url("/readyz")).status)
 	assert.Equal(t, http.StatusOK, call(t, http.MethodGet, in.url("/healthz")).status)
@@ -389,4 +392,39 @@ func TestE2ELocalLimiterAndGracefulStop(t *testing.T) {
 	}
 	require.NoError(t, in.err, "graceful stop exits 0\n%s", in.logs())
 	assert.Contains(t, in.logs(), `"msg":"stopped"`)
+}
+
+// TestE2ERotatingAPIKeyIsOneClient: with the default identity (the client
+// IP), a client that sends a fresh X-API-Key with every request is limited
+// like one client, by the local limiter and by the Redis limiter.
+func TestE2ERotatingAPIKeyIsOneClient(t *testing.T) {
+	count := func(t *testing.T, in *instance, n int) (allowed, denied int) {
+		t.Helper()
+		for i := range n {
+			r := call(t, http.MethodGet, in.url("/api/v1/ping"), "X-API-Key", fmt.Sprintf("rotating-key-%d", i))
+			switch r.status {
+			case http.StatusOK:
+				allowed++
+			case http.StatusTooManyRequests:
+				denied++
+			default:
+				t.Fatalf("request %d: status %d: %s", i, r.status, r.body)
+			}
+		}
+		return allowed, denied
+	}
+	t.Run("local limiter", func(t *testing.T) {
+		// Burst 20 and a refill far slower than the test: exactly 20 pass.
+		in := startInstance(t, baseEnv("APP_WEB_LOCAL_LIMIT_RATE", "0.01", "APP_WEB_LOCAL_LIMIT_IDLE_TTL", "1h"))
+		allowed, denied := count(t, in, 30)
+		assert.Equal(t, 20, allowed, "the burst of one client")
+		assert.Equal(t, 10, denied)
+	})
+	t.Run("redis limiter", func(t *testing.T) {
+		rs := redistest.Start(t)
+		in := startInstance(t, enabledEnv(t, rs.Addr()))
+		allowed, denied := count(t, in, 30)
+		assert.Equal(t, 10, allowed, "the global policy's capacity for one client")
+		assert.Equal(t, 20, denied)
+	})
 }
