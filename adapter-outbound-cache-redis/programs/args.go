@@ -49,24 +49,12 @@ func Args(p ratelimit.Policy, cost int64) []any {
 // AppendArgs appends the ARGV that Args returns to dst and returns the
 // extended slice, so a caller can reuse one buffer.
 func AppendArgs(dst []any, p ratelimit.Policy, cost int64) []any {
-	var params []int64
-	var buf [3]int64
-	switch q := p.Params().(type) {
-	case ratelimit.FixedWindow:
-		buf[0], buf[1] = q.Limit, q.Window.Milliseconds()
-		params = buf[:2]
-	case ratelimit.SlidingWindowCounter:
-		buf[0], buf[1] = q.Limit, q.Window.Milliseconds()
-		params = buf[:2]
-	case ratelimit.TokenBucket:
-		buf[0], buf[1], buf[2] = q.Capacity, q.RefillTokens, q.RefillPeriod.Milliseconds()
-		params = buf[:3]
-	default:
+	if p.IsZero() {
 		return dst
 	}
-	dst = append(dst, p.Revision(), cost, p.MaxClockRegression().Milliseconds(), p.CleanupGrace().Milliseconds())
-	for _, v := range params {
-		dst = append(dst, v)
+	dst = append(dst, p.Revision(), cost, p.MaxClockRegression().Milliseconds(), p.CleanupGrace().Milliseconds(), p.Limit())
+	if tokens, period, ok := p.Refill(); ok {
+		return append(dst, tokens, period)
 	}
-	return dst
+	return append(dst, p.WindowMillis())
 }

@@ -258,3 +258,11 @@ func smallPolicy(t testing.TB, a ratelimit.Algorithm, regression time.Duration) 
 		return mustPolicy(t, a, ratelimit.TokenBucket{Capacity: 5, RefillTokens: 3, RefillPeriod: time.Second}, 5, time.Second, regression)
 	}
 }
+
+func ceilDiv(a, b int64) int64 {
+	q := a / b
+	if a%b != 0 {
+		q++
+	}
+	return q
+}

@@ -235,50 +235,32 @@ func (r Reply) checkDecision(n numbers) error {
 // numbers are a policy's parameters in the integer milliseconds the programs
 // receive.
 type numbers struct {
-	alg                 ratelimit.Algorithm
-	limit               int64 // limit or capacity
-	win                 int64 // window (fixed, sliding)
-	rate, per           int64 // refill tokens, refill period (token bucket)
-	grace, reg          int64
-	fullScaled, fillMax int64 // token bucket: C*P and ceil(C*P/R)
+	alg        ratelimit.Algorithm
+	limit      int64 // limit or capacity
+	win        int64 // window (fixed, sliding)
+	rate, per  int64 // refill tokens, refill period (token bucket)
+	grace, reg int64
+	fullScaled int64 // token bucket: C*P
+	horizonMs  int64 // ratelimit.Policy.HorizonMillis
 }
 
 func numbersOf(p ratelimit.Policy) numbers {
 	n := numbers{
-		alg:   p.Algorithm(),
-		limit: p.Limit(),
-		grace: p.CleanupGrace().Milliseconds(),
-		reg:   p.MaxClockRegression().Milliseconds(),
+		alg:       p.Algorithm(),
+		limit:     p.Limit(),
+		grace:     p.CleanupGrace().Milliseconds(),
+		reg:       p.MaxClockRegression().Milliseconds(),
+		horizonMs: p.HorizonMillis(),
 	}
-	switch q := p.Params().(type) {
-	case ratelimit.FixedWindow:
-		n.win = q.Window.Milliseconds()
-	case ratelimit.SlidingWindowCounter:
-		n.win = q.Window.Milliseconds()
-	case ratelimit.TokenBucket:
-		n.rate, n.per = q.RefillTokens, q.RefillPeriod.Milliseconds()
-		n.fullScaled = q.Capacity * n.per // T1
-		n.fillMax = ceilDiv(n.fullScaled, n.rate)
+	if tokens, period, ok := p.Refill(); ok {
+		n.rate, n.per = tokens, period
+		n.fullScaled = n.limit * n.per // T1
+	} else {
+		n.win = p.WindowMillis()
 	}
 	return n
 }
 
 // horizon bounds resetAt - effectiveNow: one window (F2), two windows (S3),
 // the time to fill from empty (T2).
-func (n numbers) horizon() int64 {
-	switch n.alg {
-	case ratelimit.AlgorithmFixedWindow:
-		return n.win
-	case ratelimit.AlgorithmSlidingWindowCounter:
-		return 2 * n.win
-	}
-	return n.fillMax
-}
-
-func ceilDiv(a, b int64) int64 {
-	q := a / b
-	if a%b != 0 {
-		q++
-	}
-	return q
-}
+func (n numbers) horizon() int64 { return n.horizonMs }

@@ -54,6 +54,23 @@ type Params interface {
 	sealedParams()
 }
 
+// numbered is what every Params variant answers for Policy's per-algorithm
+// numbers (Limit, WindowMillis, HorizonMillis), in integer milliseconds.
+type numbered interface {
+	// limit is the window limit or the bucket capacity.
+	limit() int64
+	// windowMillis is the window, or the bucket's time to fill from empty.
+	windowMillis() int64
+	// horizonMillis bounds a decision's reset offset.
+	horizonMillis() int64
+}
+
+var (
+	_ numbered = FixedWindow{}
+	_ numbered = SlidingWindowCounter{}
+	_ numbered = TokenBucket{}
+)
+
 // FixedWindow admits Limit units per aligned window of Window (whole
 // milliseconds, counted from the Unix epoch in server time).
 type FixedWindow struct {
@@ -86,6 +103,29 @@ func (SlidingWindowCounter) Algorithm() Algorithm { return AlgorithmSlidingWindo
 
 // Algorithm implements Params.
 func (TokenBucket) Algorithm() Algorithm { return AlgorithmTokenBucket }
+
+func (q FixedWindow) limit() int64          { return q.Limit }
+func (q SlidingWindowCounter) limit() int64 { return q.Limit }
+func (q TokenBucket) limit() int64          { return q.Capacity }
+
+func (q FixedWindow) windowMillis() int64          { return q.Window.Milliseconds() }
+func (q SlidingWindowCounter) windowMillis() int64 { return q.Window.Milliseconds() }
+
+// windowMillis of a token bucket is its time to fill from empty,
+// ceil(Capacity * RefillPeriod / RefillTokens) ms (T2 of docs/arithmetic.md;
+// NewPolicy guarantees the product fits).
+func (q TokenBucket) windowMillis() int64 {
+	return ceilDiv(q.Capacity*q.RefillPeriod.Milliseconds(), q.RefillTokens)
+}
+
+// horizonMillis: the window end is at most one window away (F2).
+func (q FixedWindow) horizonMillis() int64 { return q.windowMillis() }
+
+// horizonMillis: the reset is at most two windows away (S3).
+func (q SlidingWindowCounter) horizonMillis() int64 { return 2 * q.windowMillis() }
+
+// horizonMillis: a bucket is full at most one fill time away (T2).
+func (q TokenBucket) horizonMillis() int64 { return q.windowMillis() }
 
 func (FixedWindow) sealedParams()          {}
 func (SlidingWindowCounter) sealedParams() {}

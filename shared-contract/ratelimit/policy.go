@@ -217,7 +217,7 @@ func (v *policyValidator) tokenBucket(p TokenBucket, grace int64) int64 {
 	}
 	// T2: time to fill from empty (bounds retry and reset offset) plus grace
 	// (the TTL) <= MaxHorizonMillis.
-	fill := ceilDiv(p.Capacity*period, p.RefillTokens)
+	fill := p.windowMillis()
 	v.sumWithin("Params.RefillPeriod", fill, grace, MaxHorizonMillis)
 	return p.Capacity
 }
@@ -239,17 +239,48 @@ func (p Policy) Algorithm() Algorithm {
 // Params returns a copy of the algorithm parameters.
 func (p Policy) Params() Params { return p.params }
 
-// Limit is the fixed/sliding window limit or the token-bucket capacity.
+// Limit is the fixed/sliding window limit or the token-bucket capacity; 0
+// for the zero Policy.
 func (p Policy) Limit() int64 {
-	switch q := p.params.(type) {
-	case FixedWindow:
-		return q.Limit
-	case SlidingWindowCounter:
-		return q.Limit
-	case TokenBucket:
-		return q.Capacity
+	q, ok := p.params.(numbered)
+	if !ok {
+		return 0
 	}
-	return 0
+	return q.limit()
+}
+
+// WindowMillis is the policy's period in whole milliseconds: the window of a
+// fixed or sliding window, and for a token bucket the time to refill from
+// empty to full, ceil(Capacity * RefillPeriod / RefillTokens); 0 for the
+// zero Policy.
+func (p Policy) WindowMillis() int64 {
+	q, ok := p.params.(numbered)
+	if !ok {
+		return 0
+	}
+	return q.windowMillis()
+}
+
+// HorizonMillis bounds, in milliseconds, how far a decision's reset may lie
+// after the effective now: one window (fixed window, F2 of
+// docs/arithmetic.md), two windows (sliding counter, S3), the time to fill
+// (token bucket, T2); 0 for the zero Policy.
+func (p Policy) HorizonMillis() int64 {
+	q, ok := p.params.(numbered)
+	if !ok {
+		return 0
+	}
+	return q.horizonMillis()
+}
+
+// Refill returns a token bucket's RefillTokens and RefillPeriod in whole
+// milliseconds; ok is false for the other algorithms and the zero Policy.
+func (p Policy) Refill() (tokens, periodMillis int64, ok bool) {
+	q, ok := p.params.(TokenBucket)
+	if !ok {
+		return 0, 0, false
+	}
+	return q.RefillTokens, q.RefillPeriod.Milliseconds(), true
 }
 
 // MaxCost is the largest accepted Request.Cost.
