@@ -54,3 +54,11 @@ func mulFits(a, b int64) bool {
 func addFits(a, b, max int64) bool {
 	return a <= max && b <= max-a
 }
+
+// gcd is the greatest common divisor of a, b > 0 (Euclid).
+func gcd(a, b int64) int64 {
+	for b != 0 {
+		a, b = b, a%b
+	}
+	return a
+}

@@ -233,9 +233,14 @@ func oracleAccepts(s ratelimit.PolicySpec) bool {
 		if !ok || s.Algorithm != ratelimit.AlgorithmTokenBucket || q.Capacity < 1 || q.RefillTokens < 1 || s.MaxCost > q.Capacity {
 			return false
 		}
+		// T1 and T2 hold for the rate reduced by gcd(R, P): the identical
+		// rate the programs then receive.
+		r := bi(q.RefillTokens)
+		d := new(big.Int).GCD(nil, nil, r, per)
+		r, per = new(big.Int).Quo(r, d), new(big.Int).Quo(per, d)
 		full := mul(bi(q.Capacity), per)
-		return le(full, bigMaxExact) && le(bi(q.RefillTokens), bigMaxExact) && // T1
-			le(add(ceilQuo(full, bi(q.RefillTokens)), g), bigHorizon) // T2
+		return le(full, bigMaxExact) && le(r, bigMaxExact) && // T1
+			le(add(ceilQuo(full, r), g), bigHorizon) // T2
 	}
 	return false
 }

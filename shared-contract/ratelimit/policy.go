@@ -139,6 +139,7 @@ func NewPolicy(spec PolicySpec) (Policy, error) {
 
 	var limit int64
 	var paramsAlg Algorithm
+	params := spec.Params
 	switch p := spec.Params.(type) {
 	case nil:
 		v.fail("Params", ErrAlgorithmMismatch, "no parameters given for %v", spec.Algorithm)
@@ -147,7 +148,9 @@ func NewPolicy(spec PolicySpec) (Policy, error) {
 	case SlidingWindowCounter:
 		limit, paramsAlg = v.slidingWindowCounter(p, grace), AlgorithmSlidingWindowCounter
 	case TokenBucket:
-		limit, paramsAlg = v.tokenBucket(p, grace), AlgorithmTokenBucket
+		var tb TokenBucket
+		limit, tb = v.tokenBucket(p, grace)
+		params, paramsAlg = tb, AlgorithmTokenBucket
 	default:
 		// A pointer to a params type also satisfies Params; keeping it would
 		// let the caller mutate a frozen policy.
@@ -166,7 +169,7 @@ func NewPolicy(spec PolicySpec) (Policy, error) {
 	return Policy{
 		id:                 spec.ID,
 		revision:           spec.Revision,
-		params:             spec.Params,
+		params:             params,
 		maxCost:            spec.MaxCost,
 		cleanupGraceMs:     grace,
 		maxClockRegression: regression,
@@ -199,27 +202,40 @@ func (v *policyValidator) slidingWindowCounter(p SlidingWindowCounter, grace int
 	return p.Limit
 }
 
-// tokenBucket checks formulas T1-T2 of docs/arithmetic.md.
-func (v *policyValidator) tokenBucket(p TokenBucket, grace int64) int64 {
+// tokenBucket checks formulas T1-T2 of docs/arithmetic.md on the reduced
+// rate: RefillTokens and RefillPeriod (in ms) divided by their greatest
+// common divisor, so that the identical rates "1e9 per 24h" and "625 per
+// 54ms" get the same answer. It returns the limit and the parameters the
+// programs receive: p itself when p already satisfies T1 (state written by
+// earlier versions keeps its unit, 1/P tokens), the reduced form otherwise.
+func (v *policyValidator) tokenBucket(p TokenBucket, grace int64) (int64, TokenBucket) {
 	v.positive("Params.Capacity", p.Capacity)
 	v.positive("Params.RefillTokens", p.RefillTokens)
 	period := v.millis("Params.RefillPeriod", p.RefillPeriod, false)
-	// T1: the refill rate travels to the program as an exact integer.
-	v.within("Params.RefillTokens", p.RefillTokens, MaxExactInt)
 	if p.Capacity <= 0 || p.RefillTokens <= 0 || period <= 0 {
-		return p.Capacity
+		return p.Capacity, p
+	}
+	g := gcd(p.RefillTokens, period)
+	rate, per := p.RefillTokens/g, period/g
+	// T1: the refill rate travels to the program as an exact integer.
+	if rate > MaxExactInt {
+		v.fail("Params.RefillTokens", ErrArithmeticRange, "%d (reduced rate %d per %d ms) > %d", p.RefillTokens, rate, per, MaxExactInt)
 	}
 	// T1: the scaled full level capacity * period bounds every scaled token
 	// intermediate.
-	if !mulFits(p.Capacity, period) {
-		v.fail("Params.Capacity", ErrArithmeticRange, "capacity %d * refill period %d ms > %d", p.Capacity, period, MaxExactInt)
-		return p.Capacity
+	if !mulFits(p.Capacity, per) {
+		v.fail("Params.Capacity", ErrArithmeticRange, "capacity %d * refill period %d ms (reduced rate %d per %d ms) > %d", p.Capacity, per, rate, per, MaxExactInt)
+		return p.Capacity, p
 	}
 	// T2: time to fill from empty (bounds retry and reset offset) plus grace
-	// (the TTL) <= MaxHorizonMillis.
-	fill := p.windowMillis()
+	// (the TTL) <= MaxHorizonMillis. C*P/R is the same for both forms.
+	reduced := TokenBucket{Capacity: p.Capacity, RefillTokens: rate, RefillPeriod: time.Duration(per) * time.Millisecond}
+	fill := reduced.windowMillis()
 	v.sumWithin("Params.RefillPeriod", fill, grace, MaxHorizonMillis)
-	return p.Capacity
+	if p.RefillTokens <= MaxExactInt && mulFits(p.Capacity, period) {
+		return p.Capacity, p
+	}
+	return p.Capacity, reduced
 }
 
 // ID is the policy's identifier.
@@ -236,7 +252,11 @@ func (p Policy) Algorithm() Algorithm {
 	return p.params.Algorithm()
 }
 
-// Params returns a copy of the algorithm parameters.
+// Params returns a copy of the algorithm parameters: the spec's, except for
+// a token bucket whose capacity * refill period exceeds MaxExactInt but
+// whose reduced rate does not (T1), which is held, and sent to the programs,
+// as the identical reduced rate (RefillTokens and RefillPeriod divided by
+// their greatest common divisor).
 func (p Policy) Params() Params { return p.params }
 
 // Limit is the fixed/sliding window limit or the token-bucket capacity; 0

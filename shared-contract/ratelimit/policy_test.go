@@ -171,10 +171,10 @@ func TestNewPolicyRejects(t *testing.T) {
 		{"S1 sliding limit MaxExactInt/1e6+1", slidingSpec(swcLimitMax+1, time.Second, 1), []violation{{"Params.Limit", ratelimit.ErrArithmeticRange}}},
 		{"S2 sliding window MaxExactInt/1e6+1 ms", slidingSpec(10, dms(swcWindowMax+1), 1), []violation{{"Params.Window", ratelimit.ErrArithmeticRange}}},
 		{"S3 sliding 2W+G = horizon+1", withGrace(slidingSpec(10, dms(swcWindowMax), 1), dms(maxM-2*swcWindowMax+1)), []violation{{"Params.Window", ratelimit.ErrArithmeticRange}}},
-		{"T1 capacity*period = 2^53", bucketSpec(1<<52, 1<<40, 2*ms, 1), []violation{{"Params.Capacity", ratelimit.ErrArithmeticRange}}},
+		{"T1 capacity*period = 2^53", bucketSpec(1<<52, 1<<40+1, 2*ms, 1), []violation{{"Params.Capacity", ratelimit.ErrArithmeticRange}}},
 		{"T1 capacity*period = MaxExactInt+1 (odd period)", bucketSpec(ratelimit.MaxExactInt/7+1, 1<<40, 7*ms, 1), []violation{{"Params.Capacity", ratelimit.ErrArithmeticRange}}},
 		{"T1 capacity*period overflows int64", bucketSpec(math.MaxInt64, 1, dms(maxM), 1), []violation{{"Params.Capacity", ratelimit.ErrArithmeticRange}}},
-		{"T1 refill tokens MaxExactInt+1", bucketSpec(10, ratelimit.MaxExactInt+1, time.Second, 1), []violation{{"Params.RefillTokens", ratelimit.ErrArithmeticRange}}},
+		{"T1 refill tokens MaxExactInt+1", bucketSpec(10, ratelimit.MaxExactInt+1, ms, 1), []violation{{"Params.RefillTokens", ratelimit.ErrArithmeticRange}}},
 		{"T2 fill+G = horizon+1", withGrace(bucketSpec(maxM, 1, ms, 1), ms), []violation{{"Params.RefillPeriod", ratelimit.ErrArithmeticRange}}},
 		// ceil(3*1/2) = 2, so with G = horizon-1 the sum is horizon+1; a
 		// floor division would wrongly accept it.
@@ -435,4 +435,28 @@ func TestParsePolicyID(t *testing.T) {
 	require.Error(t, err)
 	assert.Less(t, len(err.Error()), 200)
 	assert.True(t, errors.Is(err, ratelimit.ErrInvalidPolicyID))
+}
+
+// TestNewPolicyTokenBucketReducedRate: T1 is checked on the rate reduced by
+// gcd(refillTokens, refillPeriod ms). 1e9 tokens per 24h is the rate 625 per
+// 54ms; both are accepted and the programs receive the reduced form. A rate
+// that already satisfies T1 keeps its own form (the programs store the
+// sub-token remainder in 1/P units, so state written before keeps its unit),
+// and a rate whose reduced form is still out of range is rejected.
+func TestNewPolicyTokenBucketReducedRate(t *testing.T) {
+	const capacity = 1_000_000_000
+	day := mustPolicy(t, bucketSpec(capacity, 1_000_000_000, 24*time.Hour, 1))
+	short := mustPolicy(t, bucketSpec(capacity, 625, 54*ms, 1))
+	want := ratelimit.TokenBucket{Capacity: capacity, RefillTokens: 625, RefillPeriod: 54 * ms}
+	assert.Equal(t, want, day.Params(), "1e9 per 24h is held as the reduced rate")
+	assert.Equal(t, want, short.Params())
+
+	kept := mustPolicy(t, bucketSpec(100, 10, time.Second, 1))
+	assert.Equal(t, ratelimit.TokenBucket{Capacity: 100, RefillTokens: 10, RefillPeriod: time.Second}, kept.Params(),
+		"a rate inside T1 is not rewritten")
+
+	// gcd(2^40+1, 2) = 1: nothing to reduce, C*P = 2^53.
+	_, err := ratelimit.NewPolicy(bucketSpec(1<<52, 1<<40+1, 2*ms, 1))
+	require.ErrorIs(t, err, ratelimit.ErrArithmeticRange)
+	assert.Contains(t, err.Error(), "Params.Capacity")
 }
