@@ -41,7 +41,8 @@ type RateLimit struct {
 	CommandTimeout time.Duration
 	DialTimeout    time.Duration
 	PoolTimeout    time.Duration
-	// MaxInFlight bounds concurrent evaluations (admission semaphore).
+	// MaxInFlight bounds concurrent evaluations (admission semaphore);
+	// PoolSize when APP_RATE_LIMIT_MAX_IN_FLIGHT is unset.
 	MaxInFlight int
 	// PoolSize bounds the coordination client's connection pool.
 	PoolSize int
@@ -49,7 +50,7 @@ type RateLimit struct {
 	DefaultPolicy ratelimit.PolicyID
 	// Policies is the parsed policy file.
 	Policies PolicySet
-	// PoliciesSource is the policy file's path, or EmbeddedPoliciesName.
+	// PoliciesSource is the policy file's path (APP_RATE_LIMIT_POLICIES_FILE).
 	PoliciesSource string
 	// AllowSharedRedis records APP_RATE_LIMIT_ALLOW_SHARED_REDIS.
 	AllowSharedRedis bool
@@ -114,7 +115,10 @@ type Web struct {
 	// empty means never.
 	TrustedProxies []netip.Prefix
 	// EvaluationTimeout is the deadline given to each rate-limit
-	// evaluation; it exceeds RateLimit.CommandTimeout.
+	// evaluation; it exceeds RateLimit.CommandTimeout. When
+	// APP_WEB_EVALUATION_TIMEOUT is unset it is DefaultEvaluationTimeout, or
+	// EvaluationTimeoutFactor times the command timeout when the Redis
+	// limiter is enabled.
 	EvaluationTimeout time.Duration
 	// LocalLimit is the legacy in-process limiter.
 	LocalLimit LocalLimit

@@ -34,9 +34,14 @@ func enabledEnv() map[string]string {
 		"APP_RATE_LIMIT_REDIS_ADDR":     "127.0.0.1:6390",
 		"APP_RATE_LIMIT_KEY_SECRET":     keySecret,
 		"APP_RATE_LIMIT_DEFAULT_POLICY": "api",
+		"APP_RATE_LIMIT_POLICIES_FILE":  examplePolicies,
 		"APP_WEB_SUBJECT_SECRET":        subjectSecret,
 	}
 }
+
+// examplePolicies is the example policy file (api and login), the same as
+// the embedded DefaultPoliciesJSON.
+const examplePolicies = "../examples/policies.json"
 
 func with(base map[string]string, kv ...string) map[string]string {
 	out := make(map[string]string, len(base)+len(kv)/2)
@@ -107,7 +112,7 @@ func TestLoadEnabled(t *testing.T) {
 	assert.Equal(t, 64, r.MaxInFlight)
 	assert.Equal(t, 64, r.PoolSize)
 	assert.Equal(t, ratelimit.PolicyID("api"), r.DefaultPolicy)
-	assert.Equal(t, EmbeddedPolicies, r.PoliciesSource)
+	assert.Equal(t, examplePolicies, r.PoliciesSource)
 	assert.Equal(t, []string{"api", "login"}, r.Policies.IDs())
 	assert.Equal(t, []Route{{"GET /api/", "api"}, {"POST /api/v1/login", "login"}}, r.Policies.Routes)
 	assert.Equal(t, len(subjectSecret), cfg.Web.SubjectSecret.Len())
@@ -130,6 +135,10 @@ func TestLoadPoliciesFile(t *testing.T) {
 func TestLoadRejections(t *testing.T) {
 	badPolicies := writeFile(t, "p.json", `{"policies":[{"id":"api","revision":1,"algorithm":"fixed_window","limit":5,"window":"1m",
 		"maxCost":1,"cleanupGrace":"1m","maxClockRegression":"2s","failurePolicy":"fail-closed","burst":3}]}`)
+	dupPolicies := writeFile(t, "dup.json", `{"policies":[{"id":"api","revision":1,"algorithm":"fixed_window","limit":5,"window":"1m",
+		"maxCost":1,"cleanupGrace":"1m","maxClockRegression":"2s","failurePolicy":"fail-closed","limit":500}]}`)
+	casePolicies := writeFile(t, "case.json", `{"policies":[{"id":"api","revision":1,"algorithm":"fixed_window","limit":5,"window":"1m",
+		"MAXCOST":1,"cleanupGrace":"1m","maxClockRegression":"2s","failurePolicy":"fail-closed"}]}`)
 	tests := []struct {
 		name     string
 		env      map[string]string
@@ -142,7 +151,7 @@ func TestLoadRejections(t *testing.T) {
 		{"role unsupported", with(enabledEnv(), "APP_RATE_LIMIT_ROLE", "cache"), "APP_RATE_LIMIT_ROLE", ErrUnsupported, `only role is "coordination"`},
 		{"failure policy open", with(enabledEnv(), "APP_RATE_LIMIT_FAILURE_POLICY", "fail-open"), "APP_RATE_LIMIT_FAILURE_POLICY", ErrUnsupported, "only fails closed"},
 		{"no default policy", with(enabledEnv(), "APP_RATE_LIMIT_DEFAULT_POLICY", "<unset>"), "APP_RATE_LIMIT_DEFAULT_POLICY", ErrRequired, "name the policy"},
-		{"default policy undefined", with(enabledEnv(), "APP_RATE_LIMIT_DEFAULT_POLICY", "nope"), "APP_RATE_LIMIT_DEFAULT_POLICY", ErrInvalid, `"nope" is not defined in embedded:default-policies.json (defined: api, login)`},
+		{"default policy undefined", with(enabledEnv(), "APP_RATE_LIMIT_DEFAULT_POLICY", "nope"), "APP_RATE_LIMIT_DEFAULT_POLICY", ErrInvalid, `"nope" is not defined in ../examples/policies.json (defined: api, login)`},
 		{"no coordination address", with(enabledEnv(), "APP_RATE_LIMIT_REDIS_ADDR", "<unset>"), "APP_RATE_LIMIT_REDIS_ADDR", ErrRequired, "no redis address"},
 		{"coordination address malformed", with(enabledEnv(), "APP_RATE_LIMIT_REDIS_ADDR", "localhost"), "APP_RATE_LIMIT_REDIS_ADDR", ErrInvalid, "want host:port"},
 		{"key secret missing", with(enabledEnv(), "APP_RATE_LIMIT_KEY_SECRET", "<unset>"), "APP_RATE_LIMIT_KEY_SECRET", ErrRequired, "at least 32 bytes"},
@@ -163,6 +172,10 @@ func TestLoadRejections(t *testing.T) {
 		{"pool size negative", with(enabledEnv(), "APP_RATE_LIMIT_POOL_SIZE", "-3", "APP_RATE_LIMIT_MAX_IN_FLIGHT", "1"), "APP_RATE_LIMIT_POOL_SIZE", ErrInvalid, "-3"},
 		{"evaluation timeout not above command timeout", with(enabledEnv(), "APP_WEB_EVALUATION_TIMEOUT", "250ms"), "APP_WEB_EVALUATION_TIMEOUT", ErrInvalid, "must exceed APP_RATE_LIMIT_COMMAND_TIMEOUT"},
 		{"enabled not a bool", with(enabledEnv(), "APP_RATE_LIMIT_ENABLED", "yes please"), "APP_RATE_LIMIT_ENABLED", ErrInvalid, `"yes please"`},
+		{"policies file unset", with(enabledEnv(), "APP_RATE_LIMIT_POLICIES_FILE", "<unset>"), "APP_RATE_LIMIT_POLICIES_FILE", ErrRequired, "needs a policy file"},
+		{"policies file empty", with(enabledEnv(), "APP_RATE_LIMIT_POLICIES_FILE", ""), "APP_RATE_LIMIT_POLICIES_FILE", ErrRequired, "needs a policy file"},
+		{"policies file duplicate key", with(enabledEnv(), "APP_RATE_LIMIT_POLICIES_FILE", dupPolicies), "APP_RATE_LIMIT_POLICIES_FILE", ErrPolicyFile, dupPolicies + `: invalid policy file: policies[0] (api): duplicate key "limit"`},
+		{"policies file wrong case", with(enabledEnv(), "APP_RATE_LIMIT_POLICIES_FILE", casePolicies), "APP_RATE_LIMIT_POLICIES_FILE", ErrPolicyFile, casePolicies + `: invalid policy file: policies[0] (api): key "MAXCOST" is not "maxCost"`},
 		{"policies file missing", with(enabledEnv(), "APP_RATE_LIMIT_POLICIES_FILE", "/nonexistent/p.json"), "APP_RATE_LIMIT_POLICIES_FILE", ErrPolicyFile, "no such file"},
 		{"policies file invalid", with(enabledEnv(), "APP_RATE_LIMIT_POLICIES_FILE", badPolicies), "APP_RATE_LIMIT_POLICIES_FILE", ErrPolicyFile, `unknown field "burst"`},
 		{"insecure skip verify", with(enabledEnv(), "APP_RATE_LIMIT_REDIS_TLS_ENABLED", "true", "APP_RATE_LIMIT_REDIS_TLS_INSECURE_SKIP_VERIFY", "true"), "APP_RATE_LIMIT_REDIS_TLS_INSECURE_SKIP_VERIFY", ErrUnsupported, "cannot be disabled"},
@@ -170,7 +183,7 @@ func TestLoadRejections(t *testing.T) {
 		{"tls cert without key", with(enabledEnv(), "APP_RATE_LIMIT_REDIS_TLS_ENABLED", "true", "APP_RATE_LIMIT_REDIS_TLS_CERT_FILE", "/etc/c.pem"), "APP_RATE_LIMIT_REDIS_TLS_KEY_FILE", ErrRequired, "CERT_FILE is set"},
 		{"tls ca unreadable", with(enabledEnv(), "APP_RATE_LIMIT_REDIS_TLS_ENABLED", "true", "APP_RATE_LIMIT_REDIS_TLS_CA_FILE", "/nonexistent/ca.pem"), "APP_RATE_LIMIT_REDIS_TLS_CA_FILE", ErrInvalid, "no such file"},
 		{"shared redis", with(enabledEnv(), "APP_CACHE_ENABLED", "true", "APP_CACHE_REDIS_ADDR", "127.0.0.1:6390", "APP_CACHE_REDIS_KEY_SECRET", cacheSecret), "APP_RATE_LIMIT_REDIS_ADDR", ErrSharedRedis, "APP_RATE_LIMIT_ALLOW_SHARED_REDIS=true"},
-		{"shared redis via localhost", with(enabledEnv(), "APP_CACHE_ENABLED", "true", "APP_CACHE_REDIS_ADDR", "localhost:6390", "APP_CACHE_REDIS_KEY_SECRET", cacheSecret), "APP_RATE_LIMIT_REDIS_ADDR", ErrSharedRedis, "is also APP_CACHE_REDIS_ADDR"},
+		{"shared redis via localhost", with(enabledEnv(), "APP_CACHE_ENABLED", "true", "APP_CACHE_REDIS_ADDR", "localhost:6390", "APP_CACHE_REDIS_KEY_SECRET", cacheSecret), "APP_RATE_LIMIT_REDIS_ADDR", ErrSharedRedis, "reaches the same server as APP_CACHE_REDIS_ADDR (localhost:6390)"},
 		{"cache without address", map[string]string{"APP_CACHE_ENABLED": "true", "APP_CACHE_REDIS_KEY_SECRET": cacheSecret}, "APP_CACHE_REDIS_ADDR", ErrRequired, "no redis address"},
 		{"cache without secret", map[string]string{"APP_CACHE_ENABLED": "true", "APP_CACHE_REDIS_ADDR": "127.0.0.1:6391"}, "APP_CACHE_REDIS_KEY_SECRET", ErrRequired, "HMAC secret"},
 		{"cache db out of range", map[string]string{"APP_CACHE_ENABLED": "true", "APP_CACHE_REDIS_ADDR": "127.0.0.1:6391", "APP_CACHE_REDIS_KEY_SECRET": cacheSecret, "APP_CACHE_REDIS_DB": "99"}, "APP_CACHE_REDIS_DB", ErrInvalid, "want 0..15"},
@@ -244,8 +257,8 @@ func TestLoadCollectsEveryProblem(t *testing.T) {
 	for _, ve := range VarErrors(err) {
 		vars = append(vars, ve.Var)
 	}
-	assert.Equal(t, []string{"APP_RATE_LIMIT_REDIS_ADDR", "APP_RATE_LIMIT_KEY_SECRET", "APP_RATE_LIMIT_DEFAULT_POLICY", "APP_WEB_SUBJECT_SECRET"}, vars)
-	assert.Len(t, strings.Split(err.Error(), "\n"), 4, "one line per problem")
+	assert.Equal(t, []string{"APP_RATE_LIMIT_REDIS_ADDR", "APP_RATE_LIMIT_KEY_SECRET", "APP_RATE_LIMIT_POLICIES_FILE", "APP_RATE_LIMIT_DEFAULT_POLICY", "APP_WEB_SUBJECT_SECRET"}, vars)
+	assert.Len(t, strings.Split(err.Error(), "\n"), 5, "one line per problem")
 }
 
 func TestLoadSecretFiles(t *testing.T) {

@@ -37,7 +37,7 @@ type rawRateLimit struct {
 	CommandTimeout   time.Duration `env:"COMMAND_TIMEOUT" envDefault:"250ms"`
 	DialTimeout      time.Duration `env:"DIAL_TIMEOUT" envDefault:"250ms"`
 	PoolTimeout      time.Duration `env:"POOL_TIMEOUT" envDefault:"250ms"`
-	MaxInFlight      int           `env:"MAX_IN_FLIGHT" envDefault:"64"`
+	MaxInFlight      *int          `env:"MAX_IN_FLIGHT"` // unset: PoolSize
 	PoolSize         int           `env:"POOL_SIZE" envDefault:"64"`
 	DefaultPolicy    string        `env:"DEFAULT_POLICY"`
 	PoliciesFile     string        `env:"POLICIES_FILE"`
@@ -81,16 +81,16 @@ type rawTLS struct {
 }
 
 type rawWeb struct {
-	Addr              string        `env:"ADDR" envDefault:":8080"`
-	SubjectSecret     Secret        `env:"SUBJECT_SECRET"`
-	SubjectSecretFile string        `env:"SUBJECT_SECRET_FILE"`
-	TrustedProxies    []string      `env:"TRUSTED_PROXIES" envSeparator:","`
-	EvaluationTimeout time.Duration `env:"EVALUATION_TIMEOUT" envDefault:"500ms"`
-	LocalLimitEnabled bool          `env:"LOCAL_LIMIT_ENABLED" envDefault:"true"`
-	LocalLimitRate    float64       `env:"LOCAL_LIMIT_RATE" envDefault:"10"`
-	LocalLimitBurst   int           `env:"LOCAL_LIMIT_BURST" envDefault:"20"`
-	LocalLimitMax     int           `env:"LOCAL_LIMIT_MAX_CLIENTS" envDefault:"10000"`
-	LocalLimitIdleTTL time.Duration `env:"LOCAL_LIMIT_IDLE_TTL" envDefault:"5m"`
+	Addr              string         `env:"ADDR" envDefault:":8080"`
+	SubjectSecret     Secret         `env:"SUBJECT_SECRET"`
+	SubjectSecretFile string         `env:"SUBJECT_SECRET_FILE"`
+	TrustedProxies    []string       `env:"TRUSTED_PROXIES" envSeparator:","`
+	EvaluationTimeout *time.Duration `env:"EVALUATION_TIMEOUT"` // unset: derived
+	LocalLimitEnabled bool           `env:"LOCAL_LIMIT_ENABLED" envDefault:"true"`
+	LocalLimitRate    float64        `env:"LOCAL_LIMIT_RATE" envDefault:"10"`
+	LocalLimitBurst   int            `env:"LOCAL_LIMIT_BURST" envDefault:"20"`
+	LocalLimitMax     int            `env:"LOCAL_LIMIT_MAX_CLIENTS" envDefault:"10000"`
+	LocalLimitIdleTTL time.Duration  `env:"LOCAL_LIMIT_IDLE_TTL" envDefault:"5m"`
 }
 
 // FromEnviron turns os.Environ()-style "K=V" entries into the map Load takes.
@@ -107,7 +107,7 @@ func FromEnviron(environ []string) map[string]string {
 // parseEnv runs env/v11 and rewrites its parse errors to name the variable
 // rather than the Go field: the parsers record the variable being set (OnSet
 // runs just before each field's parser, and parsing is sequential).
-func parseEnv(raw *rawConfig, environ map[string]string) error {
+func parseEnv(raw any, environ map[string]string) error {
 	if environ == nil {
 		environ = map[string]string{}
 	}

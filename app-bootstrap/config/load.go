@@ -1,6 +1,7 @@
 package config
 
 import (
+	"net"
 	"time"
 
 	"github.com/tech-log/tech-log-backend/adapter-inbound-web/edge"
@@ -34,12 +35,23 @@ const (
 	maxIdleTTL   = 24 * time.Hour
 )
 
+// Derived defaults of APP_WEB_EVALUATION_TIMEOUT: with the Redis limiter
+// on, EvaluationTimeoutFactor times APP_RATE_LIMIT_COMMAND_TIMEOUT (500ms
+// for the default 250ms), otherwise DefaultEvaluationTimeout.
+const (
+	EvaluationTimeoutFactor  = 2
+	DefaultEvaluationTimeout = 500 * time.Millisecond
+)
+
+// Compile-time proof that the derived evaluation timeout is within the
+// edge's bound for every accepted command timeout.
+const _ = uint64(maxWebTimeout - EvaluationTimeoutFactor*maxRateLimitTimeout)
+
 // Supported values of the selection variables in v1.
 const (
 	ProviderRedis     = "redis"
 	RoleCoordination  = "coordination"
 	FailClosedPolicy  = "fail-closed"
-	EmbeddedPolicies  = "embedded:default-policies.json"
 	envRateLimitGroup = Prefix + "RATE_LIMIT_"
 	envCacheGroup     = Prefix + "CACHE_"
 	envWebGroup       = Prefix + "WEB_"
@@ -48,8 +60,14 @@ const (
 // Load parses and validates the APP_ variables in environ. On failure it
 // returns every problem found, joined, each a *VarError naming its variable
 // (see VarErrors). Files named by _FILE variables and the policy file are
-// read; nothing else is touched.
+// read, and host names in the two Redis addresses may be resolved (the
+// dedicated-endpoint check); nothing else is touched.
 func Load(environ map[string]string) (Config, error) {
+	return load(environ, net.DefaultResolver.LookupHost)
+}
+
+// load is Load with the resolver of the dedicated-endpoint check.
+func load(environ map[string]string, lookup lookupFunc) (Config, error) {
 	var raw rawConfig
 	if err := parseEnv(&raw, environ); err != nil {
 		return Config{}, err
@@ -61,11 +79,15 @@ func Load(environ map[string]string) (Config, error) {
 	cfg.Web = v.web(raw.Web, cfg.RateLimit)
 	cfg.Log = v.log(raw.LogFormat, raw.LogLevel)
 	cfg.ShutdownTimeout = v.duration(Prefix+"SHUTDOWN_TIMEOUT", raw.ShutdownTimeout, maxShutdown)
-	if cfg.RateLimit.Enabled && cfg.Cache.Enabled && !cfg.RateLimit.AllowSharedRedis &&
-		sameEndpoint(cfg.RateLimit.Redis.Addr, cfg.Cache.Redis.Addr) {
+	// The coordination endpoint is dedicated: it must not reach the cache's
+	// server, whether or not the cache is enabled (a configured cache
+	// address names a server the deployment uses as a cache).
+	cacheAddr := raw.Cache.Redis.Conn.Addr
+	if rl := cfg.RateLimit; rl.Enabled && !rl.AllowSharedRedis && rl.Redis.Addr != "" && cacheAddr != "" &&
+		sameEndpoint(rl.Redis.Addr, cacheAddr, lookup) {
 		v.add(envRateLimitGroup+"REDIS_ADDR", ErrSharedRedis,
-			"%s is also %sREDIS_ADDR; coordination needs its own redis (set %sALLOW_SHARED_REDIS=true to accept the shared server)",
-			cfg.RateLimit.Redis.Addr, envCacheGroup, envRateLimitGroup)
+			"%s reaches the same server as %sREDIS_ADDR (%s); coordination needs its own redis (set %sALLOW_SHARED_REDIS=true to accept the shared server)",
+			bounded(rl.Redis.Addr), envCacheGroup, bounded(cacheAddr), envRateLimitGroup)
 	}
 	if err := v.err(); err != nil {
 		return Config{}, err

@@ -24,8 +24,10 @@ const maxPolicies = 1024
 //go:embed default-policies.json
 var defaultPolicies string
 
-// DefaultPoliciesJSON is the embedded policy file used when
-// APP_RATE_LIMIT_POLICIES_FILE is unset.
+// DefaultPoliciesJSON is the embedded example policy file (the same as
+// app-bootstrap/examples/policies.json). It is an example only: Load never
+// uses it, and enabling the Redis limiter requires
+// APP_RATE_LIMIT_POLICIES_FILE.
 func DefaultPoliciesJSON() string { return defaultPolicies }
 
 // Route maps a net/http ServeMux pattern to the policy that limits it.
@@ -130,7 +132,8 @@ func readPolicyFile(path string) (PolicySet, error) {
 	return ParsePolicies(f)
 }
 
-// ParsePolicies reads a policy file strictly: unknown fields, trailing data,
+// ParsePolicies reads a policy file strictly: duplicate keys, keys that
+// differ from a field name only in case, unknown fields, trailing data,
 // fields of another algorithm, durations that are not whole milliseconds,
 // duplicate IDs or routes and invalid ServeMux patterns are errors, and
 // every policy goes through ratelimit.NewPolicy. The error is a
@@ -142,6 +145,9 @@ func ParsePolicies(r io.Reader) (PolicySet, error) {
 	}
 	if len(data) > maxPolicyFileLen {
 		return PolicySet{}, policyFileError("larger than %d bytes", maxPolicyFileLen)
+	}
+	if problems := checkKeys(data); len(problems) > 0 {
+		return PolicySet{}, &PolicyFileError{Problems: problems}
 	}
 	dec := json.NewDecoder(strings.NewReader(string(data)))
 	dec.DisallowUnknownFields()

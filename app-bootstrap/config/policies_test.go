@@ -168,3 +168,69 @@ func TestParsePoliciesTooLarge(t *testing.T) {
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "larger than")
 }
+
+// TestParsePoliciesStrictKeys: a duplicate key is an error (encoding/json
+// would keep the last one, so a second "limit" would change the limit), and
+// so is a key that is a field name in another case ("Limit", "MAXCOST",
+// "Policies"), which encoding/json would take as the field. Each problem
+// names the policy (by index and id, wherever in the object the id is) and
+// the key.
+func TestParsePoliciesStrictKeys(t *testing.T) {
+	twoPolicies := func(second ...string) string {
+		return `{"policies": [{` + strings.Join(tbBase, ",") + `}, {` + strings.Join(second, ",") + `}]}`
+	}
+	tests := []struct {
+		name string
+		file string
+		want []string
+	}{
+		{"duplicate limit", twoPolicies(append(fwBase, `"limit":500`)...),
+			[]string{`policies[1] (login): duplicate key "limit"`}},
+		{"duplicate before the id", twoPolicies(append([]string{`"limit":500`}, replace(fwBase, `"-id"`, `"id":"login"`)...)...),
+			[]string{`policies[1] (login): duplicate key "limit"`}},
+		{"duplicate id", policyJSONText(append(fwBase, `"id":"other"`)...),
+			[]string{`policies[0] (other): duplicate key "id"`}},
+		{"duplicate route list", policyJSONText(append(fwBase, `"routes":["GET /a/"]`, `"routes":["GET /b/"]`)...),
+			[]string{`policies[0] (login): duplicate key "routes"`}},
+		{"capitalised limit", policyJSONText(replace(fwBase, `"-limit"`, `"Limit":5`)...),
+			[]string{`policies[0] (login): key "Limit" is not "limit" (keys are case-sensitive)`}},
+		{"upper-case maxCost", policyJSONText(replace(fwBase, `"-maxCost"`, `"MAXCOST":1`)...),
+			[]string{`policies[0] (login): key "MAXCOST" is not "maxCost" (keys are case-sensitive)`}},
+		{"both cases", policyJSONText(append(fwBase, `"Limit":500`)...),
+			[]string{`policies[0] (login): key "Limit" is not "limit" (keys are case-sensitive)`}},
+		{"top-level case", `{"Policies": [{` + strings.Join(fwBase, ",") + `}]}`,
+			[]string{`key "Policies" is not "policies" (keys are case-sensitive)`}},
+		{"top-level duplicate", `{"policies": [], "policies": [{` + strings.Join(fwBase, ",") + `}]}`,
+			[]string{`duplicate key "policies"`}},
+		{"policy without an id", `{"policies": [{"limit":1,"limit":2}]}`,
+			[]string{`policies[0]: duplicate key "limit"`}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			set, err := ParsePolicies(strings.NewReader(tt.file))
+			require.Error(t, err)
+			assert.Empty(t, set.Policies)
+			var pfe *PolicyFileError
+			require.ErrorAs(t, err, &pfe)
+			var got []string
+			for _, p := range pfe.Problems {
+				require.ErrorIs(t, p, ErrPolicyFile)
+				got = append(got, strings.TrimPrefix(p.Error(), ErrPolicyFile.Error()+": "))
+			}
+			assert.Equal(t, tt.want, got)
+		})
+	}
+	// The same files without the duplicate or with the right case parse.
+	_, err := ParsePolicies(strings.NewReader(twoPolicies(fwBase...)))
+	require.NoError(t, err)
+}
+
+// TestCheckKeysLeavesSyntaxToTheDecoder: malformed or deeply nested input
+// gets no key problem of its own; the decoder's error is the one reported.
+func TestCheckKeysLeavesSyntaxToTheDecoder(t *testing.T) {
+	for _, in := range []string{``, `{`, `{"policies": [{"id": "a", "id"`, `{"a":` + strings.Repeat("[", 100) + strings.Repeat("]", 100) + `}`} {
+		assert.Empty(t, checkKeys([]byte(in)), in)
+		_, err := ParsePolicies(strings.NewReader(in))
+		require.ErrorIs(t, err, ErrPolicyFile, in)
+	}
+}

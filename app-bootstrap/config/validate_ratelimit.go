@@ -34,7 +34,12 @@ func (v *errs) rateLimit(r rawRateLimit) RateLimit {
 	out.DialTimeout = v.duration(g+"DIAL_TIMEOUT", r.DialTimeout, maxRateLimitTimeout)
 	out.PoolTimeout = v.duration(g+"POOL_TIMEOUT", r.PoolTimeout, maxRateLimitTimeout)
 	out.PoolSize = v.bound(g+"POOL_SIZE", r.PoolSize, maxRateLimitPool)
-	out.MaxInFlight = v.bound(g+"MAX_IN_FLIGHT", r.MaxInFlight, maxRateLimitPool)
+	if r.MaxInFlight == nil {
+		// Derived: every pooled connection may carry one evaluation.
+		out.MaxInFlight = out.PoolSize
+	} else {
+		out.MaxInFlight = v.bound(g+"MAX_IN_FLIGHT", *r.MaxInFlight, maxRateLimitPool)
+	}
 	if out.PoolSize > 0 && out.MaxInFlight > out.PoolSize {
 		v.add(g+"MAX_IN_FLIGHT", ErrInvalid, "%d exceeds %sPOOL_SIZE (%d): every admitted evaluation needs a connection", out.MaxInFlight, g, out.PoolSize)
 	}
@@ -43,22 +48,21 @@ func (v *errs) rateLimit(r rawRateLimit) RateLimit {
 
 	var set PolicySet
 	var err error
+	out.PoliciesSource = r.PoliciesFile
 	if r.PoliciesFile == "" {
-		out.PoliciesSource = EmbeddedPolicies
-		set, err = ParsePolicies(strings.NewReader(DefaultPoliciesJSON()))
-	} else {
-		out.PoliciesSource = r.PoliciesFile
-		set, err = readPolicyFile(r.PoliciesFile)
-	}
-	if err != nil {
-		// One line per problem, each naming the variable.
+		// The spec: enabling needs an exact policy definition. The embedded
+		// file (DefaultPoliciesJSON) is an example, never a silent default.
+		err = ErrRequired
+		v.add(g+"POLICIES_FILE", ErrRequired, "the Redis limiter needs a policy file (for example app-bootstrap/examples/policies.json) when %sENABLED=true", g)
+	} else if set, err = readPolicyFile(r.PoliciesFile); err != nil {
+		// One line per problem, each naming the variable and the file.
 		var pfe *PolicyFileError
 		if errors.As(err, &pfe) {
 			for _, e := range pfe.Problems {
-				v.wrap(g+"POLICIES_FILE", fmt.Errorf("%s: %w", out.PoliciesSource, e))
+				v.wrap(g+"POLICIES_FILE", fmt.Errorf("%s: %w", r.PoliciesFile, e))
 			}
 		} else {
-			v.wrap(g+"POLICIES_FILE", fmt.Errorf("%s: %w", out.PoliciesSource, err))
+			v.wrap(g+"POLICIES_FILE", fmt.Errorf("%s: %w", r.PoliciesFile, err))
 		}
 	}
 	out.Policies = set
@@ -66,7 +70,8 @@ func (v *errs) rateLimit(r rawRateLimit) RateLimit {
 	case r.DefaultPolicy == "":
 		v.add(g+"DEFAULT_POLICY", ErrRequired, "name the policy for API routes no policy's routes match")
 	case err != nil:
-		// The file is already reported; the default cannot be checked.
+		// The file is missing or already reported; the default cannot be
+		// checked.
 	default:
 		id := ratelimit.PolicyID(r.DefaultPolicy)
 		if _, ok := set.Policy(id); !ok {

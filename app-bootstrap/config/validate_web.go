@@ -31,7 +31,16 @@ func (v *errs) web(w rawWeb, rl RateLimit) Web {
 	if len(out.TrustedProxies) > maxProxies {
 		v.add(g+"TRUSTED_PROXIES", ErrInvalid, "%d entries, at most %d", len(out.TrustedProxies), maxProxies)
 	}
-	out.EvaluationTimeout = v.duration(g+"EVALUATION_TIMEOUT", w.EvaluationTimeout, maxWebTimeout)
+	switch {
+	case w.EvaluationTimeout != nil:
+		out.EvaluationTimeout = v.duration(g+"EVALUATION_TIMEOUT", *w.EvaluationTimeout, maxWebTimeout)
+	case rl.Enabled && rl.CommandTimeout > 0:
+		// Derived: room for the command plus as long again for admission
+		// and the response (<= 2 * redisrate.MaxTimeout < maxWebTimeout).
+		out.EvaluationTimeout = EvaluationTimeoutFactor * rl.CommandTimeout
+	default:
+		out.EvaluationTimeout = DefaultEvaluationTimeout
+	}
 	if rl.Enabled && rl.CommandTimeout > 0 && out.EvaluationTimeout > 0 && out.EvaluationTimeout <= rl.CommandTimeout {
 		v.add(g+"EVALUATION_TIMEOUT", ErrInvalid, "%v must exceed %sCOMMAND_TIMEOUT (%v), or every evaluation fails its deadline precheck", out.EvaluationTimeout, envRateLimitGroup, rl.CommandTimeout)
 	}

@@ -44,6 +44,7 @@ func enabledKV(addr string) []string {
 		"APP_RATE_LIMIT_REDIS_ADDR", addr,
 		"APP_RATE_LIMIT_KEY_SECRET", testKeySecret,
 		"APP_RATE_LIMIT_DEFAULT_POLICY", "api",
+		"APP_RATE_LIMIT_POLICIES_FILE", "../examples/policies.json",
 		"APP_WEB_SUBJECT_SECRET", testSubjectSecret,
 		"APP_WEB_LOCAL_LIMIT_ENABLED", "false",
 	}

@@ -359,7 +359,8 @@ func TestE2EConfigErrorExits2(t *testing.T) {
 	cmd := exec.CommandContext(ctx, bin)
 	cmd.Env = baseEnv("APP_RATE_LIMIT_ENABLED", "true", "APP_RATE_LIMIT_PROVIDER", "memcached",
 		"APP_RATE_LIMIT_REDIS_ADDR", "127.0.0.1:6399", "APP_RATE_LIMIT_KEY_SECRET", "too-short",
-		"APP_RATE_LIMIT_DEFAULT_POLICY", "api", "APP_WEB_SUBJECT_SECRET", "e2e-subject-secret-0123456789abcdefghijklm")
+		"APP_RATE_LIMIT_DEFAULT_POLICY", "api", "APP_RATE_LIMIT_POLICIES_FILE", "../../examples/policies.json",
+		"APP_WEB_SUBJECT_SECRET", "e2e-subject-secret-0123456789abcdefghijklm")
 	out, err := cmd.CombinedOutput()
 	var exit *exec.ExitError
 	require.True(t, errors.As(err, &exit), "want a non-zero exit, got %v\n%s", err, out)
