@@ -699,8 +699,8 @@ func TestRedisStateFootprint(t *testing.T) {
 	srv := redistest.Start(t)
 	c := srv.Client()
 	ctx := redisCtx(t)
-	// tlb:rate:<policy>:state:v1:<43-char base64url HMAC>
-	key := "tlb:rate:api.default:state:v1:" + strings.Repeat("A", 43)
+	// tlb:rate:<policy>:state:v2:{<3-char slot tag>}<22-char base64url HMAC>
+	key := "tlb:rate:api.default:state:v2:{AAA}" + strings.Repeat("A", 22)
 	for _, a := range algorithms {
 		p, prog := smallPolicy(t, a, time.Second), mustProgram(t, a)
 		k := key + a.String()[:1]

@@ -120,6 +120,12 @@ func (b *Builder) Digest(capability, region, kind string, fields ...string) (str
 // digest validates the arguments and leaves the digest in the returned
 // state's out; the caller puts the state back into the pool.
 func (b *Builder) digest(capability, region, kind string, fields []string) (*macState, error) {
+	return b.digestIn(Domain, capability, region, kind, fields)
+}
+
+// digestIn is digest under domain; out holds the full 43-character
+// encoding of the MAC.
+func (b *Builder) digestIn(domain, capability, region, kind string, fields []string) (*macState, error) {
 	if b == nil || b.secret.IsZero() {
 		return nil, fmt.Errorf("key: %w", ErrZeroSecret)
 	}
@@ -142,7 +148,7 @@ func (b *Builder) digest(capability, region, kind string, fields []string) (*mac
 	}
 
 	st := b.pool.Get().(*macState)
-	buf := appendField(st.buf[:0], Domain)
+	buf := appendField(st.buf[:0], domain)
 	buf = appendField(buf, capability)
 	buf = appendField(buf, region)
 	buf = appendField(buf, kind)

@@ -11,6 +11,14 @@
 // every textual form. The golden vectors in testdata/keys-v1.json pin the
 // derivation: any change to it must be a new Version.
 //
+// Tagged keys (TaggedVersion v2, docs/adr/0003-key-format-v2.md) add a
+// Redis Cluster hash tag derived from one field alone and shorten the
+// digest to 128 bits:
+//
+//	<prefix>:<capability>:<region>:<kind>:v2:{<slot tag>}<digest>
+//
+// pinned by testdata/keys-v2.json. Rate-limit state uses them.
+//
 // It must never import anything outside the Go standard library, and no other
 // package of this module (ratelimit and cache build on it).
 package keyspace
