@@ -1,21 +1,26 @@
 // Package edge owns the HTTP middleware over ratelimit.EdgePort: it maps a
 // request to a policy (net/http ServeMux patterns, ServeMux precedence, a
-// default policy for the rest), derives the subject digest (package subject),
-// asks the port with cost 1 (or a CostFunc) and a bounded deadline, and turns
-// the outcome into a response:
+// default policy for the rest; routes.go), reads the identity through a
+// subject.Identifier (the client IP by default; an identity error is 401,
+// 400 or 500 without asking the port) and derives its digest, asks the port
+// with cost 1 (or a CostFunc) and a bounded deadline, and turns the outcome
+// into a response (serve.go):
 //
-//   - allowed: the next handler runs, with RateLimit-Limit, RateLimit-Remaining,
-//     RateLimit-Reset and RateLimit-Policy fields;
+//   - allowed: the next handler runs, with the RateLimit and RateLimit-Policy
+//     fields of the current draft and, unless switched off, the older
+//     RateLimit-Limit, RateLimit-Remaining and RateLimit-Reset (fields.go;
+//     the syntax is owned by internal/fields);
 //   - denied: 429 with Retry-After and the same fields;
 //   - Unavailable, Indeterminate, Incompatible, or a nil or unknown outcome:
 //     fail closed with 503, Retry-After and an application/problem+json body
 //     naming the outcome kind, category and policy, never the subject or a
-//     cause's text.
+//     cause's text (problem.go; the writer is internal/problem, shared with
+//     the local limiter and the identity gate).
 //
 // Metrics are left to the caller through the Observer hook. See
 // docs/http.md for the exact formats.
 //
 // It imports only the standard library, shared-contract and this module's
-// subject package. It must never import another adapter, app-bootstrap, fx,
+// subject, internal/fields and internal/problem packages. It must never import another adapter, app-bootstrap, fx,
 // go-redis or a metrics library.
 package edge

@@ -5,9 +5,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"net/http"
 	"net/http/httptest"
 	"net/netip"
+	"regexp"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -131,6 +134,11 @@ func TestOutcomeResponses(t *testing.T) {
 			assert.Equal(t, w.remaining, rec.Header().Get("RateLimit-Remaining"))
 			assert.Equal(t, w.reset, rec.Header().Get("RateLimit-Reset"))
 			assert.Equal(t, w.policy, rec.Header().Get("RateLimit-Policy"))
+			if w.limit != "" {
+				assert.Equal(t, `"api";r=`+w.remaining+`;t=`+w.reset, rec.Header().Get("RateLimit"), "the current draft's field carries the same numbers")
+			} else {
+				assert.Empty(t, rec.Header().Values("RateLimit"))
+			}
 			if w.body == nil {
 				assert.Equal(t, "ok", rec.Body.String())
 			} else {
@@ -264,8 +272,8 @@ func TestIdentityErrors(t *testing.T) {
 	// the error's text (which must not reach the response).
 	cfg.Subjects = subject.IdentifierFunc(func(r *http.Request) (subject.Identity, error) {
 		switch r.Header.Get("X-Test-Fail") {
-		case "too-long":
-			return subject.Identity{}, fmt.Errorf("%w: raw-secret-value", subject.ErrAPIKeyTooLong)
+		case "unknown-key":
+			return subject.Identity{}, fmt.Errorf("%w: raw-secret-value", subject.ErrUnauthenticated)
 		case "ambiguous":
 			return subject.Identity{}, fmt.Errorf("%w: raw-secret-value", subject.ErrAPIKeyAmbiguous)
 		}
@@ -280,7 +288,7 @@ func TestIdentityErrors(t *testing.T) {
 		name, remote, fail string
 		status             int
 	}{
-		{name: "oversized key", remote: "192.0.2.1:1", fail: "too-long", status: 400},
+		{name: "unknown key", remote: "192.0.2.1:1", fail: "unknown-key", status: 401},
 		{name: "two keys", remote: "192.0.2.1:1", fail: "ambiguous", status: 400},
 		{name: "no address", remote: "unix-socket", status: 500},
 	} {
@@ -300,7 +308,9 @@ func TestIdentityErrors(t *testing.T) {
 	assert.Zero(t, calls.Load())
 	require.Len(t, observed, 3)
 	assert.Equal(t, ratelimit.OutcomeKind(""), observed[0].Kind)
-	assert.Equal(t, 400, observed[0].Status)
+	assert.Equal(t, 401, observed[0].Status)
+	assert.Equal(t, 400, observed[1].Status)
+	assert.Equal(t, 500, observed[2].Status)
 }
 
 func TestCostFunc(t *testing.T) {
@@ -370,7 +380,7 @@ func TestRoutePolicyMapping(t *testing.T) {
 		if tt.host != "" {
 			req.Host = tt.host
 		}
-		got, limited := m.PolicyFor(req)
+		got, limited := m.policyFor(req)
 		name := tt.method + " " + tt.host + tt.target
 		assert.Equal(t, tt.limited, limited, name)
 		if tt.limited {
@@ -544,4 +554,86 @@ func TestEndToEndServer(t *testing.T) {
 	reqs := port.requests()
 	require.Len(t, reqs, 1)
 	assert.True(t, reqs[0].Deadline.After(time.Now().Add(-time.Minute)), "deadline is derived from the real clock")
+}
+
+// TestResetFromTheServerClock: the time to reset is the decision's own
+// ResetAt - ServerNow; a skew between this host's clock and the
+// coordination server's does not shift RateLimit-Reset or t (issue 15).
+func TestResetFromTheServerClock(t *testing.T) {
+	for _, skew := range []time.Duration{0, -time.Hour, time.Hour, 1500 * time.Millisecond, -1500 * time.Millisecond} {
+		server := t0.Add(skew) // the server's clock when the app's reads t0
+		port := &fakePort{out: ratelimit.Evaluated{Decision: ratelimit.Decision{
+			Allowed: true, Limit: 10, Remaining: 4, ResetAt: server.Add(29500 * time.Millisecond), ServerNow: server,
+			PolicyID: "api", PolicyRevision: 1, Source: ratelimit.GlobalRedis, Certainty: ratelimit.Certain,
+		}}}
+		m, err := New(baseConfig(t, port, t0))
+		require.NoError(t, err)
+		rec := httptest.NewRecorder()
+		m.Wrap(http.NotFoundHandler()).ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/api/x", nil))
+		assert.Equal(t, "30", rec.Header().Get("RateLimit-Reset"), "skew %v", skew)
+		assert.Equal(t, `"api";r=4;t=30`, rec.Header().Get("RateLimit"), "skew %v", skew)
+	}
+
+	// A reset at or before the server's now is t=0, never negative.
+	port := &fakePort{out: ratelimit.Evaluated{Decision: ratelimit.Decision{
+		Allowed: true, Limit: 10, Remaining: 10, ResetAt: t0.Add(-time.Second), ServerNow: t0,
+		PolicyID: "api", PolicyRevision: 1, Source: ratelimit.GlobalRedis, Certainty: ratelimit.Certain,
+	}}}
+	m, err := New(baseConfig(t, port, t0.Add(-time.Hour)))
+	require.NoError(t, err)
+	rec := httptest.NewRecorder()
+	m.Wrap(http.NotFoundHandler()).ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/api/x", nil))
+	assert.Equal(t, `"api";r=10;t=0`, rec.Header().Get("RateLimit"))
+	assert.Equal(t, "0", rec.Header().Get("RateLimit-Reset"))
+}
+
+// TestFieldsFollowTheDecision: for decisions across the value ranges, the
+// fields parse as the draft's structured fields and carry the decision's
+// numbers: q = limit, r = remaining clamped to 0..q, t = the reset rounded
+// up, never negative; the legacy fields agree; OmitLegacyFields drops them.
+func TestFieldsFollowTheDecision(t *testing.T) {
+	rateLimitRE := regexp.MustCompile(`^"api";r=(0|[1-9][0-9]{0,14});t=(0|[1-9][0-9]{0,14})$`)
+	policyRE := regexp.MustCompile(`^"api";q=(0|[1-9][0-9]{0,14})$`)
+	rng := rand.New(rand.NewPCG(16, 15))
+	for _, legacy := range []bool{true, false} {
+		var d ratelimit.Decision
+		port := &fakePort{fn: func(ratelimit.Request) ratelimit.Outcome { return ratelimit.Evaluated{Decision: d} }}
+		cfg := baseConfig(t, port, t0)
+		cfg.OmitLegacyFields = !legacy
+		m, err := New(cfg)
+		require.NoError(t, err)
+		h := m.Wrap(http.NotFoundHandler())
+		for i := range 500 {
+			limit := rng.Int64N(1_000_000)
+			remaining := rng.Int64N(limit+3) - 1 // -1..limit+1: out-of-range values are clamped
+			reset := time.Duration(rng.Int64N(int64(2*time.Hour))) - time.Minute
+			d = ratelimit.Decision{Allowed: rng.IntN(2) == 0, Limit: limit, Remaining: remaining, RetryAfter: time.Second,
+				ServerNow: t0.Add(time.Duration(rng.Int64N(int64(time.Hour)))), PolicyID: "api", PolicyRevision: 1,
+				Source: ratelimit.GlobalRedis, Certainty: ratelimit.Certain}
+			d.ResetAt = d.ServerNow.Add(reset)
+			rec := httptest.NewRecorder()
+			h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/api/x", nil))
+			rl := rateLimitRE.FindStringSubmatch(rec.Header().Get("RateLimit"))
+			require.NotNil(t, rl, "case %d: RateLimit %q", i, rec.Header().Get("RateLimit"))
+			pol := policyRE.FindStringSubmatch(rec.Header().Get("RateLimit-Policy"))
+			require.NotNil(t, pol, "case %d: RateLimit-Policy %q", i, rec.Header().Get("RateLimit-Policy"))
+			wantR := min(max(remaining, 0), limit)
+			wantT := int64(0)
+			if reset > 0 {
+				wantT = int64((reset + time.Second - 1) / time.Second)
+			}
+			assert.Equal(t, strconv.FormatInt(limit, 10), pol[1], "case %d: q", i)
+			assert.Equal(t, strconv.FormatInt(wantR, 10), rl[1], "case %d: r", i)
+			assert.Equal(t, strconv.FormatInt(wantT, 10), rl[2], "case %d: t", i)
+			if legacy {
+				assert.Equal(t, pol[1], rec.Header().Get("RateLimit-Limit"))
+				assert.Equal(t, rl[1], rec.Header().Get("RateLimit-Remaining"))
+				assert.Equal(t, rl[2], rec.Header().Get("RateLimit-Reset"))
+			} else {
+				for _, f := range []string{"RateLimit-Limit", "RateLimit-Remaining", "RateLimit-Reset"} {
+					assert.Empty(t, rec.Header().Values(f), "case %d: %s is off", i, f)
+				}
+			}
+		}
+	}
 }

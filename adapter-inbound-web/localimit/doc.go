@@ -1,7 +1,9 @@
 // Package localimit owns the legacy in-process limiter: one token bucket per
-// client (golang.org/x/time/rate) in a bounded client table, and the HTTP
-// middleware that answers 429 with Retry-After when a client's bucket is
-// empty. It is the compatibility path kept until the separate inbound
+// client IP (golang.org/x/time/rate) in a bounded client table, and the HTTP
+// middleware that answers 429 with Retry-After and the RateLimit fields of
+// the bucket when a client's bucket is empty. The client is always its IP,
+// never a header: it is the per-IP guard in front of the edge in every
+// identity mode. It is the compatibility path kept until the separate inbound
 // migration; it makes no distributed claim (every process has its own table).
 //
 // The table holds at most Config.MaxClients entries, split into shards with a
@@ -13,7 +15,7 @@
 //
 // Its types never cross into another module's API except through
 // http.Handler. It imports only the standard library, golang.org/x/time and
-// this module's subject package; it must never import shared-contract's
+// this module's subject, internal/fields and internal/problem packages; it must never import shared-contract's
 // providers, another adapter, app-bootstrap, fx, go-redis or a metrics
 // library.
 package localimit

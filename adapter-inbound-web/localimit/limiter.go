@@ -161,6 +161,22 @@ func (l *Limiter) Len() int {
 }
 
 func (l *Limiter) allowHash(h uint64, now time.Time) (bool, time.Duration) {
+	v := l.take(h, now)
+	return v.ok, v.retryAfter
+}
+
+// verdict is one Allow: whether the token was taken, and the bucket after
+// it (for the 429's fields).
+type verdict struct {
+	ok bool
+	// retryAfter is the wait until one token is back (0 when ok).
+	retryAfter time.Duration
+	// tokens is what the bucket holds after the call (at most burst).
+	tokens float64
+}
+
+// take takes one token from the bucket of client hash h at now.
+func (l *Limiter) take(h uint64, now time.Time) verdict {
 	s := &l.shards[h&l.mask]
 	s.mu.Lock()
 	e := s.m[h]
@@ -177,15 +193,31 @@ func (l *Limiter) allowHash(h uint64, now time.Time) (bool, time.Duration) {
 	// lim stays valid even if the entry is evicted meanwhile: an evicted
 	// entry gets a fresh limiter, never a reset of this one.
 	if lim.AllowN(now, 1) {
-		return true, 0
+		return verdict{ok: true, tokens: lim.TokensAt(now)}
 	}
-	missing := 1 - lim.TokensAt(now)
+	tokens := lim.TokensAt(now)
+	missing := 1 - tokens
 	if missing <= 0 {
 		// refilled between the two calls
-		return false, time.Nanosecond
+		return verdict{retryAfter: time.Nanosecond, tokens: tokens}
 	}
 	wait := time.Duration(math.Ceil(missing / float64(l.limit) * float64(time.Second)))
-	return false, max(wait, time.Nanosecond)
+	return verdict{retryAfter: max(wait, time.Nanosecond), tokens: tokens}
+}
+
+// untilFull is the time the bucket takes to refill from tokens to burst.
+func (l *Limiter) untilFull(tokens float64) time.Duration {
+	missing := float64(l.burst) - max(tokens, 0)
+	if missing <= 0 {
+		return 0
+	}
+	return time.Duration(math.Ceil(missing / float64(l.limit) * float64(time.Second)))
+}
+
+// windowSeconds is the time to refill an empty bucket, in whole seconds
+// (ceiling, at least 1): RateLimit-Policy's w.
+func (l *Limiter) windowSeconds() int64 {
+	return max(int64(math.Ceil(float64(l.burst)/float64(l.limit))), 1)
 }
 
 // insert adds a client, evicting the least recently seen one when the shard

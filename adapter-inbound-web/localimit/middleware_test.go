@@ -59,21 +59,19 @@ func TestMiddleware(t *testing.T) {
 			assert.NotContains(t, rec.Body.String(), "key-one", s.name)
 			assert.NotContains(t, rec.Body.String(), "192.0.2", s.name)
 		}
-		assert.Empty(t, rec.Header().Get("RateLimit-Limit"), s.name)
+		if s.status == 429 {
+			// Burst 1 at 0.5/s, just emptied: 2s to one token and to full.
+			assert.Equal(t, `"local";r=0;t=2`, rec.Header().Get("RateLimit"), s.name)
+			assert.Equal(t, `"local";q=1;w=2`, rec.Header().Get("RateLimit-Policy"), s.name)
+			assert.Equal(t, "1", rec.Header().Get("RateLimit-Limit"), s.name)
+			assert.Equal(t, "0", rec.Header().Get("RateLimit-Remaining"), s.name)
+			assert.Equal(t, "2", rec.Header().Get("RateLimit-Reset"), s.name)
+		} else {
+			assert.Empty(t, rec.Header().Values("RateLimit"), "no field on an admitted request: %s", s.name)
+			assert.Empty(t, rec.Header().Get("RateLimit-Limit"), s.name)
+		}
 	}
 	assert.Equal(t, wantCalls, calls, "next runs only for admitted requests")
-}
-
-func TestCeilSeconds(t *testing.T) {
-	for _, c := range []struct {
-		d    time.Duration
-		want int64
-	}{
-		{0, 1}, {time.Nanosecond, 1}, {time.Millisecond, 1}, {time.Second, 1},
-		{time.Second + time.Millisecond, 2}, {2 * time.Second, 2}, {90 * time.Second, 90},
-	} {
-		assert.Equal(t, c.want, ceilSeconds(c.d), "%v", c.d)
-	}
 }
 
 func TestWrapRejectsNil(t *testing.T) {
@@ -82,4 +80,29 @@ func TestWrapRejectsNil(t *testing.T) {
 	require.NoError(t, err)
 	assert.Panics(t, func() { l.Wrap(nil, http.NotFoundHandler()) })
 	assert.Panics(t, func() { l.Wrap(ids, nil) })
+}
+
+// TestMiddlewareFieldsOfItsBucket: the 429 describes the local bucket in the
+// draft's syntax; OmitLegacyFields drops the three older fields.
+func TestMiddlewareFieldsOfItsBucket(t *testing.T) {
+	l := newLimiter(t, Config{Rate: 1, Burst: 5, MaxClients: 100, IdleTTL: time.Minute})
+	ids, err := subject.NewResolver(subject.Config{})
+	require.NoError(t, err)
+	h := l.WrapWith(ids, http.NotFoundHandler(), WrapOptions{OmitLegacyFields: true})
+	var rec *httptest.ResponseRecorder
+	for range 6 {
+		req := httptest.NewRequest(http.MethodGet, "/", nil)
+		req.RemoteAddr = "192.0.2.9:1"
+		rec = httptest.NewRecorder()
+		h.ServeHTTP(rec, req)
+	}
+	require.Equal(t, http.StatusTooManyRequests, rec.Code)
+	// Five tokens spent within far less than a second at 1/s: r is 0, and
+	// more than 4 tokens are missing, so the bucket is full in 5s.
+	assert.Equal(t, `"local";r=0;t=5`, rec.Header().Get("RateLimit"))
+	assert.Equal(t, `"local";q=5;w=5`, rec.Header().Get("RateLimit-Policy"))
+	assert.Equal(t, "1", rec.Header().Get("Retry-After"))
+	for _, f := range []string{"RateLimit-Limit", "RateLimit-Remaining", "RateLimit-Reset"} {
+		assert.Empty(t, rec.Header().Values(f), f)
+	}
 }

@@ -18,6 +18,8 @@ const (
 	macRegion     = "web"
 	macKindAPIKey = "api-key"
 	macKindIP     = "ip"
+	// macKindPrincipal separates principals from keys and addresses.
+	macKindPrincipal = "principal"
 	// macPrefix is the key prefix the Builder needs; it takes no part in
 	// the digest.
 	macPrefix = "tlb"
@@ -55,6 +57,8 @@ func (p *Pseudonymizer) Digest(id Identity) (ratelimit.SubjectDigest, error) {
 		kind = macKindAPIKey
 	case KindIP:
 		kind = macKindIP
+	case KindPrincipal:
+		kind = macKindPrincipal
 	default:
 		return "", ErrZeroIdentity
 	}

@@ -39,6 +39,7 @@ func TestDigestPinned(t *testing.T) {
 	}{
 		{Identity{kind: KindAPIKey, key: "user-api-key-0001"}, macKindAPIKey, "_Ne3MRl0sx82viVjPUWqiB7NULfhPT2lzbGt7iQ0WXk"},
 		{Identity{kind: KindIP, addr: netip.MustParseAddr("203.0.113.7")}, macKindIP, "novL1nSK9xikwC-xN5cTtR_1_QLSSgRJnC0_pq4U3kA"},
+		{Identity{kind: KindPrincipal, key: "alice"}, macKindPrincipal, "2tDjB0wzvAmWq1J2nlaTq8AzUVNCFAHxyqDUWkSORwI"},
 	}
 	for _, tt := range tests {
 		d, err := p.Digest(tt.id)

@@ -11,25 +11,8 @@ import (
 	"strings"
 )
 
-// APIKeyHeader is the request header whose value, when present, is the
-// client identity.
-const APIKeyHeader = "X-API-Key"
-
-// Canonical header map keys, so that lookups do not canonicalize (and
-// allocate) per request.
-var (
-	apiKeyHeaderKey = textproto.CanonicalMIMEHeaderKey(APIKeyHeader)
-	forwardedForKey = textproto.CanonicalMIMEHeaderKey("X-Forwarded-For")
-)
-
 // Bounds on identities and configuration.
 const (
-	// DefaultMaxAPIKeyLen is the longest X-API-Key accepted when
-	// Config.MaxAPIKeyLen is zero.
-	DefaultMaxAPIKeyLen = 256
-	// MaxAPIKeyLenLimit is the largest Config.MaxAPIKeyLen accepted (the
-	// keyspace field bound).
-	MaxAPIKeyLenLimit = 1024
 	// MaxForwardedHops is how many X-Forwarded-For entries are examined,
 	// right to left, before giving up and using the last trusted hop.
 	MaxForwardedHops = 32
@@ -37,56 +20,54 @@ const (
 	MaxTrustedProxies = 256
 )
 
-// Errors returned by Resolver.Identify. They never contain the header value or
-// the address; callers branch with errors.Is.
-var (
-	// ErrAPIKeyTooLong: the X-API-Key value is longer than the configured
-	// bound.
-	ErrAPIKeyTooLong = errors.New("x-api-key header too long")
-	// ErrAPIKeyAmbiguous: the request carries more than one X-API-Key.
-	ErrAPIKeyAmbiguous = errors.New("more than one x-api-key header")
-	// ErrNoClientAddress: RemoteAddr does not hold an IP address.
-	ErrNoClientAddress = errors.New("request remote address is not an ip address")
-	// ErrInvalidConfig is wrapped by every Config.Validate error.
-	ErrInvalidConfig = errors.New("invalid subject config")
-)
+// forwardedForKey is the canonical header map key, so that lookups do not
+// canonicalize (and allocate) per request.
+var forwardedForKey = textproto.CanonicalMIMEHeaderKey("X-Forwarded-For")
 
 // Kind says what an Identity was derived from. The zero value is invalid.
 type Kind uint8
 
 // The identity kinds.
 const (
-	// KindAPIKey: the X-API-Key header.
+	// KindAPIKey: an X-API-Key verified against the configured key set
+	// (APIKeys); the value is the key's SHA-256 digest, never the key.
 	KindAPIKey Kind = iota + 1
 	// KindIP: the client IP address.
 	KindIP
+	// KindPrincipal: a principal named by an authenticating component, a
+	// trusted proxy's header (TrustedHeader) or the embedder's own
+	// authentication (NewPrincipal).
+	KindPrincipal
 )
 
-// String returns "api_key" or "ip".
+// String returns "api_key", "ip" or "principal".
 func (k Kind) String() string {
 	switch k {
 	case KindAPIKey:
 		return "api_key"
 	case KindIP:
 		return "ip"
+	case KindPrincipal:
+		return "principal"
 	}
 	return fmt.Sprintf("Kind(%d)", uint8(k))
 }
 
-// Identity is a client identity read from a request: an API key or an IP
-// address. The zero value is invalid (IsZero). It never prints its value: all
+// Identity is a client identity read from a request: a verified API key, a
+// principal or an IP address. The zero value is invalid (IsZero). It never prints its value: all
 // of fmt's verbs, slog and encoding/json see a redacted placeholder. Hand it
 // to a Pseudonymizer or use Sum64; the raw value is not exported.
 type Identity struct {
 	kind Kind
-	key  string     // KindAPIKey
+	key  string     // KindAPIKey: the SHA-256 digest; KindPrincipal: the name
 	addr netip.Addr // KindIP: unmapped, zone removed, masked to the IPv6 prefix
 }
 
 // Kind is what the identity was derived from.
 func (id Identity) Kind() Kind { return id.kind }
 
-// IsZero reports whether id was not produced by a Resolver.
+// IsZero reports whether id was not produced by an Identifier of this
+// package or NewPrincipal.
 func (id Identity) IsZero() bool { return id.kind == 0 }
 
 // redacted is every textual form of an Identity.
@@ -115,7 +96,7 @@ func (id Identity) Sum64(seed maphash.Seed) uint64 {
 	h.SetSeed(seed)
 	_ = h.WriteByte(byte(id.kind))
 	switch id.kind {
-	case KindAPIKey:
+	case KindAPIKey, KindPrincipal:
 		_, _ = h.WriteString(id.key)
 	case KindIP:
 		b := id.addr.As16()
@@ -165,37 +146,6 @@ func (c Config) Validate() error {
 		errs = append(errs, fmt.Errorf("%w: IPv6PrefixLen %d is neither 0 nor in 32..128", ErrInvalidConfig, c.IPv6PrefixLen))
 	}
 	return errors.Join(errs...)
-}
-
-// ParseTrustedProxies parses a comma-separated list of CIDR prefixes or bare
-// IP addresses (a bare address is a /32 or /128), as in
-// APP_WEB_TRUSTED_PROXIES. Blank input is an empty list. Prefixes are masked
-// to their network.
-func ParseTrustedProxies(s string) ([]netip.Prefix, error) {
-	var out []netip.Prefix
-	for i, f := range strings.Split(s, ",") {
-		f = strings.TrimSpace(f)
-		if f == "" {
-			continue
-		}
-		if len(out) == MaxTrustedProxies {
-			return nil, fmt.Errorf("%w: trusted proxies: more than %d entries", ErrInvalidConfig, MaxTrustedProxies)
-		}
-		var p netip.Prefix
-		var err error
-		if strings.Contains(f, "/") {
-			p, err = netip.ParsePrefix(f)
-		} else {
-			var a netip.Addr
-			a, err = netip.ParseAddr(f)
-			p = netip.PrefixFrom(a, a.BitLen())
-		}
-		if err != nil {
-			return nil, fmt.Errorf("%w: trusted proxies entry %d %q: %w", ErrInvalidConfig, i, f, err)
-		}
-		out = append(out, p.Masked())
-	}
-	return out, nil
 }
 
 // Resolver reads the client Identity of requests. It is immutable and safe

@@ -119,6 +119,10 @@ func runConformance(t *testing.T, newPort portFactory) {
 				assert.Zero(t, d.RetryAfter)
 				assert.True(t, d.ResetAt.After(before.Add(-time.Second)), "reset %v after now %v", d.ResetAt, before)
 				assert.True(t, d.ResetAt.Before(before.Add(2*time.Hour+time.Minute)), "reset within the policy horizon")
+				wait, known := d.ResetAfter()
+				require.True(t, known, "the decision carries the server's now")
+				assert.Positive(t, wait, "ResetAt lies after the server's now")
+				assert.LessOrEqual(t, wait, 2*time.Hour, "reset within the policy horizon, on the server's clock alone")
 
 				out = ask(port, p.ID(), subject, 4)
 				e, ok = out.(ratelimit.Evaluated)
@@ -193,7 +197,7 @@ func (m *modelPort) Evaluate(ctx context.Context, req ratelimit.Request) ratelim
 	case programs.StatusAllowed, programs.StatusDenied:
 		return ratelimit.Evaluated{Decision: ratelimit.Decision{
 			Allowed: r.Status == programs.StatusAllowed, Limit: r.Limit, Remaining: r.Remaining,
-			RetryAfter: millis(r.RetryAfterMillis), ResetAt: time.UnixMilli(r.ResetAtMillis),
+			RetryAfter: millis(r.RetryAfterMillis), ResetAt: time.UnixMilli(r.ResetAtMillis), ServerNow: time.UnixMilli(r.ServerNowMillis),
 			PolicyID: p.ID(), PolicyRevision: p.Revision(), Source: ratelimit.GlobalRedis, Certainty: p.Certainty(),
 		}}
 	}

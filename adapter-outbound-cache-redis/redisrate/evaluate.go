@@ -135,6 +135,7 @@ func (p *Provider) outcome(ps *policyState, res result) ratelimit.Outcome {
 			Remaining:      r.Remaining,
 			RetryAfter:     millis(r.RetryAfterMillis),
 			ResetAt:        time.UnixMilli(r.ResetAtMillis),
+			ServerNow:      time.UnixMilli(r.ServerNowMillis),
 			PolicyID:       id,
 			PolicyRevision: ps.policy.Revision(),
 			Source:         ratelimit.GlobalRedis,

@@ -175,7 +175,7 @@ func TestEvaluateMapsEveryStatus(t *testing.T) {
 					assert.True(t, ratelimit.Admitted(out))
 					assert.Equal(t, ratelimit.Decision{
 						Allowed: true, Limit: 5, Remaining: allowed.Remaining, RetryAfter: 0,
-						ResetAt: time.UnixMilli(allowed.ResetAtMillis), PolicyID: pol.ID(), PolicyRevision: 1,
+						ResetAt: time.UnixMilli(allowed.ResetAtMillis), ServerNow: time.UnixMilli(allowed.ServerNowMillis), PolicyID: pol.ID(), PolicyRevision: 1,
 						Source: ratelimit.GlobalRedis, Certainty: pol.Certainty(),
 					}, e.Decision)
 				}},

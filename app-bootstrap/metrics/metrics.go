@@ -201,5 +201,5 @@ func labels(o ratelimit.Outcome) (kind, category, decision string) {
 		return string(o.Kind()), c, DecisionFailClosed
 	}
 	// nil or a foreign type: the contract forbids it; count it as refused.
-	return "invalid", "unknown", DecisionFailClosed
+	return string(ratelimit.KindUnknown), "unknown", DecisionFailClosed
 }

@@ -52,7 +52,7 @@ func TestInstrumentEdgeCountsEveryOutcome(t *testing.T) {
 		{"indeterminate", ratelimit.Indeterminate{Category: ratelimit.CategoryTimeout}, "api", "api", "indeterminate", "timeout", "fail_closed"},
 		{"incompatible", ratelimit.Incompatible{Category: ratelimit.CategoryMalformedReply}, "api", "api", "incompatible", "malformed_reply", "fail_closed"},
 		{"unknown policy label bounded", ratelimit.Unavailable{Category: ratelimit.CategoryUnknownPolicy}, "made-up", "other", "unavailable", "unknown_policy", "fail_closed"},
-		{"nil outcome", nil, "api", "api", "invalid", "unknown", "fail_closed"},
+		{"nil outcome", nil, "api", "api", "unknown", "unknown", "fail_closed"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

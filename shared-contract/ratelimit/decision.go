@@ -57,11 +57,26 @@ type Decision struct {
 	// same request with no other traffic is allowed.
 	RetryAfter time.Duration
 	// ResetAt is the server instant at which the state is back to full.
-	ResetAt        time.Time
+	ResetAt time.Time
+	// ServerNow is the server instant the decision was taken at (the
+	// coordination server's clock, like ResetAt), so that the time to
+	// reset, ResetAt - ServerNow, needs no other clock. Zero when the port
+	// does not know it; see ResetAfter.
+	ServerNow      time.Time
 	PolicyID       PolicyID
 	PolicyRevision int64
 	Source         Source
 	Certainty      Certainty
+}
+
+// ResetAfter is the time from the decision to ResetAt on the server's own
+// clock, ResetAt - ServerNow, at least 0; ok is false when ServerNow is zero
+// (the caller then has only its own clock to measure ResetAt against).
+func (d Decision) ResetAfter() (wait time.Duration, ok bool) {
+	if d.ServerNow.IsZero() {
+		return 0, false
+	}
+	return max(d.ResetAt.Sub(d.ServerNow), 0), true
 }
 
 // String renders the decision for logs.

@@ -28,6 +28,11 @@ const (
 	KindIncompatible  OutcomeKind = "incompatible"
 )
 
+// KindUnknown is not an Outcome variant: it is the one name the edge (problem
+// body, Observation) and the metrics decorator (kind label) report for a nil
+// outcome or a value of a foreign type, which fails closed.
+const KindUnknown OutcomeKind = "unknown"
+
 // Evaluated means the program ran and answered: Decision says allow or deny.
 type Evaluated struct {
 	Decision Decision

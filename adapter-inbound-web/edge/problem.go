@@ -1,0 +1,62 @@
+package edge
+
+import (
+	"net/http"
+
+	"github.com/tech-log/tech-log-backend/adapter-inbound-web/internal/problem"
+	"github.com/tech-log/tech-log-backend/adapter-inbound-web/subject"
+	"github.com/tech-log/tech-log-backend/shared-contract/ratelimit"
+)
+
+// The problem bodies the edge writes (package problem owns the writer).
+// None holds client data: the subject, raw or digest, and a cause's text
+// never appear.
+
+// writeTooMany is the 429 of a denied decision.
+func writeTooMany(w http.ResponseWriter, policy ratelimit.PolicyID) {
+	p := problem.New(http.StatusTooManyRequests, "too many requests")
+	p.Policy = string(policy)
+	problem.Write(w, p)
+}
+
+// writeUnavailable is the 503 of an outcome without a decision.
+func writeUnavailable(w http.ResponseWriter, kind ratelimit.OutcomeKind, category ratelimit.Category, policy ratelimit.PolicyID) {
+	p := problem.New(http.StatusServiceUnavailable, "rate limiter unavailable")
+	p.Outcome, p.Category, p.Policy = string(kind), string(category), string(policy)
+	problem.Write(w, p)
+}
+
+// writeIdentityError answers an Identifier's error as subject.ErrorStatus
+// says, naming the policy, and returns the status.
+func writeIdentityError(w http.ResponseWriter, policy ratelimit.PolicyID, err error) int {
+	status, title := subject.ErrorStatus(err)
+	if status == http.StatusUnauthorized {
+		w.Header().Set("WWW-Authenticate", `APIKey header="`+subject.APIKeyHeader+`"`)
+	}
+	p := problem.New(status, title)
+	p.Policy = string(policy)
+	problem.Write(w, p)
+	return status
+}
+
+// writeInternalError is the 500 when the digest cannot be derived.
+func writeInternalError(w http.ResponseWriter, policy ratelimit.PolicyID) {
+	p := problem.New(http.StatusInternalServerError, "internal server error")
+	p.Policy = string(policy)
+	problem.Write(w, p)
+}
+
+// sanitize keeps a category only if it looks like one ([a-z0-9_], at most
+// 64 bytes): a broken port must not get arbitrary text into a response.
+func sanitize(c ratelimit.Category) ratelimit.Category {
+	if len(c) > 64 {
+		return "unknown"
+	}
+	for i := 0; i < len(c); i++ {
+		ch := c[i]
+		if !(ch >= 'a' && ch <= 'z' || ch >= '0' && ch <= '9' || ch == '_') {
+			return "unknown"
+		}
+	}
+	return c
+}

@@ -1,0 +1,96 @@
+package edge
+
+import (
+	"net/http"
+	"time"
+
+	"github.com/tech-log/tech-log-backend/adapter-inbound-web/internal/fields"
+	"github.com/tech-log/tech-log-backend/shared-contract/ratelimit"
+)
+
+// serve is one request: route to policy, identity, digest, evaluation, then
+// the answer for the outcome.
+func (m *Middleware) serve(w http.ResponseWriter, r *http.Request, next http.Handler) {
+	t := m.targetFor(r)
+	if t.exempt {
+		next.ServeHTTP(w, r)
+		return
+	}
+	id, err := m.subjects.Identify(r)
+	if err != nil {
+		m.refuseIdentity(w, t, err)
+		return
+	}
+	digest, err := m.pseudo.Digest(id)
+	if err != nil {
+		m.observe(Observation{Policy: t.policy, Status: http.StatusInternalServerError})
+		writeInternalError(w, t.policy)
+		return
+	}
+	cost := int64(1)
+	if m.cost != nil {
+		cost = m.cost(r, t.policy)
+	}
+	now := m.now()
+	deadline := now.Add(m.timeout)
+	if d, ok := r.Context().Deadline(); ok && d.Before(deadline) {
+		deadline = d
+	}
+	req := ratelimit.Request{PolicyID: t.policy, SubjectDigest: digest, Cost: cost, Deadline: deadline}
+
+	start := time.Now()
+	out := m.port.Evaluate(r.Context(), req)
+	latency := time.Since(start)
+
+	obs := Observation{Policy: t.policy, Latency: latency}
+	switch o := out.(type) {
+	case ratelimit.Evaluated:
+		obs.Kind = ratelimit.KindEvaluated
+		m.setDecisionFields(w.Header(), t, o.Decision, now)
+		if ratelimit.Admitted(out) {
+			obs.Admitted = true
+			m.observe(obs)
+			next.ServeHTTP(w, r)
+			return
+		}
+		obs.Status = http.StatusTooManyRequests
+		m.observe(obs)
+		fields.SetRetryAfter(w.Header(), o.Decision.RetryAfter)
+		writeTooMany(w, t.policy)
+		return
+	case ratelimit.Unavailable:
+		obs.Kind, obs.Category = ratelimit.KindUnavailable, o.Category
+		m.failClosed(w, obs, o.RetryAfter)
+	case ratelimit.Indeterminate:
+		obs.Kind, obs.Category = ratelimit.KindIndeterminate, o.Category
+		m.failClosed(w, obs, o.RetryAfter)
+	case ratelimit.Incompatible:
+		obs.Kind, obs.Category = ratelimit.KindIncompatible, o.Category
+		m.failClosed(w, obs, 0)
+	default: // nil, or a pointer to an outcome: the port is broken
+		obs.Kind = ratelimit.KindUnknown
+		m.failClosed(w, obs, 0)
+	}
+}
+
+// refuseIdentity answers a request whose identity cannot be read (401, 400
+// or 500, see subject.ErrorStatus) without asking the port.
+func (m *Middleware) refuseIdentity(w http.ResponseWriter, t *target, err error) {
+	status := writeIdentityError(w, t.policy, err)
+	m.observe(Observation{Policy: t.policy, Status: status})
+}
+
+// failClosed answers 503 for an outcome without a decision.
+func (m *Middleware) failClosed(w http.ResponseWriter, obs Observation, retryAfter time.Duration) {
+	obs.Category = sanitize(obs.Category)
+	obs.Status = http.StatusServiceUnavailable
+	m.observe(obs)
+	fields.SetRetryAfter(w.Header(), retryAfter)
+	writeUnavailable(w, obs.Kind, obs.Category, obs.Policy)
+}
+
+func (m *Middleware) observe(o Observation) {
+	if m.observer != nil {
+		m.observer.Observe(o)
+	}
+}
