@@ -2,7 +2,6 @@ package edge
 
 import (
 	"fmt"
-	"math"
 	"net/http"
 
 	"github.com/tech-log/tech-log-backend/shared-contract/ratelimit"
@@ -32,22 +31,16 @@ func register(mux *http.ServeMux, pattern string, t *target) (err error) {
 	return nil
 }
 
-// windowSeconds is the policy window in whole seconds (ceiling, at least 1):
-// the window of fixed and sliding windows, the time a token bucket takes to
-// refill from empty to full.
+// windowSeconds is the policy window in whole seconds (ceiling, at least 1;
+// 0 for the zero Policy): the window of fixed and sliding windows, the time
+// a token bucket takes to refill from empty to full (Policy.WindowMillis),
+// in integers.
 func windowSeconds(p ratelimit.Policy) int64 {
-	var d float64 // seconds
-	switch q := p.Params().(type) {
-	case ratelimit.FixedWindow:
-		d = q.Window.Seconds()
-	case ratelimit.SlidingWindowCounter:
-		d = q.Window.Seconds()
-	case ratelimit.TokenBucket:
-		d = float64(q.Capacity) / float64(q.RefillTokens) * q.RefillPeriod.Seconds()
-	default:
+	ms := p.WindowMillis()
+	if ms <= 0 {
 		return 0
 	}
-	return max(int64(math.Ceil(d)), 1)
+	return max((ms+999)/1000, 1)
 }
 
 // policyFor returns the policy r is mapped to, and false when r matches an
