@@ -3,10 +3,10 @@ package redisrate
 import (
 	"context"
 	"fmt"
-	"strconv"
-	"strings"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/tech-log/tech-log-backend/adapter-outbound-cache-redis/redisinfo"
 )
 
 // Start checks the server version against the programs' MinRedisVersion and
@@ -25,9 +25,9 @@ func (p *Provider) Start(ctx context.Context) error {
 	if err := p.do(ctx, info); err != nil {
 		return fmt.Errorf("redisrate: start: INFO server: %w", err)
 	}
-	version, ok := infoField(info.Val(), "redis_version")
-	v, err := parseVersion(version)
-	if !ok || err != nil || compareVersions(v, p.minVer) < 0 {
+	version, ok := redisinfo.Field(info.Val(), "redis_version")
+	v, err := redisinfo.ParseVersion(version)
+	if !ok || err != nil || v.Compare(p.minVer) < 0 {
 		e := fmt.Errorf("redisrate: start: %w: server reports %q, programs need %s", ErrServerVersion, truncate(version), p.minRedis)
 		p.versionErr.Store(&e)
 		return e
@@ -80,47 +80,4 @@ func (p *Provider) Close() error {
 		p.closeErr = p.client.Close()
 	})
 	return p.closeErr
-}
-
-// infoField returns field's value from an INFO reply.
-func infoField(info, field string) (string, bool) {
-	for line := range strings.Lines(info) {
-		name, value, ok := strings.Cut(strings.TrimRight(line, "\r\n"), ":")
-		if ok && name == field {
-			return value, true
-		}
-	}
-	return "", false
-}
-
-// version is major.minor.patch.
-type version [3]int
-
-// parseVersion parses "major.minor.patch" (a missing patch is 0).
-func parseVersion(s string) (version, error) {
-	var v version
-	parts := strings.Split(s, ".")
-	if len(parts) < 2 || len(parts) > 3 {
-		return v, fmt.Errorf("version %q: want major.minor.patch", truncate(s))
-	}
-	for i, part := range parts {
-		n, err := strconv.Atoi(part)
-		if err != nil || n < 0 {
-			return v, fmt.Errorf("version %q: part %d is not a number", truncate(s), i)
-		}
-		v[i] = n
-	}
-	return v, nil
-}
-
-func compareVersions(a, b version) int {
-	for i := range a {
-		if a[i] != b[i] {
-			if a[i] < b[i] {
-				return -1
-			}
-			return 1
-		}
-	}
-	return 0
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/tech-log/tech-log-backend/adapter-outbound-cache-redis/programs"
+	"github.com/tech-log/tech-log-backend/adapter-outbound-cache-redis/redisinfo"
 	"github.com/tech-log/tech-log-backend/shared-contract/keyspace"
 	"github.com/tech-log/tech-log-backend/shared-contract/ratelimit"
 )
@@ -46,7 +47,7 @@ type Provider struct {
 	policies  map[ratelimit.PolicyID]*policyState
 	scripts   []*script // distinct programs of the policies, for Start
 	minRedis  string    // highest MinRedisVersion among them
-	minVer    version
+	minVer    redisinfo.Version
 	timeout   time.Duration
 	retryHint time.Duration
 	sem       chan struct{}
@@ -146,10 +147,10 @@ func newProvider(client coordinationClient, keys *keyspace.Builder, policies []r
 			s = newScript(prog)
 			byName[prog.Name] = s
 			p.scripts = append(p.scripts, s)
-			v, err := parseVersion(prog.MinRedisVersion)
+			v, err := redisinfo.ParseVersion(prog.MinRedisVersion)
 			if err != nil {
 				bad("program %s: MinRedisVersion: %v", prog.Name, err)
-			} else if p.minRedis == "" || compareVersions(v, p.minVer) > 0 {
+			} else if p.minRedis == "" || v.Compare(p.minVer) > 0 {
 				p.minRedis, p.minVer = prog.MinRedisVersion, v
 			}
 		}

@@ -21,6 +21,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/tech-log/tech-log-backend/adapter-outbound-cache-redis/programs"
+	"github.com/tech-log/tech-log-backend/adapter-outbound-cache-redis/redisinfo"
 	"github.com/tech-log/tech-log-backend/adapter-outbound-cache-redis/redistest"
 	"github.com/tech-log/tech-log-backend/shared-contract/keyspace"
 	"github.com/tech-log/tech-log-backend/shared-contract/ratelimit"
@@ -99,7 +100,7 @@ func commandCalls(t testing.TB, admin *redis.Client, cmd string) int {
 
 // statField reads field of line name from an INFO section (0 when absent).
 func statField(info, name, field string) int {
-	v, ok := infoField(info, name)
+	v, ok := redisinfo.Field(info, name)
 	if !ok {
 		return 0
 	}

@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/tech-log/tech-log-backend/adapter-outbound-cache-redis/redisinfo"
 )
 
 // ClusterSlots is the number of hash slots of a Redis Cluster.
@@ -447,24 +449,11 @@ func resetStats(t testing.TB, nodes []*Server) {
 // commandCalls returns the calls= figure of cmdstat_<cmd> in an INFO
 // commandstats reply (0 when the command never ran).
 func commandCalls(info, cmd string) (int64, error) {
-	prefix := "cmdstat_" + cmd + ":"
-	for line := range strings.Lines(info) {
-		rest, ok := strings.CutPrefix(strings.TrimRight(line, "\r\n"), prefix)
-		if !ok {
-			continue
-		}
-		for field := range strings.SplitSeq(rest, ",") {
-			if v, ok := strings.CutPrefix(field, "calls="); ok {
-				n, err := strconv.ParseInt(v, 10, 64)
-				if err != nil {
-					return 0, fmt.Errorf("INFO commandstats: %s calls=%q", cmd, v)
-				}
-				return n, nil
-			}
-		}
-		return 0, fmt.Errorf("INFO commandstats: %s without calls=", cmd)
+	stats, err := redisinfo.CommandStats(info)
+	if err != nil {
+		return 0, err
 	}
-	return 0, nil
+	return stats[cmd].Calls, nil
 }
 
 // Failover runs CLUSTER FAILOVER (coordinated, no data loss) on replica

@@ -6,15 +6,16 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/tech-log/tech-log-backend/adapter-outbound-cache-redis/redisinfo"
+	"github.com/tech-log/tech-log-backend/adapter-outbound-cache-redis/redistest/redisserver"
 )
 
 // Bounds on the processes the demo runs.
@@ -23,7 +24,6 @@ const (
 	instanceReadyWait = 30 * time.Second
 	stopWait          = 10 * time.Second
 	buildWait         = 5 * time.Minute
-	portAttempts      = 3
 )
 
 // child is a process the demo started; stop ends it (SIGTERM, then SIGKILL
@@ -68,9 +68,9 @@ func (c *child) stop() {
 	})
 }
 
-// redisServer is the demo's private redis-server.
+// redisServer is the demo's private redis-server (package redisserver).
 type redisServer struct {
-	*child
+	proc    *redisserver.Process
 	addr    string
 	version string
 }
@@ -78,92 +78,27 @@ type redisServer struct {
 // startRedis runs redis-server from PATH on a free 127.0.0.1 port, without
 // persistence, and waits until it answers PING.
 func startRedis(ctx context.Context, dir string) (*redisServer, error) {
-	bin, err := exec.LookPath("redis-server")
-	if err != nil {
+	ctx, cancel := context.WithTimeout(ctx, redisReadyWait)
+	defer cancel()
+	proc, err := redisserver.Launch(ctx, redisserver.Config{Dir: dir})
+	if errors.Is(err, redisserver.ErrNotFound) {
 		return nil, errors.New("redis-server is not on PATH; install it (Debian/Ubuntu: apt-get install redis-server) and run again")
 	}
+	if err != nil {
+		return nil, fmt.Errorf("redis-server did not come up (see %s): %w", filepath.Join(dir, "redis.log"), err)
+	}
 	version := "unknown"
-	if out, err := exec.CommandContext(ctx, bin, "--version").Output(); err == nil {
-		for _, f := range strings.Fields(string(out)) {
-			if v, ok := strings.CutPrefix(f, "v="); ok {
-				version = v
-			}
+	if info, err := proc.Info(ctx, "server"); err == nil {
+		if v, ok := redisinfo.Field(info, "redis_version"); ok {
+			version = v
 		}
 	}
-	var lastErr error
-	for range portAttempts {
-		port, err := freePort()
-		if err != nil {
-			return nil, err
-		}
-		addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
-		cmd := exec.Command(bin,
-			"--port", strconv.Itoa(port), "--bind", "127.0.0.1", "--protected-mode", "yes",
-			"--save", "", "--appendonly", "no", "--dir", dir,
-			"--logfile", filepath.Join(dir, "redis.log"), "--daemonize", "no")
-		c, err := startChild(cmd)
-		if err != nil {
-			return nil, fmt.Errorf("start redis-server: %w", err)
-		}
-		go func() { _ = cmd.Wait(); close(c.done) }()
-		rs := &redisServer{child: c, addr: addr, version: version}
-		if err := waitPing(ctx, addr, c); err != nil {
-			rs.stop()
-			lastErr = err
-			continue // most likely the port was taken meanwhile
-		}
-		return rs, nil
-	}
-	return nil, fmt.Errorf("redis-server did not come up (see %s): %w", filepath.Join(dir, "redis.log"), lastErr)
+	return &redisServer{proc: proc, addr: proc.Addr(), version: version}, nil
 }
 
-func freePort() (int, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
-	}
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port, nil
-}
-
-// waitPing polls addr with an inline PING until +PONG, the process exits or
-// redisReadyWait passes.
-func waitPing(ctx context.Context, addr string, c *child) error {
-	deadline := time.Now().Add(redisReadyWait)
-	for time.Now().Before(deadline) {
-		if c.exited() {
-			return errors.New("redis-server exited")
-		}
-		if ctx.Err() != nil {
-			return ctx.Err()
-		}
-		if ping(addr) == nil {
-			return nil
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	return fmt.Errorf("no PONG from %s within %v", addr, redisReadyWait)
-}
-
-func ping(addr string) error {
-	conn, err := net.DialTimeout("tcp", addr, 500*time.Millisecond)
-	if err != nil {
-		return err
-	}
-	defer conn.Close()
-	_ = conn.SetDeadline(time.Now().Add(500 * time.Millisecond))
-	if _, err := conn.Write([]byte("PING\r\n")); err != nil {
-		return err
-	}
-	line, err := bufio.NewReader(conn).ReadString('\n')
-	if err != nil {
-		return err
-	}
-	if strings.TrimSpace(line) != "+PONG" {
-		return fmt.Errorf("unexpected reply %q", line)
-	}
-	return nil
-}
+// stop ends the server (SIGTERM, then SIGKILL after stopWait); it may be
+// called more than once.
+func (r *redisServer) stop() { _ = r.proc.Stop(stopWait) }
 
 // build compiles the service into bin.
 func build(ctx context.Context, root, bin string) error {

@@ -5,24 +5,19 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/tech-log/tech-log-backend/adapter-outbound-cache-redis/redisinfo"
 )
 
-func TestParseInfoAndCommandStats(t *testing.T) {
-	text := "# Commandstats\r\ncmdstat_evalsha:calls=200,usec=3260,usec_per_call=16.30,rejected_calls=0,failed_calls=0\r\n" +
-		"cmdstat_config|resetstat:calls=1,usec=81,usec_per_call=81.00,rejected_calls=0,failed_calls=0\r\n\r\n# CPU\r\nused_cpu_sys:1.250000\r\n"
-	info := parseInfo(text)
-	assert.Equal(t, "1.250000", info["used_cpu_sys"])
-	cs, err := commandStats(info)
-	require.NoError(t, err)
-	assert.Equal(t, CommandStat{Calls: 200, Usec: 3260, UsecPerCall: 16.30}, cs["evalsha"])
-	assert.Equal(t, int64(1), cs["config|resetstat"].Calls)
+func TestInfoFloat(t *testing.T) {
+	info := redisinfo.Parse("# CPU\r\nused_cpu_sys:1.250000\r\nused_cpu_user:x\r\n")
 	v, err := infoFloat(info, "used_cpu_sys")
 	require.NoError(t, err)
 	assert.InDelta(t, 1.25, v, 1e-9)
 
 	_, err = infoFloat(info, "used_memory")
 	assert.Error(t, err)
-	_, err = commandStats(map[string]string{"cmdstat_get": "calls=x,usec=1"})
+	_, err = infoFloat(info, "used_cpu_user")
 	assert.Error(t, err)
 }
 

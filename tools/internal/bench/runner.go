@@ -10,6 +10,8 @@ import (
 	"sync/atomic"
 	"syscall"
 	"time"
+
+	"github.com/tech-log/tech-log-backend/adapter-outbound-cache-redis/redisinfo"
 )
 
 // Subject sets of the throughput matrix.
@@ -141,12 +143,12 @@ func measure(ctx context.Context, srv *Server, spec runSpec) (RunResult, error) 
 	if err != nil {
 		return r, err
 	}
-	info, err := srv.Info(ctx, "commandstats")
+	info, err := srv.infoText(ctx, "commandstats")
 	if err != nil {
 		return r, err
 	}
-	if r.Commands, err = commandStats(info); err != nil {
-		return r, err
+	if r.Commands, err = redisinfo.CommandStats(info); err != nil {
+		return r, fmt.Errorf("bench: %w", err)
 	}
 	for name := range r.Commands { // the harness's own CONFIG RESETSTAT and INFO
 		if name == "info" || name == "config" || strings.HasPrefix(name, "config|") {

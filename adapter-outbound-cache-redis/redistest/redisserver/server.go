@@ -1,0 +1,377 @@
+package redisserver
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/tech-log/tech-log-backend/adapter-outbound-cache-redis/redisinfo"
+)
+
+// BindAttempts bounds how often Launch picks a new port when the one it
+// chose was taken before redis-server could bind it.
+const BindAttempts = 5
+
+// Errors of the launcher.
+var (
+	// ErrNotFound: the executable is not on PATH.
+	ErrNotFound = errors.New("redis-server not found on PATH (Debian/Ubuntu: apt-get install redis-server)")
+	// ErrAddrInUse: the server exited because its port was taken.
+	ErrAddrInUse = errors.New("address already in use")
+	// ErrNotRunning: the process has not been started or has been stopped.
+	ErrNotRunning = errors.New("server is not running")
+)
+
+// DefaultArgs is the command line of a private server minus --port: no
+// persistence, loopback only, protected mode, foreground, log to stdout
+// (which Start sends to the log file), data in dir.
+func DefaultArgs(dir string) []string {
+	return []string{
+		"--save", "",
+		"--appendonly", "no",
+		"--dir", dir,
+		"--bind", "127.0.0.1",
+		"--protected-mode", "yes",
+		"--daemonize", "no",
+		"--logfile", "",
+	}
+}
+
+// Process is one server child process on 127.0.0.1:Port. Set the exported
+// fields, then Start; or use Launch. It is not safe for concurrent use.
+type Process struct {
+	// Bin is the executable (redis-server, redis-sentinel).
+	Bin string
+	// Args is the command line minus "--port N", which Start appends.
+	Args []string
+	// LogPath is the file the child's stdout and stderr are appended to.
+	LogPath string
+	// Port is the TCP port the server binds on 127.0.0.1.
+	Port int
+
+	cmd  *exec.Cmd     // nil when not running
+	done chan struct{} // closed once cmd has been reaped
+}
+
+// Config configures Launch.
+type Config struct {
+	// Bin is the executable; empty means redis-server from PATH.
+	Bin string
+	// Dir is the server's data directory (required); the caller owns it.
+	Dir string
+	// Args are appended to DefaultArgs(Dir) (e.g. "--maxmemory", "1mb").
+	Args []string
+	// LogPath is the log file; empty means Dir/redis.log.
+	LogPath string
+}
+
+// Launch starts a server as cfg says on a free port, retrying on a new port
+// up to BindAttempts times when the chosen one was taken meanwhile, and
+// waits until it answers PING; ctx bounds the whole start.
+func Launch(ctx context.Context, cfg Config) (*Process, error) {
+	if cfg.Dir == "" {
+		return nil, errors.New("redisserver: Config.Dir is required")
+	}
+	bin := cfg.Bin
+	if bin == "" {
+		var err error
+		if bin, err = exec.LookPath("redis-server"); err != nil {
+			return nil, ErrNotFound
+		}
+	}
+	p := &Process{
+		Bin:     bin,
+		Args:    append(DefaultArgs(cfg.Dir), cfg.Args...),
+		LogPath: cfg.LogPath,
+	}
+	if p.LogPath == "" {
+		p.LogPath = filepath.Join(cfg.Dir, "redis.log")
+	}
+	for attempt := 1; ; attempt++ {
+		port, err := FreePort()
+		if err != nil {
+			return nil, err
+		}
+		p.Port = port
+		err = p.Start(ctx)
+		if err == nil {
+			return p, nil
+		}
+		if !errors.Is(err, ErrAddrInUse) || attempt == BindAttempts {
+			tail := p.LogTail()
+			if tail != "" {
+				tail = "\n--- server log (tail) ---\n" + tail
+			}
+			return nil, fmt.Errorf("redisserver: start %s: %w%s", bin, err, tail)
+		}
+	}
+}
+
+// Start launches Bin on Port and waits until it answers PING and INFO
+// server names its pid. ctx bounds the wait. When the port is taken (the
+// server exits saying so, or another process answers), the error wraps
+// ErrAddrInUse. On any error the child has been killed and reaped.
+func (p *Process) Start(ctx context.Context) error {
+	if p.cmd != nil {
+		return fmt.Errorf("redisserver: %s already running as pid %d", p.Addr(), p.PID())
+	}
+	logf, err := os.OpenFile(p.LogPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+	if err != nil {
+		return fmt.Errorf("open server log: %w", err)
+	}
+	defer logf.Close() // the child holds its own descriptor
+	fmt.Fprintf(logf, "--- redisserver: starting on %s at %s\n", p.Addr(), time.Now().Format(time.RFC3339Nano))
+
+	cmd := exec.Command(p.Bin, append(append([]string(nil), p.Args...), "--port", strconv.Itoa(p.Port))...)
+	cmd.Stdout = logf
+	cmd.Stderr = logf
+	cmd.SysProcAttr = sysProcAttr()
+	if err := cmd.Start(); err != nil {
+		return fmt.Errorf("exec: %w", err)
+	}
+	done := make(chan struct{})
+	go func() { // ends when the child exits; Kill waits for it
+		_ = cmd.Wait()
+		close(done)
+	}()
+	p.cmd, p.done = cmd, done
+
+	if err := WaitPing(ctx, p.Addr(), done); err != nil {
+		exited := false
+		select {
+		case <-done:
+			exited = true
+		default:
+		}
+		p.Kill()
+		if exited && strings.Contains(p.LogTail(), "Address already in use") {
+			return fmt.Errorf("port %d: %w", p.Port, ErrAddrInUse)
+		}
+		return err
+	}
+	// Another server on the same port may have answered the PING: only
+	// ours reports our pid.
+	info, err := Info(ctx, p.Addr(), "server")
+	if err != nil {
+		p.Kill()
+		return fmt.Errorf("INFO server on %s: %w", p.Addr(), err)
+	}
+	if pid, _ := redisinfo.Field(info, "process_id"); pid != strconv.Itoa(p.cmd.Process.Pid) {
+		p.Kill()
+		return fmt.Errorf("port %d answered by pid %q, not ours: %w", p.Port, pid, ErrAddrInUse)
+	}
+	return nil
+}
+
+// Kill sends SIGKILL to the running child, if any, and waits until it is
+// reaped.
+func (p *Process) Kill() {
+	if p.cmd == nil {
+		return
+	}
+	_ = p.cmd.Process.Signal(syscall.SIGKILL) // fails only if already exited
+	<-p.done
+	p.cmd, p.done = nil, nil
+}
+
+// Stop sends SIGTERM and waits up to grace for the child to exit, then
+// kills it; the error says when it had to be killed.
+func (p *Process) Stop(grace time.Duration) error {
+	if p.cmd == nil {
+		return nil
+	}
+	var err error
+	if p.cmd.Process.Signal(syscall.SIGTERM) == nil {
+		select {
+		case <-p.done:
+		case <-time.After(grace):
+			err = fmt.Errorf("redisserver: %s ignored SIGTERM for %v; killed", p.Addr(), grace)
+		}
+	}
+	p.Kill()
+	return err
+}
+
+// Signal sends sig to the running child.
+func (p *Process) Signal(sig syscall.Signal) error {
+	if p.cmd == nil {
+		return ErrNotRunning
+	}
+	if err := p.cmd.Process.Signal(sig); err != nil {
+		return fmt.Errorf("signal %v to pid %d: %w", sig, p.cmd.Process.Pid, err)
+	}
+	return nil
+}
+
+// Running reports whether a child was started and has not been killed.
+// A child that exited by itself still counts until Kill or Stop; see Exited.
+func (p *Process) Running() bool { return p.cmd != nil }
+
+// Exited reports whether the started child has exited (false when none was
+// started).
+func (p *Process) Exited() bool {
+	if p.done == nil {
+		return false
+	}
+	select {
+	case <-p.done:
+		return true
+	default:
+		return false
+	}
+}
+
+// PID is the child's process id, 0 when not running.
+func (p *Process) PID() int {
+	if p.cmd == nil {
+		return 0
+	}
+	return p.cmd.Process.Pid
+}
+
+// Addr is 127.0.0.1:Port.
+func (p *Process) Addr() string { return net.JoinHostPort("127.0.0.1", strconv.Itoa(p.Port)) }
+
+// LogTail returns the last lines of the log file, or "".
+func (p *Process) LogTail() string { return FileTail(p.LogPath) }
+
+// Info runs INFO section on the server and returns the reply text (parse it
+// with package redisinfo).
+func (p *Process) Info(ctx context.Context, section string) (string, error) {
+	return Info(ctx, p.Addr(), section)
+}
+
+// FreePort asks the kernel for a free loopback port. Another process may
+// take it before the server binds it; Launch retries.
+func FreePort() (int, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, fmt.Errorf("redisserver: pick a free port: %w", err)
+	}
+	port := ln.Addr().(*net.TCPAddr).Port
+	if err := ln.Close(); err != nil {
+		return 0, fmt.Errorf("redisserver: release port %d: %w", port, err)
+	}
+	return port, nil
+}
+
+// WaitPing polls addr with Ping every 20ms until it answers +PONG, ctx ends,
+// or exited is closed (the server died).
+func WaitPing(ctx context.Context, addr string, exited <-chan struct{}) error {
+	var last error
+	for {
+		select {
+		case <-exited:
+			return fmt.Errorf("server exited before answering PING on %s", addr)
+		default:
+		}
+		if last = Ping(ctx, addr); last == nil {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("no PONG from %s: %w (last: %w)", addr, ctx.Err(), last)
+		case <-exited:
+			return fmt.Errorf("server exited before answering PING on %s", addr)
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+}
+
+// Ping sends one RESP PING on a fresh connection and expects +PONG; no
+// client library, so no background goroutines.
+func Ping(ctx context.Context, addr string) error {
+	conn, r, err := dial(ctx, addr)
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	if _, err := io.WriteString(conn, "*1\r\n$4\r\nPING\r\n"); err != nil {
+		return err
+	}
+	line, err := r.ReadString('\n')
+	if err != nil {
+		return err
+	}
+	if line != "+PONG\r\n" {
+		return fmt.Errorf("PING reply %q", strings.TrimSpace(line))
+	}
+	return nil
+}
+
+// maxInfoLen bounds the INFO reply Info accepts.
+const maxInfoLen = 1 << 20
+
+// Info sends INFO section on a fresh connection and returns the reply text.
+func Info(ctx context.Context, addr, section string) (string, error) {
+	conn, r, err := dial(ctx, addr)
+	if err != nil {
+		return "", err
+	}
+	defer conn.Close()
+	if _, err := fmt.Fprintf(conn, "*2\r\n$4\r\nINFO\r\n$%d\r\n%s\r\n", len(section), section); err != nil {
+		return "", err
+	}
+	line, err := r.ReadString('\n')
+	if err != nil {
+		return "", err
+	}
+	n, err := strconv.Atoi(strings.TrimSuffix(strings.TrimPrefix(line, "$"), "\r\n"))
+	if !strings.HasPrefix(line, "$") || err != nil || n < 0 || n > maxInfoLen {
+		return "", fmt.Errorf("INFO %s reply %q", section, strings.TrimSpace(line))
+	}
+	b := make([]byte, n+2)
+	if _, err := io.ReadFull(r, b); err != nil {
+		return "", fmt.Errorf("INFO %s reply: %w", section, err)
+	}
+	return string(b[:n]), nil
+}
+
+// dial opens a connection with a 500ms dial bound and a 1s I/O deadline.
+func dial(ctx context.Context, addr string) (net.Conn, *bufio.Reader, error) {
+	d := net.Dialer{Timeout: 500 * time.Millisecond}
+	conn, err := d.DialContext(ctx, "tcp", addr)
+	if err != nil {
+		return nil, nil, err
+	}
+	if err := conn.SetDeadline(time.Now().Add(time.Second)); err != nil {
+		_ = conn.Close()
+		return nil, nil, err
+	}
+	return conn, bufio.NewReader(conn), nil
+}
+
+// FileTail returns the last lines (at most 30, 8 KiB) of the file at path,
+// or "".
+func FileTail(path string) string {
+	const maxBytes, maxLines = 8 << 10, 30
+	f, err := os.Open(path)
+	if err != nil {
+		return ""
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return ""
+	}
+	off := max(st.Size()-maxBytes, 0)
+	b := make([]byte, st.Size()-off)
+	if _, err := f.ReadAt(b, off); err != nil && !errors.Is(err, io.EOF) {
+		return ""
+	}
+	lines := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
+	if len(lines) > maxLines {
+		lines = lines[len(lines)-maxLines:]
+	}
+	return strings.Join(lines, "\n")
+}
