@@ -142,6 +142,16 @@ redis-image: ## build the local Redis test image (FROM scratch, host redis-serve
 	@$(PREREQ) "make redis-image" redis-server
 	@tools/redis-image/build.sh "$${REDIS_TEST_IMAGE:-tech-log/redis-test:local}"
 
+IMAGE ?= tech-log/tech-log-backend:local
+
+.PHONY: image
+image: ## build the service image (Dockerfile: static CGO_ENABLED=0 binary FROM scratch, non-root, HEALTHCHECK via -healthcheck; no registry) and check it becomes healthy; IMAGE names it
+	@deploy/image/build.sh "$(IMAGE)"
+
+.PHONY: compose-demo
+compose-demo: image redis-image ## deploy/compose.yaml: two instances + the local Redis image; global limit across both, fail closed without Redis; always torn down
+	@TLB_IMAGE="$(IMAGE)" REDIS_TEST_IMAGE="$${REDIS_TEST_IMAGE:-tech-log/redis-test:local}" deploy/compose-demo.sh
+
 .PHONY: test-containers
 test-containers: redis-image ## the Redis adapter's tests through testcontainers (container lane), race detector on
 	@cd adapter-outbound-cache-redis && \

@@ -32,12 +32,16 @@ func run(args, environ []string, stderr io.Writer) int {
 	fs := flag.NewFlagSet(name, flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	addr := fs.String("addr", "", "listen address host:port; overrides APP_WEB_ADDR")
+	probe := fs.Bool("healthcheck", false, "probe GET /healthz on the listen address (-addr, APP_WEB_ADDR or :8080) and exit 0 on a 200, 1 otherwise (container HEALTHCHECK)")
 	if err := fs.Parse(args); err != nil {
 		return exitUsage
 	}
 	if fs.NArg() > 0 {
 		fmt.Fprintf(stderr, "%s: unexpected argument %q\n", name, fs.Arg(0))
 		return exitUsage
+	}
+	if *probe {
+		return healthcheck(*addr, environ, stderr)
 	}
 
 	cfg, err := config.Load(config.FromEnviron(environ))

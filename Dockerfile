@@ -1,0 +1,23 @@
+# tech-log-backend service image. No registry is reachable here, so nothing
+# is pulled: deploy/image/build.sh (make image) builds a static binary on the
+# host (CGO_ENABLED=0) and stages it with the example policy file next to
+# this Dockerfile, then builds FROM scratch.
+#
+# The image holds two files: /tech-log-backend and
+# /etc/tech-log-backend/policies.json (app-bootstrap/examples/policies.json,
+# an example: mount your own over it or point APP_RATE_LIMIT_POLICIES_FILE
+# elsewhere). There are no CA certificates: with Redis TLS, mount a CA bundle
+# and set APP_RATE_LIMIT_REDIS_TLS_CA_FILE. There is no shell and no curl:
+# the HEALTHCHECK runs the binary's own -healthcheck mode (GET /healthz on
+# APP_WEB_ADDR, exit 0 on a 200).
+FROM scratch
+COPY tech-log-backend /tech-log-backend
+COPY policies.json /etc/tech-log-backend/policies.json
+ENV APP_WEB_ADDR=:8080 \
+    APP_LOG_FORMAT=json
+# A numeric non-root user: scratch has no /etc/passwd.
+USER 65532:65532
+EXPOSE 8080
+HEALTHCHECK --interval=10s --timeout=4s --start-period=5s --retries=3 \
+    CMD ["/tech-log-backend", "-healthcheck"]
+ENTRYPOINT ["/tech-log-backend"]
