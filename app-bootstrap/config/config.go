@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/tech-log/tech-log-backend/adapter-inbound-web/subject"
 	"github.com/tech-log/tech-log-backend/shared-contract/keyspace"
 	"github.com/tech-log/tech-log-backend/shared-contract/ratelimit"
 )
@@ -122,7 +123,37 @@ type Web struct {
 	EvaluationTimeout time.Duration
 	// LocalLimit is the legacy in-process limiter.
 	LocalLimit LocalLimit
+	// Identity is what the edge limits by (APP_WEB_IDENTITY); the local
+	// limiter is keyed by client IP whatever it is.
+	Identity IdentityMode
+	// APIKeysFile is the keys file (APP_WEB_API_KEYS_FILE), set exactly
+	// when Identity is IdentityAPIKey; APIKeys are the digests it held at
+	// start-up (SIGHUP reloads the file).
+	APIKeysFile string
+	APIKeys     []subject.APIKeyDigest
+	// IdentityHeader is the principal header of IdentityTrustedHeader
+	// (APP_WEB_IDENTITY_HEADER), canonical form; "" otherwise.
+	IdentityHeader string
+	// LegacyRateLimitHeaders sends RateLimit-Limit, RateLimit-Remaining and
+	// RateLimit-Reset beside RateLimit and RateLimit-Policy
+	// (APP_WEB_RATELIMIT_LEGACY_HEADERS, default true).
+	LegacyRateLimitHeaders bool
 }
+
+// IdentityMode selects the client identity the edge limits by.
+type IdentityMode string
+
+// The identity modes (APP_WEB_IDENTITY).
+const (
+	// IdentityIP: the client IP (trusted proxies honoured); the default.
+	IdentityIP IdentityMode = "ip"
+	// IdentityAPIKey: an X-API-Key whose SHA-256 digest is in
+	// APP_WEB_API_KEYS_FILE; any other request gets 401 before a limiter.
+	IdentityAPIKey IdentityMode = "api-key"
+	// IdentityTrustedHeader: the principal in APP_WEB_IDENTITY_HEADER, from
+	// APP_WEB_TRUSTED_PROXIES only; from anyone else the client IP.
+	IdentityTrustedHeader IdentityMode = "trusted-header"
+)
 
 // LocalLimit configures the legacy in-process per-client token bucket.
 type LocalLimit struct {
@@ -159,7 +190,14 @@ func (c Config) String() string {
 	if c.Web.LocalLimit.Enabled {
 		fmt.Fprintf(&b, " rate=%g/s burst=%d max_clients=%d", c.Web.LocalLimit.Rate, c.Web.LocalLimit.Burst, c.Web.LocalLimit.MaxClients)
 	}
-	fmt.Fprintf(&b, " trusted_proxies=%d subject_secret=%s}", len(c.Web.TrustedProxies), secretState(c.Web.SubjectSecret))
+	fmt.Fprintf(&b, " trusted_proxies=%d subject_secret=%s identity=%s", len(c.Web.TrustedProxies), secretState(c.Web.SubjectSecret), c.Web.Identity)
+	switch c.Web.Identity {
+	case IdentityAPIKey:
+		fmt.Fprintf(&b, " api_keys=%d", len(c.Web.APIKeys))
+	case IdentityTrustedHeader:
+		fmt.Fprintf(&b, " identity_header=%s", c.Web.IdentityHeader)
+	}
+	fmt.Fprintf(&b, " ratelimit_legacy_headers=%v}", c.Web.LegacyRateLimitHeaders)
 	fmt.Fprintf(&b, " rate_limit{enabled=%v", c.RateLimit.Enabled)
 	if r := c.RateLimit; r.Enabled {
 		fmt.Fprintf(&b, " redis=%s default_policy=%s policies=%d source=%s key_prefix=%s key_secret=%s command_timeout=%v max_in_flight=%d pool_size=%d",

@@ -15,6 +15,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/tech-log/tech-log-backend/adapter-inbound-web/subject"
 	"github.com/tech-log/tech-log-backend/shared-contract/keyspace"
 	"github.com/tech-log/tech-log-backend/shared-contract/ratelimit"
 )
@@ -362,4 +363,68 @@ func TestFromEnviron(t *testing.T) {
 func TestVarErrorsNil(t *testing.T) {
 	assert.Empty(t, VarErrors(nil))
 	assert.Empty(t, VarErrors(errors.New("plain")))
+}
+
+func TestLoadIdentityModes(t *testing.T) {
+	cfg, err := Load(nil)
+	require.NoError(t, err)
+	assert.Equal(t, IdentityIP, cfg.Web.Identity, "the client IP by default")
+	assert.True(t, cfg.Web.LegacyRateLimitHeaders, "the -06 fields are on by default")
+	assert.Empty(t, cfg.Web.APIKeys)
+
+	keyA, keyB := subject.DigestAPIKey("key-a"), subject.DigestAPIKey("key-b")
+	keys := writeFile(t, "keys", "# two clients\n"+keyA.String()+"\n\n"+strings.ToUpper(keyB.String())+"\n")
+	cfg, err = Load(map[string]string{"APP_WEB_IDENTITY": "api-key", "APP_WEB_API_KEYS_FILE": keys, "APP_WEB_RATELIMIT_LEGACY_HEADERS": "false"})
+	require.NoError(t, err)
+	assert.Equal(t, IdentityAPIKey, cfg.Web.Identity)
+	assert.Equal(t, keys, cfg.Web.APIKeysFile)
+	assert.Equal(t, []subject.APIKeyDigest{keyA, keyB}, cfg.Web.APIKeys)
+	assert.False(t, cfg.Web.LegacyRateLimitHeaders)
+	assert.Contains(t, cfg.String(), "identity=api-key api_keys=2")
+
+	cfg, err = Load(map[string]string{"APP_WEB_IDENTITY": "trusted-header", "APP_WEB_IDENTITY_HEADER": "x-authenticated-user", "APP_WEB_TRUSTED_PROXIES": "10.0.0.0/8"})
+	require.NoError(t, err)
+	assert.Equal(t, IdentityTrustedHeader, cfg.Web.Identity)
+	assert.Equal(t, "X-Authenticated-User", cfg.Web.IdentityHeader)
+	assert.Contains(t, cfg.String(), "identity=trusted-header identity_header=X-Authenticated-User")
+}
+
+// TestLoadIdentityRejections: each broken identity set-up is one error
+// naming the variable at fault, on one line, never echoing a key file line.
+func TestLoadIdentityRejections(t *testing.T) {
+	good := writeFile(t, "good-keys", subject.DigestAPIKey("k").String()+"\n")
+	pasted := writeFile(t, "pasted-keys", subject.DigestAPIKey("k").String()+"\nraw-secret-api-key-pasted\n")
+	empty := writeFile(t, "empty-keys", "# nobody yet\n")
+	tests := []struct {
+		name    string
+		env     map[string]string
+		varName string
+		err     error
+		text    string
+	}{
+		{"unknown mode", map[string]string{"APP_WEB_IDENTITY": "header"}, "APP_WEB_IDENTITY", ErrUnsupported, "want ip, api-key or trusted-header"},
+		{"api-key without file", map[string]string{"APP_WEB_IDENTITY": "api-key"}, "APP_WEB_API_KEYS_FILE", ErrRequired, "SHA-256 key digests"},
+		{"api-key file missing", map[string]string{"APP_WEB_IDENTITY": "api-key", "APP_WEB_API_KEYS_FILE": "/nonexistent/keys"}, "APP_WEB_API_KEYS_FILE", ErrInvalid, "no such file"},
+		{"malformed digest line", map[string]string{"APP_WEB_IDENTITY": "api-key", "APP_WEB_API_KEYS_FILE": pasted}, "APP_WEB_API_KEYS_FILE", ErrInvalid, "line 2: want a SHA-256 digest of 64 hex digits"},
+		{"no digest", map[string]string{"APP_WEB_IDENTITY": "api-key", "APP_WEB_API_KEYS_FILE": empty}, "APP_WEB_API_KEYS_FILE", ErrInvalid, "no digest"},
+		{"keys file in ip mode", map[string]string{"APP_WEB_API_KEYS_FILE": good}, "APP_WEB_API_KEYS_FILE", ErrConflict, "set only with APP_WEB_IDENTITY=api-key"},
+		{"header in ip mode", map[string]string{"APP_WEB_IDENTITY_HEADER": "X-User"}, "APP_WEB_IDENTITY_HEADER", ErrConflict, "set only with APP_WEB_IDENTITY=trusted-header"},
+		{"trusted-header without header", map[string]string{"APP_WEB_IDENTITY": "trusted-header", "APP_WEB_TRUSTED_PROXIES": "10.0.0.1"}, "APP_WEB_IDENTITY_HEADER", ErrRequired, "X-Authenticated-User"},
+		{"trusted-header without trusted proxies", map[string]string{"APP_WEB_IDENTITY": "trusted-header", "APP_WEB_IDENTITY_HEADER": "X-User"}, "APP_WEB_TRUSTED_PROXIES", ErrRequired, "only from trusted proxies"},
+		{"trusted-header bad name", map[string]string{"APP_WEB_IDENTITY": "trusted-header", "APP_WEB_IDENTITY_HEADER": "X User", "APP_WEB_TRUSTED_PROXIES": "10.0.0.1"}, "APP_WEB_IDENTITY_HEADER", ErrInvalid, "not a valid field name"},
+		{"trusted-header is X-Forwarded-For", map[string]string{"APP_WEB_IDENTITY": "trusted-header", "APP_WEB_IDENTITY_HEADER": "X-Forwarded-For", "APP_WEB_TRUSTED_PROXIES": "10.0.0.1"}, "APP_WEB_IDENTITY_HEADER", ErrInvalid, "cannot be X-Forwarded-For"},
+		{"legacy headers not a bool", map[string]string{"APP_WEB_RATELIMIT_LEGACY_HEADERS": "maybe"}, "APP_WEB_RATELIMIT_LEGACY_HEADERS", ErrInvalid, "maybe"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := Load(tt.env)
+			ves := VarErrors(err)
+			require.Len(t, ves, 1, "%v", err)
+			assert.Equal(t, tt.varName, ves[0].Var)
+			assert.ErrorIs(t, ves[0], tt.err)
+			assert.Contains(t, ves[0].Error(), tt.text)
+			assert.NotContains(t, ves[0].Error(), "\n", "one line")
+			assert.NotContains(t, ves[0].Error(), "raw-secret-api-key-pasted")
+		})
+	}
 }

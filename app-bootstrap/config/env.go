@@ -91,6 +91,10 @@ type rawWeb struct {
 	LocalLimitBurst   int            `env:"LOCAL_LIMIT_BURST" envDefault:"20"`
 	LocalLimitMax     int            `env:"LOCAL_LIMIT_MAX_CLIENTS" envDefault:"10000"`
 	LocalLimitIdleTTL time.Duration  `env:"LOCAL_LIMIT_IDLE_TTL" envDefault:"5m"`
+	Identity          string         `env:"IDENTITY" envDefault:"ip"`
+	APIKeysFile       string         `env:"API_KEYS_FILE"`
+	IdentityHeader    string         `env:"IDENTITY_HEADER"`
+	LegacyRateLimit   bool           `env:"RATELIMIT_LEGACY_HEADERS" envDefault:"true"`
 }
 
 // FromEnviron turns os.Environ()-style "K=V" entries into the map Load takes.

@@ -44,6 +44,8 @@ func (v *errs) web(w rawWeb, rl RateLimit) Web {
 	if rl.Enabled && rl.CommandTimeout > 0 && out.EvaluationTimeout > 0 && out.EvaluationTimeout <= rl.CommandTimeout {
 		v.add(g+"EVALUATION_TIMEOUT", ErrInvalid, "%v must exceed %sCOMMAND_TIMEOUT (%v), or every evaluation fails its deadline precheck", out.EvaluationTimeout, envRateLimitGroup, rl.CommandTimeout)
 	}
+	out.LegacyRateLimitHeaders = w.LegacyRateLimit
+	v.identity(w, &out)
 	out.LocalLimit.Enabled = w.LocalLimitEnabled
 	if w.LocalLimitEnabled {
 		if math.IsNaN(w.LocalLimitRate) || math.IsInf(w.LocalLimitRate, 0) || w.LocalLimitRate <= 0 || w.LocalLimitRate > maxLocalRate {

@@ -48,6 +48,7 @@ const (
 func WebModule() fx.Option {
 	return fx.Module("web",
 		fx.Provide(newHealth),
+		fx.Provide(NewAPIKeys),
 		fx.Provide(fx.Annotate(NewHandler, fx.ResultTags(`name:"root"`))),
 		fx.Provide(fx.Annotate(newServer, fx.ParamTags(``, ``, `name:"root"`, ``, ``, ``))),
 		fx.Invoke(func(*Server) {}),
@@ -64,16 +65,42 @@ type HandlerParams struct {
 	Health  *health.Handlers
 	// Edge is present only when the rate-limit module is included.
 	Edge ratelimit.EdgePort `optional:"true"`
+	// APIKeys is the reloadable key set of APP_WEB_IDENTITY=api-key (see
+	// NewAPIKeys); nil builds a fixed one from Config.Web.APIKeys.
+	APIKeys *subject.APIKeys `optional:"true"`
 }
 
-// NewHandler builds the root handler: /api/ behind the local limiter (when
-// enabled) and then the edge middleware (when an EdgePort exists), and the
-// unlimited /healthz, /readyz and /metrics.
+// NewHandler builds the root handler: /api/ behind, in this order, the
+// API-key gate (APP_WEB_IDENTITY=api-key: 401 before any limiter), the local
+// limiter keyed by client IP (when enabled) and the edge middleware (when an
+// EdgePort exists) limiting by the configured identity; and the unlimited
+// /healthz, /readyz and /metrics.
 func NewHandler(p HandlerParams) (http.Handler, error) {
 	w := p.Config.Web
 	resolver, err := subject.NewResolver(subject.Config{TrustedProxies: w.TrustedProxies})
 	if err != nil {
 		return nil, fmt.Errorf("web: subject resolver: %w", err)
+	}
+	// identity is what the edge limits by; gate, in api-key mode, verifies
+	// the key in front of everything and hands the identity on in the
+	// request context.
+	var identity subject.Identifier = resolver
+	var gate *subject.APIKeys
+	switch w.Identity {
+	case config.IdentityAPIKey:
+		gate = p.APIKeys
+		if gate == nil {
+			if gate, err = subject.NewAPIKeys(w.APIKeys); err != nil {
+				return nil, fmt.Errorf("web: api keys (%sAPI_KEYS_FILE): %w", config.Prefix+"WEB_", err)
+			}
+		}
+		identity = subject.FromContext
+	case config.IdentityTrustedHeader:
+		th, err := subject.NewTrustedHeader(w.IdentityHeader, resolver)
+		if err != nil {
+			return nil, fmt.Errorf("web: identity header (%sIDENTITY_HEADER): %w", config.Prefix+"WEB_", err)
+		}
+		identity = th
 	}
 
 	var api http.Handler = apiRoutes()
@@ -93,13 +120,14 @@ func NewHandler(p HandlerParams) (http.Handler, error) {
 		}
 		known := metrics.KnownPolicies(ids)
 		mw, err := edge.New(edge.Config{
-			Port:          p.Edge,
-			Subjects:      resolver,
-			Pseudonymizer: pseudo,
-			DefaultPolicy: rl.DefaultPolicy,
-			Routes:        routes,
-			Timeout:       w.EvaluationTimeout,
-			Policies:      rl.Policies.Policies,
+			Port:             p.Edge,
+			Subjects:         identity,
+			OmitLegacyFields: !w.LegacyRateLimitHeaders,
+			Pseudonymizer:    pseudo,
+			DefaultPolicy:    rl.DefaultPolicy,
+			Routes:           routes,
+			Timeout:          w.EvaluationTimeout,
+			Policies:         rl.Policies.Policies,
 			Observer: edge.ObserverFunc(func(o edge.Observation) {
 				p.Metrics.EdgeResponse(o.Policy, known, o.Admitted, o.Status)
 			}),
@@ -114,7 +142,11 @@ func NewHandler(p HandlerParams) (http.Handler, error) {
 		if err != nil {
 			return nil, fmt.Errorf("web: local limiter: %w", err)
 		}
-		api = countLocal(lim.Wrap(resolver, markPassed(api)), p.Metrics)
+		opts := localimit.WrapOptions{OmitLegacyFields: !w.LegacyRateLimitHeaders}
+		api = countLocal(lim.WrapWith(resolver, markPassed(api), opts), p.Metrics)
+	}
+	if gate != nil {
+		api = subject.Require(gate, api)
 	}
 
 	root := http.NewServeMux()

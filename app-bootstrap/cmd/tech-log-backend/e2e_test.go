@@ -253,6 +253,11 @@ func TestE2EGlobalLimitAcrossInstances(t *testing.T) {
 			denied++
 			assert.Equal(t, "10", r.header.Get("RateLimit-Limit"))
 			assert.Equal(t, "0", r.header.Get("RateLimit-Remaining"))
+			// The current draft's pair: r=0, t the seconds until the
+			// bucket is full again (refill 1 per hour: close to 10h).
+			assert.Regexp(t, `^"global";r=0;t=(3[0-5][0-9]{3}|36000)$`, r.header.Get("RateLimit"))
+			assert.Equal(t, `"global";q=10;w=36000`, r.header.Get("RateLimit-Policy"))
+			assert.Equal(t, strings.TrimPrefix(r.header.Get("RateLimit"), `"global";r=0;t=`), r.header.Get("RateLimit-Reset"), "the older field carries the same t")
 			retry, err := strconv.Atoi(r.header.Get("Retry-After"))
 			require.NoError(t, err, "Retry-After %q", r.header.Get("Retry-After"))
 			assert.Greater(t, retry, 0)
@@ -381,8 +386,13 @@ func TestE2ELocalLimiterAndGracefulStop(t *testing.T) {
 		statuses = append(statuses, call(t, http.MethodGet, in.url("/api/v1/ping")).status)
 	}
 	assert.Equal(t, []int{200, 200, 200, 429, 429}, statuses, "burst 3, then the local limiter answers 429")
+	r := call(t, http.MethodGet, in.url("/api/v1/ping"))
+	require.Equal(t, http.StatusTooManyRequests, r.status)
+	assert.Equal(t, `"local";q=3;w=6`, r.header.Get("RateLimit-Policy"), "the local 429 describes its own bucket: burst 3 at 0.5/s")
+	assert.Regexp(t, `^"local";r=0;t=[56]$`, r.header.Get("RateLimit"))
+	assert.Equal(t, "2", r.header.Get("Retry-After"))
 	assert.Equal(t, http.StatusOK, call(t, http.MethodGet, in.url("/healthz")).status, "health is not limited")
-	assert.Contains(t, call(t, http.MethodGet, in.url("/metrics")).body, `tlb_local_limit_responses_total{status="429"} 2`)
+	assert.Contains(t, call(t, http.MethodGet, in.url("/metrics")).body, `tlb_local_limit_responses_total{status="429"} 3`)
 	assert.False(t, strings.HasSuffix(in.addr, ":1"), "-addr overrides APP_WEB_ADDR")
 
 	require.NoError(t, in.cmd.Process.Signal(syscall.SIGTERM))
