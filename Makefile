@@ -122,15 +122,19 @@ bench: ## side-by-side benchmarks vs bare EvalSha, redis_rate, ulule, redis-benc
 RUN_ADDR ?= 127.0.0.1:8080
 
 .PHONY: run
-run: ## build and start the service on the embedded defaults (local limiter, no Redis needed); RUN_ADDR=host:port
+run: ## build and start the service on the embedded defaults (no Redis needed) with a verified API key; RUN_ADDR=host:port
 	@mkdir -p bin
 	@cd app-bootstrap && go build -o ../bin/tech-log-backend ./cmd/tech-log-backend
-	@echo "tech-log-backend on http://$(RUN_ADDR) (local limiter: 10 req/s, burst 20 per client; Ctrl-C stops it)"
-	@echo "  curl -i http://$(RUN_ADDR)/api/v1/ping"
-	@echo "  curl -i -X POST http://$(RUN_ADDR)/api/v1/login"
-	@echo "  curl -s -o /dev/null -w '%{http_code} ' 'http://$(RUN_ADDR)/api/v1/ping?n=[1-30]'; echo   # 20 x 200, then 429s"
-	@echo "  curl -s http://$(RUN_ADDR)/healthz; curl -s http://$(RUN_ADDR)/readyz; curl -s http://$(RUN_ADDR)/metrics | grep ^tlb_"
-	@exec ./bin/tech-log-backend -addr $(RUN_ADDR)
+	@key=$$(od -An -tx1 -N16 /dev/urandom | tr -d ' \n'); \
+	printf '# SHA-256 digests of the accepted X-API-Key values, one per line (make run)\n%s\n' \
+		"$$(printf %s "$$key" | sha256sum | cut -d' ' -f1)" > bin/api-keys; \
+	echo "tech-log-backend on http://$(RUN_ADDR): APP_WEB_IDENTITY=api-key, keys in bin/api-keys (digests only; SIGHUP reloads),"; \
+	echo "local limiter 10 req/s, burst 20 per client IP (Ctrl-C stops it). Your key for this run: $$key"; \
+	echo "  curl -i -H 'X-API-Key: $$key' http://$(RUN_ADDR)/api/v1/ping                      # 200"; \
+	echo "  curl -s -o /dev/null -w '%{http_code} ' -H 'X-API-Key: $$key' 'http://$(RUN_ADDR)/api/v1/ping?n=[1-30]'; echo   # a limited client: up to 20 x 200, then 429s"; \
+	echo "  curl -i -H 'X-API-Key: invented-key' http://$(RUN_ADDR)/api/v1/ping               # 401: an unknown key, before any limiter"; \
+	echo "  curl -s http://$(RUN_ADDR)/healthz; curl -s http://$(RUN_ADDR)/readyz; curl -s http://$(RUN_ADDR)/metrics | grep ^tlb_"; \
+	APP_WEB_IDENTITY=api-key APP_WEB_API_KEYS_FILE=$(CURDIR)/bin/api-keys exec ./bin/tech-log-backend -addr $(RUN_ADDR)
 
 .PHONY: demo
 demo: ## two instances + private redis-server + bounded load: the global limit across instances, then fail-closed without Redis
