@@ -39,14 +39,16 @@ const (
 // preRunRefusal reports whether prefix is the first word of an error with
 // which Redis refuses a command before executing it: ACL (NOPERM), memory
 // (OOM), role (READONLY, MASTERDOWN, NOREPLICAS), state (LOADING, BUSY),
-// cluster (CLUSTERDOWN, TRYAGAIN), a discarded transaction (EXECABORT) and
+// cluster (CLUSTERDOWN, TRYAGAIN, and the redirects MOVED and ASK, and
+// CROSSSLOT, all answered before the command runs), a discarded transaction (EXECABORT) and
 // authentication (NOAUTH, WRONGPASS). With the programs' `#!lua` shebang,
 // OOM and READONLY are among these checks (a script declared as writing is
 // refused up front), so the script cannot have run.
 func preRunRefusal(prefix string) bool {
 	switch prefix {
 	case "NOPERM", "OOM", "READONLY", "LOADING", "BUSY", "MASTERDOWN", "CLUSTERDOWN",
-		"NOREPLICAS", "TRYAGAIN", "EXECABORT", "NOAUTH", "WRONGPASS":
+		"NOREPLICAS", "TRYAGAIN", "EXECABORT", "NOAUTH", "WRONGPASS",
+		"MOVED", "ASK", "CROSSSLOT":
 		return true
 	}
 	return false

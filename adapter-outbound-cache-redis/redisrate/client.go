@@ -254,7 +254,7 @@ func newDialer(base func(ctx context.Context, network, addr string) (net.Conn, e
 		if tlsConfig == nil {
 			return conn, nil
 		}
-		tc := tls.Client(conn, tlsConfig)
+		tc := tls.Client(conn, tlsForHost(tlsConfig, addr))
 		if err := tc.HandshakeContext(ctx); err != nil {
 			_ = conn.Close()
 			return nil, &dialError{err: fmt.Errorf("tls handshake: %w", err)}
@@ -301,4 +301,19 @@ func checkClientOptions(o *redis.Options, opts Options) error {
 		bad("Limiter must be nil (MaxInFlight is the admission bound)")
 	}
 	return errors.Join(errs...)
+}
+
+// tlsForHost returns c, or when c names no server (a topology client
+// dialing several hosts) a clone whose ServerName is addr's host.
+func tlsForHost(c *tls.Config, addr string) *tls.Config {
+	if c.ServerName != "" || c.InsecureSkipVerify {
+		return c
+	}
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		host = addr
+	}
+	c = c.Clone()
+	c.ServerName = host
+	return c
 }

@@ -237,8 +237,15 @@ func TestNewRejectsUnsafeClients(t *testing.T) {
 			assert.Contains(t, err.Error(), tt.want)
 		})
 	}
-	t.Run("cluster client", func(t *testing.T) {
+	t.Run("cluster client not from NewClusterClient", func(t *testing.T) {
 		c := redis.NewClusterClient(&redis.ClusterOptions{Addrs: []string{"127.0.0.1:1"}, MaxRetries: -1})
+		t.Cleanup(func() { _ = c.Close() })
+		_, err := New(c, testKeys(t), testPolicies(t), opts)
+		require.ErrorIs(t, err, ErrInvalidConfig)
+		assert.Contains(t, err.Error(), "MaxRedirects")
+	})
+	t.Run("ring client", func(t *testing.T) {
+		c := redis.NewRing(&redis.RingOptions{Addrs: map[string]string{"a": "127.0.0.1:1"}})
 		t.Cleanup(func() { _ = c.Close() })
 		_, err := New(c, testKeys(t), testPolicies(t), opts)
 		require.ErrorIs(t, err, ErrUnsupportedClient)

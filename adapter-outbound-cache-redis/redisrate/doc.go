@@ -16,7 +16,10 @@
 // evaluate.go (Evaluate: precheck, call, outcome), executor.go (the only
 // sender of a program), classify.go (failure certainty), reply.go (reply
 // decoding), lifecycle.go (Start, Ready, Close, INFO and version parsing),
-// errors.go (sentinels and CallError), keys.go (the state key).
+// errors.go (sentinels and CallError), keys.go (the state key), topology.go
+// (NewFailoverClient and NewClusterClient) and cluster.go (the Provider's own
+// slot routing: MOVED, ASK, TRYAGAIN and CLUSTERDOWN followed, nothing that
+// may have run ever re-sent).
 //
 // It imports shared-contract, the programs package and go-redis. It must
 // never import the cache store (rediscache) or share a client, configuration

@@ -120,6 +120,11 @@ func (p *Provider) outcome(ps *policyState, res result) ratelimit.Outcome {
 		// NOSCRIPT ran nothing, and too little deadline is left for EVAL.
 		return p.unavailable(id, ratelimit.CategoryDeadline, fmt.Errorf("redisrate: after NOSCRIPT: %w", ErrDeadlineTooShort))
 	}
+	if res.err != nil && (errors.Is(res.err, ErrServerVersion) || errors.Is(res.err, ErrScriptDigest)) {
+		// A cluster node met after Start failed qualification; nothing
+		// of the program was sent to it.
+		return ratelimit.Incompatible{PolicyID: id, Category: ratelimit.CategoryServerVersion, Cause: res.err}
+	}
 	if res.err != nil {
 		return p.failed(ps, res)
 	}

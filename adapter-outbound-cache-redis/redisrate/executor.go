@@ -99,6 +99,8 @@ type result struct {
 // It is the only place that sends a program.
 type executor struct {
 	client commander
+	// router, when set, routes each call to a cluster node (runCluster).
+	router *clusterRouter
 	now    func() time.Time
 	calls  sync.Pool // of *call
 }
@@ -118,8 +120,11 @@ func (x *executor) run(ctx context.Context, s *script, key string, argv []any, c
 	c := x.calls.Get().(*call)
 	defer x.release(c)
 	c.key, c.cost = key, cost
+	if x.router != nil {
+		return x.runCluster(ctx, c, s, argv, sendBy)
+	}
 
-	r := x.send(ctx, c, cmdEvalSha, s.sha, s.shaHex, argv)
+	r := x.send(ctx, x.client, c, cmdEvalSha, s.sha, s.shaHex, argv, false)
 	if r.err == nil || !r.written || !isNoScript(r.err) {
 		return r
 	}
@@ -128,12 +133,15 @@ func (x *executor) run(ctx context.Context, s *script, key string, argv []any, c
 		r.fallbackTooLate = true
 		return r
 	}
-	r = x.send(ctx, c, cmdEval, s.source, s.name, argv)
+	r = x.send(ctx, x.client, c, cmdEval, s.source, s.name, argv, false)
 	r.fellBack = true
 	return r
 }
 
-func (x *executor) send(ctx context.Context, c *call, command string, program []byte, text string, argv []any) result {
+// send sends one command on to. With asking (a cluster ASK redirect), to
+// must be a *redis.Client: ASKING and the command go in one pipeline, so on
+// one connection, as the redirect requires.
+func (x *executor) send(ctx context.Context, to commander, c *call, command string, program []byte, text string, argv []any, asking bool) result {
 	c.program.payload, c.program.text = program, text
 	c.program.serialized.Store(false)
 	args := c.args[:0]
@@ -142,7 +150,14 @@ func (x *executor) send(ctx context.Context, c *call, command string, program []
 	args = append(args, argv...)
 	args[n+programs.ArgCost] = &c.cost
 	cmd := redis.NewCmd(ctx, args...)
-	_ = x.client.Process(ctx, cmd)
+	if cl, ok := to.(*redis.Client); ok && asking {
+		pipe := cl.Pipeline()
+		_ = pipe.Process(ctx, redis.NewStatusCmd(ctx, "asking"))
+		_ = pipe.Process(ctx, cmd)
+		_, _ = pipe.Exec(ctx)
+	} else {
+		_ = to.Process(ctx, cmd)
+	}
 	val, err := cmd.Result()
 	return result{reply: val, err: err, written: c.program.serialized.Load(), command: command}
 }

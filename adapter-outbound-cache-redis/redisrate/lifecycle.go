@@ -17,12 +17,44 @@ import (
 // Incompatible{server_version} until a later Start succeeds. A transport
 // failure is returned as is and changes nothing. Each command is bounded by
 // the command timeout; ctx bounds the wait for a connection.
+//
+// In cluster mode Start loads the slot map and qualifies every primary
+// (version check and warm-up); a primary met later (after a failover or a
+// resharding) is qualified before the first program call it receives.
 func (p *Provider) Start(ctx context.Context) error {
 	if p.closed.Load() {
 		return ErrClosed
 	}
+	if p.router != nil {
+		if err := p.router.refresh(ctx); err != nil {
+			return fmt.Errorf("redisrate: start: %w", err)
+		}
+		for _, n := range p.router.primaries() {
+			n.qualified.Store(false) // Start checks every primary again
+			if err := p.router.ensure(ctx, n); err != nil {
+				return fmt.Errorf("redisrate: start: %w", err)
+			}
+		}
+		p.versionErr.Store(nil)
+		return nil
+	}
+	if err := p.qualify(ctx, p.client); err != nil {
+		return err
+	}
+	p.versionErr.Store(nil)
+	return nil
+}
+
+// qualify runs the version check and the script warm-up on c.
+func (p *Provider) qualify(ctx context.Context, c commander) error {
+	do := func(cmd redis.Cmder) error {
+		ctx, cancel := context.WithTimeout(ctx, p.timeout)
+		defer cancel()
+		_ = c.Process(ctx, cmd)
+		return cmd.Err()
+	}
 	info := redis.NewStringCmd(ctx, "info", "server")
-	if err := p.do(ctx, info); err != nil {
+	if err := do(info); err != nil {
 		return fmt.Errorf("redisrate: start: INFO server: %w", err)
 	}
 	version, ok := redisinfo.Field(info.Val(), "redis_version")
@@ -32,10 +64,9 @@ func (p *Provider) Start(ctx context.Context) error {
 		p.versionErr.Store(&e)
 		return e
 	}
-	p.versionErr.Store(nil)
 	for _, s := range p.scripts {
 		load := redis.NewStringCmd(ctx, "script", "load", s.source)
-		if err := p.do(ctx, load); err != nil {
+		if err := do(load); err != nil {
 			return fmt.Errorf("redisrate: start: SCRIPT LOAD %s: %w", s.name, err)
 		}
 		if got := load.Val(); got != s.shaHex {
@@ -55,6 +86,9 @@ func (p *Provider) Ready(ctx context.Context) error {
 	if e := p.versionErr.Load(); e != nil {
 		return *e
 	}
+	if p.router != nil {
+		return p.readyCluster(ctx)
+	}
 	ping := redis.NewStatusCmd(ctx, "ping")
 	if err := p.do(ctx, ping); err != nil {
 		return fmt.Errorf("redisrate: ready: PING: %w", err)
@@ -62,12 +96,40 @@ func (p *Provider) Ready(ctx context.Context) error {
 	return nil
 }
 
+// readyCluster: every slot has a primary in the slot map (loaded now if
+// never loaded or marked stale) and every primary answers PING.
+func (p *Provider) readyCluster(ctx context.Context) error {
+	r := p.router
+	if !r.loaded.Load() || r.stale.Load() {
+		if err := r.refresh(ctx); err != nil {
+			return fmt.Errorf("redisrate: ready: %w", err)
+		}
+	}
+	for i := range r.slots {
+		if r.slots[i].Load() == nil {
+			return fmt.Errorf("redisrate: ready: %w: slot %d", ErrClusterSlotUnserved, i)
+		}
+	}
+	for _, n := range r.primaries() {
+		ping := redis.NewStatusCmd(ctx, "ping")
+		if err := p.do(ctx, ping, n.client); err != nil {
+			return fmt.Errorf("redisrate: ready: PING %s: %w", n.addr, err)
+		}
+	}
+	return nil
+}
+
 // do runs an administrative command with ctx bounded by the command
 // timeout (the socket timeouts bound the rest).
-func (p *Provider) do(ctx context.Context, cmd redis.Cmder) error {
+// It goes to p.client, or to the one commander given.
+func (p *Provider) do(ctx context.Context, cmd redis.Cmder, to ...commander) error {
 	ctx, cancel := context.WithTimeout(ctx, p.timeout)
 	defer cancel()
-	_ = p.client.Process(ctx, cmd)
+	c := commander(p.client)
+	if len(to) == 1 {
+		c = to[0]
+	}
+	_ = c.Process(ctx, cmd)
 	return cmd.Err()
 }
 

@@ -43,6 +43,7 @@ type coordinationClient interface {
 type Provider struct {
 	client    coordinationClient
 	exec      *executor
+	router    *clusterRouter // set in cluster mode (client is then router)
 	keys      *keyspace.Builder
 	policies  map[ratelimit.PolicyID]*policyState
 	scripts   []*script // distinct programs of the policies, for Start
@@ -82,15 +83,69 @@ type policyState struct {
 // notifications, PoolSize >= opts.MaxInFlight. On success the Provider owns
 // client and closes it in Close; on error client is left to the caller. New
 // does no I/O.
+//
+// client may also be a *redis.ClusterClient built by NewClusterClient
+// (MaxRedirects -1, node clients with NewClient's options): the Provider
+// then routes each program call to the slot's primary itself and follows
+// only the cluster's refusals (MOVED, ASK, TRYAGAIN, CLUSTERDOWN), never
+// re-sending a command that may have run.
 func New(client redis.UniversalClient, keys *keyspace.Builder, policies []ratelimit.Policy, opts Options) (*Provider, error) {
-	c, ok := client.(*redis.Client)
-	if !ok || c == nil {
-		return nil, fmt.Errorf("%w: %T (R1 supports *redis.Client only; cluster and ring are not qualified)", ErrUnsupportedClient, client)
+	switch c := client.(type) {
+	case *redis.Client:
+		if c == nil {
+			break
+		}
+		if err := checkClientOptions(c.Options(), opts); err != nil {
+			return nil, err
+		}
+		return newProvider(c, keys, policies, opts)
+	case *redis.ClusterClient:
+		if c == nil {
+			break
+		}
+		if err := checkClusterOptions(c.Options(), opts); err != nil {
+			return nil, err
+		}
+		now := opts.Now
+		if now == nil {
+			now = time.Now
+		}
+		r := newClusterRouter(c, opts.CommandTimeout, now)
+		p, err := newProvider(r, keys, policies, opts)
+		if err != nil {
+			return nil, err
+		}
+		r.qualify = p.qualify
+		p.router, p.exec.router = r, r
+		return p, nil
 	}
-	if err := checkClientOptions(c.Options(), opts); err != nil {
-		return nil, err
+	return nil, fmt.Errorf("%w: %T (supported: *redis.Client, standalone or failover, and *redis.ClusterClient from NewClusterClient)", ErrUnsupportedClient, client)
+}
+
+// checkClusterOptions verifies a ClusterClient's options: no redirects or
+// retries of its own, a NewClient hook, and node clients (probed through
+// the hook, without I/O) that pass checkClientOptions.
+func checkClusterOptions(o *redis.ClusterOptions, opts Options) error {
+	var errs []error
+	if o.MaxRedirects != 0 { // go-redis normalizes -1 to 0 and 0 to 3
+		errs = append(errs, fmt.Errorf("%w: cluster client MaxRedirects allows %d redirects or retries: set -1 (a retry after a write could apply the program twice)", ErrInvalidConfig, o.MaxRedirects))
 	}
-	return newProvider(c, keys, policies, opts)
+	if o.ReadOnly || o.RouteByLatency || o.RouteRandomly {
+		errs = append(errs, fmt.Errorf("%w: cluster client must route to primaries only (ReadOnly, RouteByLatency and RouteRandomly off)", ErrInvalidConfig))
+	}
+	if len(o.Addrs) == 0 {
+		errs = append(errs, fmt.Errorf("%w: cluster client has no seed Addrs", ErrInvalidConfig))
+	}
+	if o.NewClient == nil {
+		errs = append(errs, fmt.Errorf("%w: cluster client has no NewClient hook (build it with NewClusterClient)", ErrInvalidConfig))
+	} else if len(o.Addrs) > 0 {
+		probe := o.NewClient(&redis.Options{Addr: o.Addrs[0]})
+		if err := checkClientOptions(probe.Options(), opts); err != nil {
+			errs = append(errs, fmt.Errorf("cluster node client: %w", err))
+		}
+		_ = probe.Close()
+	}
+	return errors.Join(errs...)
 }
 
 // newProvider builds the Provider over any coordinationClient; New checks

@@ -1,0 +1,390 @@
+package redisrate
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// Cluster routing bounds.
+const (
+	// clusterSlots is the number of Redis Cluster hash slots.
+	clusterSlots = 16384
+	// MaxClusterHops bounds the refusals one program call follows: MOVED,
+	// ASK, TRYAGAIN and CLUSTERDOWN replies (each sent before anything
+	// ran), and the NOSCRIPT that leads to the one EVAL.
+	MaxClusterHops = 5
+	// clusterRetryPause is the pause before a program call is sent again
+	// after TRYAGAIN or CLUSTERDOWN.
+	clusterRetryPause = 25 * time.Millisecond
+	// minRefreshInterval spaces slot-map reloads triggered by failures.
+	minRefreshInterval = 100 * time.Millisecond
+)
+
+// ErrClusterSlotUnserved: the slot map has no primary for the key's slot.
+var ErrClusterSlotUnserved = errors.New("no cluster node serves the key's slot")
+
+// clusterNode is one node's client and whether it passed qualification
+// (version check and script warm-up) since the router first met it.
+type clusterNode struct {
+	addr      string
+	client    *redis.Client
+	mu        sync.Mutex // serializes qualification
+	qualified atomic.Bool
+}
+
+// clusterRouter maps slots to primaries itself and sends each program call
+// to one node client: go-redis's cluster loop, which re-sends after EOF and
+// timeouts, never carries a program. Node clients come from the
+// ClusterClient's NewClient hook, so they have NewClient's fixed options.
+type clusterRouter struct {
+	cc        *redis.ClusterClient
+	newClient func(*redis.Options) *redis.Client
+	seeds     []string
+	timeout   time.Duration
+	now       func() time.Time
+	// qualify runs the version check and script warm-up on a node.
+	qualify func(ctx context.Context, c commander) error
+
+	mu     sync.Mutex
+	nodes  map[string]*clusterNode
+	closed bool
+
+	slots       [clusterSlots]atomic.Pointer[clusterNode]
+	loaded      atomic.Bool
+	stale       atomic.Bool
+	refreshMu   sync.Mutex
+	lastRefresh atomic.Int64 // unix nanos
+}
+
+func newClusterRouter(cc *redis.ClusterClient, timeout time.Duration, now func() time.Time) *clusterRouter {
+	o := cc.Options()
+	return &clusterRouter{
+		cc: cc, newClient: o.NewClient, seeds: append([]string(nil), o.Addrs...),
+		timeout: timeout, now: now, nodes: map[string]*clusterNode{},
+	}
+}
+
+// node returns the client of addr, creating it on first use.
+func (r *clusterRouter) node(addr string) (*clusterNode, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.closed {
+		return nil, redis.ErrClosed
+	}
+	n := r.nodes[addr]
+	if n == nil {
+		n = &clusterNode{addr: addr, client: r.newClient(&redis.Options{Addr: addr})}
+		r.nodes[addr] = n
+	}
+	return n, nil
+}
+
+// Process sends an administrative command (never a program) to the first
+// node that answers: the primaries of the slot map, then the seeds.
+func (r *clusterRouter) Process(ctx context.Context, cmd redis.Cmder) error {
+	var err error
+	for _, addr := range r.candidates() {
+		n, nerr := r.node(addr)
+		if nerr != nil {
+			return nerr
+		}
+		if err = n.client.Process(ctx, cmd); err == nil {
+			return nil
+		}
+	}
+	return err
+}
+
+// candidates returns the slot map's primaries, then the seeds, distinct.
+func (r *clusterRouter) candidates() []string {
+	seen := map[string]bool{}
+	var out []string
+	for _, n := range r.primaries() {
+		if !seen[n.addr] {
+			seen[n.addr] = true
+			out = append(out, n.addr)
+		}
+	}
+	for _, a := range r.seeds {
+		if !seen[a] {
+			seen[a] = true
+			out = append(out, a)
+		}
+	}
+	return out
+}
+
+// primaries returns the distinct nodes of the slot map.
+func (r *clusterRouter) primaries() []*clusterNode {
+	seen := map[*clusterNode]bool{}
+	var out []*clusterNode
+	for i := range r.slots {
+		if n := r.slots[i].Load(); n != nil && !seen[n] {
+			seen[n] = true
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
+// refresh reloads the slot map with CLUSTER SLOTS from the first node that
+// answers (known primaries, then seeds). A read-only administrative
+// command: asking another node after a failure re-sends no program.
+func (r *clusterRouter) refresh(ctx context.Context) error {
+	r.refreshMu.Lock()
+	defer r.refreshMu.Unlock()
+	var lastErr error
+	for _, addr := range r.candidates() {
+		n, err := r.node(addr)
+		if err != nil {
+			return err
+		}
+		cctx, cancel := context.WithTimeout(ctx, r.timeout)
+		slots, err := n.client.ClusterSlots(cctx).Result()
+		cancel()
+		if err != nil {
+			lastErr = fmt.Errorf("CLUSTER SLOTS on %s: %w", addr, err)
+			continue
+		}
+		var table [clusterSlots]*clusterNode
+		bad := false
+		for _, s := range slots {
+			if len(s.Nodes) == 0 || s.Start < 0 || s.End >= clusterSlots || s.Start > s.End {
+				lastErr = fmt.Errorf("CLUSTER SLOTS on %s: malformed range %d-%d", addr, s.Start, s.End)
+				bad = true
+				break
+			}
+			p, err := r.node(s.Nodes[0].Addr)
+			if err != nil {
+				return err
+			}
+			for i := s.Start; i <= s.End; i++ {
+				table[i] = p
+			}
+		}
+		if bad {
+			continue
+		}
+		for i := range table {
+			r.slots[i].Store(table[i])
+		}
+		r.loaded.Store(true)
+		r.stale.Store(false)
+		r.lastRefresh.Store(r.now().UnixNano())
+		return nil
+	}
+	if lastErr == nil {
+		lastErr = errors.New("no seed address")
+	}
+	return fmt.Errorf("redisrate: cluster slot map: %w", lastErr)
+}
+
+// primaryFor returns the node serving key's slot, loading the slot map
+// first if it was never loaded or a failure marked it stale (at most one
+// reload per minRefreshInterval; a reload in progress is not waited for).
+func (r *clusterRouter) primaryFor(ctx context.Context, key string) (*clusterNode, error) {
+	if !r.loaded.Load() {
+		if err := r.refresh(ctx); err != nil {
+			return nil, err
+		}
+	} else if r.stale.Load() && r.now().UnixNano()-r.lastRefresh.Load() >= int64(minRefreshInterval) && r.refreshMu.TryLock() {
+		r.refreshMu.Unlock()
+		_ = r.refresh(ctx) // a failed reload keeps the old map
+	}
+	n := r.slots[keySlot(key)].Load()
+	if n == nil {
+		return nil, ErrClusterSlotUnserved
+	}
+	return n, nil
+}
+
+// ensure qualifies n once: version check and script warm-up before the
+// first program call it receives.
+func (r *clusterRouter) ensure(ctx context.Context, n *clusterNode) error {
+	if n.qualified.Load() {
+		return nil
+	}
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.qualified.Load() {
+		return nil
+	}
+	if err := r.qualify(ctx, n.client); err != nil {
+		return fmt.Errorf("redisrate: cluster node %s: %w", n.addr, err)
+	}
+	n.qualified.Store(true)
+	return nil
+}
+
+// close closes every node client and the ClusterClient.
+func (r *clusterRouter) Close() error {
+	r.mu.Lock()
+	r.closed = true
+	nodes := r.nodes
+	r.nodes = map[string]*clusterNode{}
+	r.mu.Unlock()
+	var errs []error
+	for _, n := range nodes {
+		if err := n.client.Close(); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if err := r.cc.Close(); err != nil {
+		errs = append(errs, err)
+	}
+	return errors.Join(errs...)
+}
+
+// redirect is a cluster refusal a program call may follow.
+type redirect struct {
+	kind string // "MOVED", "ASK", "TRYAGAIN", "CLUSTERDOWN"
+	slot int
+	addr string
+}
+
+// parseRedirect recognizes MOVED <slot> <addr>, ASK <slot> <addr>,
+// TRYAGAIN and CLUSTERDOWN error replies: Redis sends each before running
+// the command.
+func parseRedirect(err error) (redirect, bool) {
+	var rerr redis.Error
+	if !errors.As(err, &rerr) {
+		return redirect{}, false
+	}
+	f := strings.Fields(rerr.Error())
+	if len(f) == 0 {
+		return redirect{}, false
+	}
+	switch f[0] {
+	case "MOVED", "ASK":
+		if len(f) != 3 {
+			return redirect{}, false
+		}
+		slot, err := strconv.Atoi(f[1])
+		if err != nil || slot < 0 || slot >= clusterSlots || !strings.Contains(f[2], ":") {
+			return redirect{}, false
+		}
+		addr := f[2]
+		if strings.HasPrefix(addr, ":") {
+			return redirect{}, false // unknown endpoint: nowhere to go
+		}
+		return redirect{kind: f[0], slot: slot, addr: addr}, true
+	case "TRYAGAIN", "CLUSTERDOWN":
+		return redirect{kind: f[0]}, true
+	}
+	return redirect{}, false
+}
+
+// runCluster is run for a cluster: it sends the program to the slot's
+// primary and follows MOVED, ASK (with ASKING pipelined on the same
+// connection), TRYAGAIN and CLUSTERDOWN, each a refusal before anything
+// ran, and NOSCRIPT with the one EVAL, at most MaxClusterHops times and
+// never after sendBy. Any other failure ends the call: a command that may
+// have run is never sent again.
+func (x *executor) runCluster(ctx context.Context, c *call, s *script, argv []any, sendBy time.Time) result {
+	r := x.router
+	node, err := r.primaryFor(ctx, c.key)
+	if err != nil {
+		return result{err: err, command: cmdEvalSha}
+	}
+	command, program, text := cmdEvalSha, s.sha, s.shaHex
+	fellBack, asking := false, false
+	for hop := 0; ; hop++ {
+		if err := r.ensure(ctx, node); err != nil {
+			return result{err: err, command: command, fellBack: fellBack}
+		}
+		res := x.send(ctx, node.client, c, command, program, text, argv, asking)
+		res.fellBack = fellBack
+		if res.err == nil {
+			return res
+		}
+		if !res.written {
+			r.stale.Store(true)
+			return res
+		}
+		rd, isRedirect := parseRedirect(res.err)
+		noScript := !fellBack && isNoScript(res.err)
+		if !isRedirect && !noScript {
+			if !isServerReply(res.err) {
+				r.stale.Store(true) // the connection failed: the map may be old
+			}
+			return res
+		}
+		if noScript && x.now().After(sendBy) {
+			res.fallbackTooLate = true
+			return res
+		}
+		if hop+1 >= MaxClusterHops || x.now().After(sendBy) {
+			return res // a refusal: nothing ran
+		}
+		if noScript {
+			command, program, text, fellBack = cmdEval, s.source, s.name, true
+			continue
+		}
+		switch rd.kind {
+		case "MOVED":
+			if node, err = r.node(rd.addr); err != nil {
+				return result{err: err, command: command, fellBack: fellBack}
+			}
+			r.slots[rd.slot].Store(node)
+			asking = false
+		case "ASK":
+			if node, err = r.node(rd.addr); err != nil {
+				return result{err: err, command: command, fellBack: fellBack}
+			}
+			asking = true
+		case "TRYAGAIN", "CLUSTERDOWN":
+			t := time.NewTimer(clusterRetryPause)
+			select {
+			case <-ctx.Done():
+				t.Stop()
+				return res
+			case <-t.C:
+			}
+			if rd.kind == "CLUSTERDOWN" {
+				_ = r.refresh(ctx)
+				if node, err = r.primaryFor(ctx, c.key); err != nil {
+					return res
+				}
+				asking = false
+			}
+		}
+	}
+}
+
+// isServerReply reports whether err is an error reply of the server (the
+// connection is fine).
+func isServerReply(err error) bool {
+	var rerr redis.Error
+	return errors.As(err, &rerr)
+}
+
+// keySlot is the Redis Cluster slot of key: CRC16 (XMODEM) of its hash tag
+// (the text between the first '{' and the next '}', when not empty) or of
+// the whole key, modulo 16384.
+func keySlot(key string) int {
+	if i := strings.IndexByte(key, '{'); i >= 0 {
+		if j := strings.IndexByte(key[i+1:], '}'); j > 0 {
+			key = key[i+1 : i+1+j]
+		}
+	}
+	var crc uint16
+	for i := 0; i < len(key); i++ {
+		crc ^= uint16(key[i]) << 8
+		for range 8 {
+			if crc&0x8000 != 0 {
+				crc = crc<<1 ^ 0x1021
+			} else {
+				crc <<= 1
+			}
+		}
+	}
+	return int(crc % clusterSlots)
+}

@@ -1,0 +1,435 @@
+package redisrate
+
+// The cluster lane: a private Redis Cluster of 3 primaries + 3 replicas
+// (redistest.StartCluster, loopback processes). Calls are counted with
+// INFO commandstats summed over every node: replicas receive a script's
+// effects, never the EVALSHA, so the sum is the program calls that ran.
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/tech-log/tech-log-backend/adapter-outbound-cache-redis/redistest"
+	"github.com/tech-log/tech-log-backend/shared-contract/keyspace"
+	"github.com/tech-log/tech-log-backend/shared-contract/ratelimit"
+)
+
+func clusterConfig() ClientConfig {
+	return ClientConfig{
+		Protocol:       ProtocolRESP2,
+		CommandTimeout: serviceTimeout,
+		DialTimeout:    serviceTimeout,
+		PoolSize:       16,
+		PoolTimeout:    200 * time.Millisecond,
+	}
+}
+
+// clusterProvider builds and starts a Provider on the cluster at addrs.
+func clusterProvider(t testing.TB, addrs []string, keys *keyspace.Builder, policies []ratelimit.Policy, mutate ...func(*ClientConfig)) *Provider {
+	t.Helper()
+	cfg := clusterConfig()
+	for _, m := range mutate {
+		m(&cfg)
+	}
+	cc, err := NewClusterClient(cfg, addrs)
+	require.NoError(t, err)
+	p, err := New(cc, keys, policies, Options{CommandTimeout: cfg.CommandTimeout, MaxInFlight: cfg.PoolSize})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = p.Close() })
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	require.NoError(t, p.Start(ctx))
+	return p
+}
+
+// programCalls is the program calls that ran over every node.
+func programCalls(c *redistest.Cluster) int64 { return c.CommandCalls("evalsha", "eval") }
+
+func TestClusterConformance(t *testing.T) {
+	c := redistest.StartCluster(t)
+	keys := randomKeys(t)
+	runConformance(t, func(t *testing.T, policies []ratelimit.Policy) ratelimit.EdgePort {
+		return clusterProvider(t, c.Addrs(), keys, policies)
+	})
+}
+
+// TestClusterKeysOnEveryPrimary: subjects land on every primary, every
+// decision is exactly the model's, and calls summed over all nodes equal
+// the evaluations (each ran once, none twice); Start loaded the programs
+// on every primary.
+func TestClusterKeysOnEveryPrimary(t *testing.T) {
+	c := redistest.StartCluster(t)
+	keys := randomKeys(t)
+	policies := conformancePolicies(t, 1)
+	p := clusterProvider(t, c.Addrs(), keys, policies)
+	ctx := adminCtx(t)
+	for _, n := range c.Primaries() {
+		for _, s := range p.scripts {
+			ok, err := n.Client().ScriptExists(ctx, s.shaHex).Result()
+			require.NoError(t, err)
+			assert.Equal(t, []bool{true}, ok, "Start warmed %s up on %s", s.name, n.Addr())
+		}
+	}
+	c.ResetStats()
+	perPrimary := map[*redistest.Server]int{}
+	evaluations := int64(0)
+	for i := range 24 {
+		s := randomSubject(t)
+		pol := policies[i%len(policies)]
+		key, err := StateKey(keys, pol, s)
+		require.NoError(t, err)
+		perPrimary[c.SlotOwner(redistest.Slot(key))]++
+		for j := range 6 {
+			out := ask(p, pol.ID(), s, 1)
+			evaluations++
+			e, ok := out.(ratelimit.Evaluated)
+			require.Truef(t, ok, "%v", out)
+			assert.Equal(t, j < 5, e.Decision.Allowed, "request %d of a limit of 5", j+1)
+		}
+	}
+	assert.Len(t, perPrimary, 3, "keys on every primary")
+	assert.Equal(t, evaluations, programCalls(c), "calls over every node = evaluations")
+	assert.Zero(t, c.CommandCalls("eval"), "warm-up: no EVAL fallback")
+}
+
+// subjectInSlot returns a fresh subject whose state key under pol is in
+// slot.
+func subjectInSlot(t testing.TB, keys *keyspace.Builder, pol ratelimit.Policy, slot int) ratelimit.SubjectDigest {
+	t.Helper()
+	for range 1 << 20 {
+		s := randomSubject(t)
+		key, err := StateKey(keys, pol, s)
+		require.NoError(t, err)
+		if keySlot(key) == slot {
+			return s
+		}
+	}
+	t.Fatalf("no subject found in slot %d", slot)
+	return ""
+}
+
+// TestClusterReshardingAskThenMoved moves one slot from primary A to B
+// under the provider: while the slot is MIGRATING a new key is answered
+// ASK (followed with ASKING on B), an existing key is served by A; after
+// MIGRATE and SETSLOT NODE the old key is answered MOVED (followed, and the
+// slot map updated). Every decision is Evaluated and exact, and calls
+// summed over every node = evaluations: no program ran twice.
+func TestClusterReshardingAskThenMoved(t *testing.T) {
+	c := redistest.StartCluster(t)
+	keys := randomKeys(t)
+	pol := fixedPolicy(t, "reshard", 5, time.Hour)
+	p := clusterProvider(t, c.Addrs(), keys, []ratelimit.Policy{pol})
+	ctx := adminCtx(t)
+
+	old := randomSubject(t)
+	oldKey, err := StateKey(keys, pol, old)
+	require.NoError(t, err)
+	slot := keySlot(oldKey)
+	a := c.SlotOwner(slot)
+	var b *redistest.Server
+	for _, n := range c.Primaries() {
+		if n != a {
+			b = n
+			break
+		}
+	}
+	fresh := subjectInSlot(t, keys, pol, slot)
+
+	want := func(s ratelimit.SubjectDigest, allowed bool, remaining int64) {
+		t.Helper()
+		e, ok := ask(p, pol.ID(), s, 1).(ratelimit.Evaluated)
+		require.True(t, ok)
+		assert.Equal(t, allowed, e.Decision.Allowed)
+		assert.Equal(t, remaining, e.Decision.Remaining)
+	}
+	c.ResetStats()
+	want(old, true, 4)
+	want(old, true, 3)
+
+	// MIGRATING on A, IMPORTING on B.
+	require.NoError(t, b.Client().Do(ctx, "cluster", "setslot", slot, "importing", c.ID(a)).Err())
+	require.NoError(t, a.Client().Do(ctx, "cluster", "setslot", slot, "migrating", c.ID(b)).Err())
+	want(old, true, 2)   // the key is still on A: A runs it
+	want(fresh, true, 4) // not on A: ASK B, ASKING + EVALSHA on B
+	want(fresh, true, 3)
+	n, err := b.Client().ClusterCountKeysInSlot(ctx, slot).Result()
+	require.NoError(t, err)
+	assert.EqualValues(t, 1, n, "the new key was created on B")
+	n, err = a.Client().ClusterCountKeysInSlot(ctx, slot).Result()
+	require.NoError(t, err)
+	assert.EqualValues(t, 1, n, "A keeps only the old key")
+
+	// MIGRATE the old key, then the slot belongs to B everywhere.
+	host, port, _ := net.SplitHostPort(b.Addr())
+	require.NoError(t, a.Client().Do(ctx, "migrate", host, port, oldKey, 0, 5000).Err())
+	for _, n := range c.Primaries() { // replicas learn it by gossip
+		require.NoError(t, n.Client().Do(ctx, "cluster", "setslot", slot, "node", c.ID(b)).Err())
+	}
+	want(old, true, 1) // MOVED B, followed
+	want(old, true, 0) // straight to B
+	want(old, false, 0)
+	assert.Same(t, p.router.slots[slot].Load(), p.router.slots[slot].Load())
+	assert.Equal(t, b.Addr(), p.router.slots[slot].Load().addr, "the slot map follows MOVED")
+	assert.EqualValues(t, 8, programCalls(c), "8 evaluations, 8 calls that ran over all nodes")
+
+	bStats, err := b.Client().Info(ctx, "commandstats").Result()
+	require.NoError(t, err)
+	assert.Positive(t, statField(bStats, "cmdstat_asking", "calls"), "ASKING was sent to B")
+}
+
+// TestClusterDownIsUnavailable: while a slot is unassigned the cluster
+// answers CLUSTERDOWN before running anything; the provider follows it at
+// most MaxClusterHops times, answers Unavailable{server_rejected}, and no
+// call ran. Once the slot is back, the same provider evaluates.
+func TestClusterDownIsUnavailable(t *testing.T) {
+	c := redistest.StartCluster(t)
+	keys := randomKeys(t)
+	pol := fixedPolicy(t, "down", 5, time.Hour)
+	p := clusterProvider(t, c.Addrs(), keys, []ratelimit.Policy{pol})
+	ctx := adminCtx(t)
+	s := randomSubject(t)
+	key, err := StateKey(keys, pol, s)
+	require.NoError(t, err)
+	// Another slot than the key's: the whole cluster goes down.
+	other := (keySlot(key) + 1) % clusterSlots
+	owner := c.SlotOwner(other)
+	for _, n := range c.Nodes() {
+		require.NoError(t, n.Client().Do(ctx, "cluster", "delslots", other).Err())
+	}
+	require.Eventually(t, func() bool {
+		info, err := c.SlotOwner(keySlot(key)).Client().ClusterInfo(ctx).Result()
+		return err == nil && strings.Contains(info, "cluster_state:fail")
+	}, 10*time.Second, 20*time.Millisecond)
+
+	c.ResetStats()
+	out := ask(p, pol.ID(), s, 1)
+	u, ok := out.(ratelimit.Unavailable)
+	require.Truef(t, ok, "%v", out)
+	assert.Equal(t, ratelimit.CategoryServerRejected, u.Category)
+	assert.Zero(t, programCalls(c), "CLUSTERDOWN: nothing ran")
+
+	require.NoError(t, owner.Client().Do(ctx, "cluster", "addslots", other).Err())
+	c.WaitHealthy()
+	e, ok := ask(p, pol.ID(), s, 1).(ratelimit.Evaluated)
+	require.True(t, ok)
+	assert.Equal(t, int64(4), e.Decision.Remaining)
+	assert.EqualValues(t, 1, programCalls(c))
+}
+
+// TestClusterNewPrimaryAfterFailover: after CLUSTER FAILOVER the provider
+// meets a primary it has never qualified: it checks the version and loads
+// the programs there before the first call (no EVAL); a primary whose
+// script cache is flushed gets exactly one EVAL fallback.
+func TestClusterNewPrimaryAfterFailover(t *testing.T) {
+	c := redistest.StartCluster(t)
+	keys := randomKeys(t)
+	pol := fixedPolicy(t, "failover", 100, time.Hour)
+	p := clusterProvider(t, c.Addrs(), keys, []ratelimit.Policy{pol})
+	ctx := adminCtx(t)
+	s := randomSubject(t)
+	key, err := StateKey(keys, pol, s)
+	require.NoError(t, err)
+	old := c.SlotOwner(keySlot(key))
+	for i := range 3 {
+		e, ok := ask(p, pol.ID(), s, 1).(ratelimit.Evaluated)
+		require.True(t, ok)
+		assert.Equal(t, int64(99-i), e.Decision.Remaining)
+	}
+	replica := c.ReplicasOf(old)[0]
+	// Forget the scripts on the replica, so that only the provider's own
+	// warm-up can load them (scripts do not follow replication).
+	require.NoError(t, replica.Client().ScriptFlush(ctx).Err())
+	c.Failover(replica)
+	c.ResetStats()
+
+	// The first call goes to the old primary (the provider's map is old):
+	// MOVED to the replica, qualified, then EVALSHA there.
+	var outs []ratelimit.Outcome
+	for range 3 {
+		outs = append(outs, ask(p, pol.ID(), s, 1))
+	}
+	for i, out := range outs {
+		e, ok := out.(ratelimit.Evaluated)
+		require.Truef(t, ok, "%v", out)
+		assert.Equal(t, int64(96-i), e.Decision.Remaining, "the state replicated and continues")
+	}
+	assert.EqualValues(t, 3, programCalls(c))
+	assert.Zero(t, c.CommandCalls("eval"), "the new primary was warmed up")
+
+	// SCRIPT FLUSH on the serving primary: one NOSCRIPT, exactly one EVAL.
+	require.NoError(t, replica.Client().ScriptFlush(ctx).Err())
+	c.ResetStats()
+	e, ok := ask(p, pol.ID(), s, 1).(ratelimit.Evaluated)
+	require.True(t, ok)
+	assert.Equal(t, int64(93), e.Decision.Remaining)
+	assert.EqualValues(t, 1, c.CommandCalls("eval"), "exactly one EVAL")
+}
+
+// TestClusterConcurrentProvidersNeverAboveLimit: 4 providers x 64
+// goroutines on 8 hot subjects spread over the primaries, no faults:
+// every request is Evaluated and exactly limit requests per subject are
+// admitted; calls over every node = requests.
+func TestClusterConcurrentProvidersNeverAboveLimit(t *testing.T) {
+	c := redistest.StartCluster(t)
+	keys := randomKeys(t)
+	const limit, subjects, providers, workers, perWorker = 50, 8, 4, 64, 4
+	pol := fixedPolicy(t, "hot", limit, time.Hour)
+	var ps []*Provider
+	for range providers {
+		ps = append(ps, clusterProvider(t, c.Addrs(), keys, []ratelimit.Policy{pol}, func(c *ClientConfig) {
+			c.PoolSize = workers // MaxInFlight = PoolSize: no admission refusals
+			c.CommandTimeout = 2 * time.Second
+			c.PoolTimeout = 2 * time.Second
+		}))
+	}
+	subs := make([]ratelimit.SubjectDigest, subjects)
+	for i := range subs {
+		subs[i] = randomSubject(t)
+	}
+	c.ResetStats()
+	var mu sync.Mutex
+	admitted := map[ratelimit.SubjectDigest]int{}
+	other := 0
+	var wg sync.WaitGroup
+	for w := range providers * workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			p := ps[w%providers]
+			for i := range perWorker {
+				s := subs[(w+i)%subjects]
+				out := ask(p, pol.ID(), s, 1)
+				mu.Lock()
+				switch {
+				case ratelimit.Admitted(out):
+					admitted[s]++
+				case out.Kind() != ratelimit.KindEvaluated:
+					other++
+				}
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	total := providers * workers * perWorker // 1024 requests, 128 per subject
+	for _, s := range subs {
+		assert.Equal(t, limit, admitted[s], "exactly the limit per subject")
+	}
+	assert.Zero(t, other, "no failures without faults")
+	for _, s := range subs {
+		assert.LessOrEqual(t, admitted[s], limit)
+	}
+	assert.EqualValues(t, total, programCalls(c))
+}
+
+// fakeCluster is a one-node fake cluster: CLUSTER SLOTS maps every slot to
+// itself, INFO and SCRIPT LOAD qualify it, and program calls are answered
+// by program.
+func fakeCluster(t *testing.T, program func(n int, args []string) respAction) *respServer {
+	t.Helper()
+	var mu sync.Mutex
+	calls := 0
+	var srv *respServer
+	srv = startRESP(t, func(args []string) respAction {
+		switch strings.ToLower(args[0]) {
+		case "cluster":
+			host, port, _ := net.SplitHostPort(srv.Addr())
+			return respAction{reply: fmt.Sprintf("*1\r\n*3\r\n:0\r\n:16383\r\n*2\r\n$%d\r\n%s\r\n:%s\r\n", len(host), host, port)}
+		case "info":
+			body := "redis_version:7.0.15\r\n"
+			return respAction{reply: fmt.Sprintf("$%d\r\n%s\r\n", len(body), body)}
+		case "script":
+			sha := sha1Hex([]byte(args[2]))
+			return respAction{reply: fmt.Sprintf("$40\r\n%s\r\n", sha)}
+		case "evalsha", "eval":
+			mu.Lock()
+			calls++
+			n := calls
+			mu.Unlock()
+			return program(n, args)
+		}
+		return respAction{reply: "-ERR unexpected\r\n"}
+	})
+	return srv
+}
+
+func fakeClusterProvider(t *testing.T, srv *respServer, pol ratelimit.Policy) *Provider {
+	t.Helper()
+	cfg := clusterConfig()
+	cc, err := NewClusterClient(cfg, []string{srv.Addr()})
+	require.NoError(t, err)
+	p, err := New(cc, testKeys(t), []ratelimit.Policy{pol}, Options{CommandTimeout: cfg.CommandTimeout, MaxInFlight: cfg.PoolSize})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = p.Close() })
+	require.NoError(t, p.Start(adminCtx(t)))
+	return p
+}
+
+// TestClusterFollowsTryAgainAndClusterDown: TRYAGAIN and CLUSTERDOWN are
+// refusals before anything ran, so the call is sent again (bounded), and
+// its reply decides.
+func TestClusterFollowsTryAgainAndClusterDown(t *testing.T) {
+	pol := fixedPolicy(t, "api", 5, time.Minute)
+	srv := fakeCluster(t, func(n int, args []string) respAction {
+		switch n {
+		case 1:
+			return respAction{reply: "-TRYAGAIN Multiple keys request during rehashing of slot\r\n"}
+		case 2:
+			return respAction{reply: "-CLUSTERDOWN The cluster is down\r\n"}
+		}
+		return respAction{reply: respInts(modelReplyInts(pol)...)}
+	})
+	p := fakeClusterProvider(t, srv, pol)
+	out := ask(p, pol.ID(), subjectA, 1)
+	assert.True(t, ratelimit.Admitted(out), "%v", out)
+	assert.Equal(t, 3, srv.Count("evalsha"))
+}
+
+// TestClusterNeverResendsAfterWrite: a connection lost after the program
+// was written is Indeterminate and the program is not sent again (go-redis's
+// cluster loop would re-send it); a refusal that never ends stops after
+// MaxClusterHops and is Unavailable.
+func TestClusterNeverResendsAfterWrite(t *testing.T) {
+	pol := fixedPolicy(t, "api", 5, time.Minute)
+	srv := fakeCluster(t, func(int, []string) respAction { return respAction{close: true} })
+	p := fakeClusterProvider(t, srv, pol)
+	out := ask(p, pol.ID(), subjectA, 1)
+	assert.Equal(t, ratelimit.KindIndeterminate, out.Kind(), "%v", out)
+	assert.Equal(t, 1, srv.Count("evalsha"), "never re-sent")
+
+	srv2 := fakeCluster(t, func(int, []string) respAction { return respAction{reply: "-TRYAGAIN busy\r\n"} })
+	p2 := fakeClusterProvider(t, srv2, pol)
+	out = ask(p2, pol.ID(), subjectA, 1)
+	u, ok := out.(ratelimit.Unavailable)
+	require.Truef(t, ok, "%v", out)
+	assert.Equal(t, ratelimit.CategoryServerRejected, u.Category)
+	assert.Equal(t, MaxClusterHops, srv2.Count("evalsha"))
+}
+
+func modelReplyInts(p ratelimit.Policy) []int64 {
+	var out []int64
+	for _, v := range modelReply(p, time.Now(), 1) {
+		out = append(out, v.(int64))
+	}
+	return out
+}
+
+// TestNewRefusesUnqualifiedClusterClients: a ClusterClient not built by
+// NewClusterClient is refused, naming the option.
+func TestNewRefusesUnqualifiedClusterClients(t *testing.T) {
+	cc := redis.NewClusterClient(&redis.ClusterOptions{Addrs: []string{"127.0.0.1:1"}})
+	defer cc.Close()
+	_, err := New(cc, testKeys(t), testPolicies(t), Options{CommandTimeout: testTimeout, MaxInFlight: 1})
+	require.ErrorIs(t, err, ErrInvalidConfig)
+	assert.Contains(t, err.Error(), "MaxRedirects")
+	assert.Contains(t, err.Error(), "MaxRetries")
+}

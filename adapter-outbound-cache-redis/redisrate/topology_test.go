@@ -1,0 +1,135 @@
+package redisrate
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/tech-log/tech-log-backend/adapter-outbound-cache-redis/redistest"
+	"github.com/tech-log/tech-log-backend/shared-contract/ratelimit"
+)
+
+// TestTopologyConstructorsValidate: every invalid address list or sentinel
+// setting is one error naming the field; the sentinel password never
+// appears.
+func TestTopologyConstructorsValidate(t *testing.T) {
+	cfg := clusterConfig()
+	for _, tc := range []struct {
+		name  string
+		addrs []string
+		want  string
+	}{
+		{"none", nil, "Addrs: 0 addresses"},
+		{"malformed", []string{"127.0.0.1"}, `Addrs[0] "127.0.0.1" must be host:port`},
+		{"bad port", []string{"h:0"}, `Addrs[0] "h:0"`},
+		{"duplicate", []string{"a:1", "b:2", "A:1"}, `Addrs[2] "A:1" duplicates `},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := NewClusterClient(cfg, tc.addrs)
+			require.ErrorIs(t, err, ErrInvalidConfig)
+			assert.Contains(t, err.Error(), tc.want)
+			_, err = NewFailoverClient(cfg, SentinelConfig{MasterName: "m", Addrs: tc.addrs})
+			require.ErrorIs(t, err, ErrInvalidConfig)
+			assert.Contains(t, err.Error(), "Sentinel."+tc.want)
+		})
+	}
+	withAddr := cfg
+	withAddr.Addr = "127.0.0.1:6379"
+	_, err := NewClusterClient(withAddr, []string{"a:1"})
+	require.ErrorIs(t, err, ErrInvalidConfig)
+	assert.Contains(t, err.Error(), "Addr")
+	_, err = NewFailoverClient(cfg, SentinelConfig{MasterName: "two words", Addrs: []string{"a:1"}, Password: "s3cret-sentinel"})
+	require.ErrorIs(t, err, ErrInvalidConfig)
+	assert.Contains(t, err.Error(), "Sentinel.MasterName")
+	assert.NotContains(t, fmt.Sprint(SentinelConfig{Password: "s3cret-sentinel"}), "s3cret-sentinel")
+	assert.NotContains(t, fmt.Sprintf("%#v", SentinelConfig{Password: "s3cret-sentinel"}), "s3cret-sentinel")
+
+	fc, err := NewFailoverClient(cfg, SentinelConfig{MasterName: "m", Addrs: []string{"127.0.0.1:1"}})
+	require.NoError(t, err)
+	defer fc.Close()
+	o := fc.Options()
+	assert.Equal(t, 0, o.MaxRetries, "-1 normalized: no retries")
+	require.NoError(t, checkClientOptions(o, Options{CommandTimeout: cfg.CommandTimeout, MaxInFlight: cfg.PoolSize}))
+}
+
+// TestSentinelSwitchMaster: a Provider over NewFailoverClient serves the
+// primary the sentinels name; under SENTINEL FAILOVER every outcome is
+// Evaluated (exact), Unavailable or Indeterminate; the same provider then
+// serves the new primary without a restart; program calls summed over
+// every server = the calls that ran (never more than attempts).
+func TestSentinelSwitchMaster(t *testing.T) {
+	s := redistest.StartSentinel(t)
+	keys := randomKeys(t)
+	pol := fixedPolicy(t, "sentinel", 1000, time.Hour)
+	cfg := clusterConfig()
+	fc, err := NewFailoverClient(cfg, SentinelConfig{MasterName: s.MasterName(), Addrs: s.SentinelAddrs()})
+	require.NoError(t, err)
+	p, err := New(fc, keys, []ratelimit.Policy{pol}, Options{CommandTimeout: cfg.CommandTimeout, MaxInFlight: cfg.PoolSize})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = p.Close() })
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	require.NoError(t, p.Start(ctx))
+
+	subject := randomSubject(t)
+	admitted, evaluated, failed := 0, 0, 0
+	check := func(out ratelimit.Outcome) {
+		t.Helper()
+		switch o := out.(type) {
+		case ratelimit.Evaluated:
+			evaluated++
+			if o.Decision.Allowed {
+				admitted++
+			}
+		case ratelimit.Unavailable, ratelimit.Indeterminate:
+			failed++
+		default:
+			t.Fatalf("unexpected outcome %v", out)
+		}
+	}
+	for range 20 {
+		check(ask(p, pol.ID(), subject, 1))
+	}
+	require.Equal(t, 20, evaluated)
+	old := s.Master()
+	newMaster := s.Failover()
+	require.NotSame(t, old, newMaster)
+	// The same provider reaches the new master: bounded attempts until an
+	// Evaluated outcome, each of which may fail only as Unavailable or
+	// Indeterminate.
+	resumed := false
+	for range 100 {
+		before := evaluated
+		check(ask(p, pol.ID(), subject, 1))
+		if evaluated > before {
+			resumed = true
+			break
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	require.True(t, resumed, "the provider resumed on the new master")
+	for range 10 {
+		check(ask(p, pol.ID(), subject, 1))
+	}
+	calls := s.CommandCalls("evalsha", "eval") // over every server, old master included
+	// The forced failover is coordinated: the new primary has every write,
+	// so the key's consumption equals the admitted requests, and calls that
+	// ran = evaluations (+ at most the failed attempts, which may have run).
+	key, err := StateKey(keys, pol, subject)
+	require.NoError(t, err)
+	v, err := newMaster.Client().HGetAll(ctx, key).Result()
+	require.NoError(t, err)
+	assert.NotEmpty(t, v)
+	// A NOSCRIPT EVALSHA counts as a call (failed_calls) before its one
+	// EVAL fallback: the new master's script cache is empty.
+	fallbacks := s.CommandCalls("eval")
+	assert.LessOrEqual(t, fallbacks, int64(1), "at most one EVAL fallback on the new master")
+	assert.LessOrEqual(t, int64(evaluated), calls-fallbacks)
+	assert.LessOrEqual(t, calls-fallbacks, int64(evaluated+failed))
+	t.Logf("sentinel failover: %d evaluated (%d admitted), %d failed during the switch, %d EVAL fallback", evaluated, admitted, failed, fallbacks)
+}
+
