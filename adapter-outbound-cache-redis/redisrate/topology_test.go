@@ -132,4 +132,3 @@ func TestSentinelSwitchMaster(t *testing.T) {
 	assert.LessOrEqual(t, calls-fallbacks, int64(evaluated+failed))
 	t.Logf("sentinel failover: %d evaluated (%d admitted), %d failed during the switch, %d EVAL fallback", evaluated, admitted, failed, fallbacks)
 }
-
