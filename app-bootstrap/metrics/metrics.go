@@ -21,6 +21,12 @@ const (
 	CacheFailOpenTotal = "tlb_cache_fail_open_total"
 	EdgeResponsesTotal = "tlb_edge_responses_total"
 	LocalLimitedTotal  = "tlb_local_limit_responses_total"
+	// Ready is 1 when the last readiness check (/readyz) passed, 0 when it
+	// failed or none has run.
+	Ready = "tlb_ready"
+	// MaxInFlight is the configured bound on concurrent evaluations
+	// (APP_RATE_LIMIT_MAX_IN_FLIGHT); 0 with the Redis limiter off.
+	MaxInFlight = "tlb_ratelimit_max_in_flight"
 )
 
 // Label values of the decision label.
@@ -47,6 +53,8 @@ type Metrics struct {
 	cacheErr *prometheus.CounterVec
 	edgeResp *prometheus.CounterVec
 	localRes *prometheus.CounterVec
+	ready    prometheus.Gauge
+	maxIn    prometheus.Gauge
 }
 
 // New returns Metrics with its own registry holding the Go runtime and
@@ -80,10 +88,18 @@ func New() *Metrics {
 		Name: LocalLimitedTotal,
 		Help: "Requests the legacy local limiter answered itself, by status (429 over the local limit, 400/500 unreadable identity).",
 	}, []string{"status"})
+	m.ready = prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: Ready,
+		Help: "1 when the last readiness check (/readyz: with the Redis limiter, its start-up checks and a PING) passed, 0 when it failed or none has run.",
+	})
+	m.maxIn = prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: MaxInFlight,
+		Help: "The bound on concurrent rate-limit evaluations (APP_RATE_LIMIT_MAX_IN_FLIGHT); 0 with the Redis limiter off.",
+	})
 	m.registry.MustRegister(
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
-		m.outcomes, m.latency, m.inFlight, m.cacheErr, m.edgeResp, m.localRes,
+		m.outcomes, m.latency, m.inFlight, m.cacheErr, m.edgeResp, m.localRes, m.ready, m.maxIn,
 	)
 	return m
 }
@@ -99,6 +115,18 @@ func (m *Metrics) Handler() http.Handler {
 		Timeout:             5 * time.Second,
 	})
 }
+
+// SetReady records the result of a readiness check.
+func (m *Metrics) SetReady(ok bool) {
+	if ok {
+		m.ready.Set(1)
+	} else {
+		m.ready.Set(0)
+	}
+}
+
+// SetMaxInFlight records the configured in-flight bound.
+func (m *Metrics) SetMaxInFlight(n int) { m.maxIn.Set(float64(n)) }
 
 // CacheFailure counts one swallowed cache failure; it matches
 // rediscache.NewFailOpen's callback. The error is not recorded.

@@ -9,15 +9,17 @@ import (
 
 	"github.com/tech-log/tech-log-backend/adapter-inbound-web/health"
 	"github.com/tech-log/tech-log-backend/app-bootstrap/config"
+	"github.com/tech-log/tech-log-backend/app-bootstrap/metrics"
 )
 
 // healthParams are the dependencies of the health handlers.
 type healthParams struct {
 	fx.In
 
-	Config config.Config
-	Logger *slog.Logger
-	Checks []ReadinessCheck `group:"readiness"`
+	Config  config.Config
+	Logger  *slog.Logger
+	Metrics *metrics.Metrics
+	Checks  []ReadinessCheck `group:"readiness"`
 }
 
 // newHealth builds /healthz and /readyz over every contributed readiness
@@ -29,6 +31,7 @@ func newHealth(p healthParams) (*health.Handlers, error) {
 	cfg := health.Config{
 		Timeout: readyTimeout(p.Config),
 		OnCheck: func(err error, took time.Duration) {
+			p.Metrics.SetReady(err == nil)
 			state := int32(1)
 			if err != nil {
 				state = 2

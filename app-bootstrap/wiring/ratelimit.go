@@ -132,6 +132,7 @@ func newEdgePort(c *coordination, m *metrics.Metrics, cfg config.Config) *metric
 	for _, p := range cfg.RateLimit.Policies.Policies {
 		ids = append(ids, p.ID())
 	}
+	m.SetMaxInFlight(cfg.RateLimit.MaxInFlight)
 	return m.InstrumentEdge(c.provider, ids)
 }
 
