@@ -18,7 +18,7 @@ type healthParams struct {
 
 	Config  config.Config
 	Logger  *slog.Logger
-	Metrics *metrics.Metrics
+	Metrics *metrics.Metrics `optional:"true"`
 	Checks  []ReadinessCheck `group:"readiness"`
 }
 
@@ -31,7 +31,9 @@ func newHealth(p healthParams) (*health.Handlers, error) {
 	cfg := health.Config{
 		Timeout: readyTimeout(p.Config),
 		OnCheck: func(err error, took time.Duration) {
-			p.Metrics.SetReady(err == nil)
+			if p.Metrics != nil {
+				p.Metrics.SetReady(err == nil)
+			}
 			state := int32(1)
 			if err != nil {
 				state = 2
