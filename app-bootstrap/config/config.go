@@ -55,6 +55,9 @@ type RateLimit struct {
 	PoliciesSource string
 	// AllowSharedRedis records APP_RATE_LIMIT_ALLOW_SHARED_REDIS.
 	AllowSharedRedis bool
+	// Topology is the coordination Redis topology: standalone (Redis.Addr),
+	// sentinel or cluster (APP_RATE_LIMIT_REDIS_MODE and friends).
+	Topology Topology
 }
 
 // Cache is the optional Redis cache, APP_CACHE_*. It has its own endpoint,
@@ -200,8 +203,8 @@ func (c Config) String() string {
 	fmt.Fprintf(&b, " ratelimit_legacy_headers=%v}", c.Web.LegacyRateLimitHeaders)
 	fmt.Fprintf(&b, " rate_limit{enabled=%v", c.RateLimit.Enabled)
 	if r := c.RateLimit; r.Enabled {
-		fmt.Fprintf(&b, " redis=%s default_policy=%s policies=%d source=%s key_prefix=%s key_secret=%s command_timeout=%v max_in_flight=%d pool_size=%d",
-			r.Redis, r.DefaultPolicy, len(r.Policies.Policies), r.PoliciesSource, r.KeyPrefix, secretState(r.KeySecret), r.CommandTimeout, r.MaxInFlight, r.PoolSize)
+		fmt.Fprintf(&b, " redis=%s topology=%s default_policy=%s policies=%d source=%s key_prefix=%s key_secret=%s command_timeout=%v max_in_flight=%d pool_size=%d",
+			r.Redis, r.Topology, r.DefaultPolicy, len(r.Policies.Policies), r.PoliciesSource, r.KeyPrefix, secretState(r.KeySecret), r.CommandTimeout, r.MaxInFlight, r.PoolSize)
 	}
 	fmt.Fprintf(&b, "} cache{enabled=%v", c.Cache.Enabled)
 	if k := c.Cache; k.Enabled {

@@ -42,6 +42,17 @@ type rawRateLimit struct {
 	DefaultPolicy    string        `env:"DEFAULT_POLICY"`
 	PoliciesFile     string        `env:"POLICIES_FILE"`
 	AllowSharedRedis bool          `env:"ALLOW_SHARED_REDIS" envDefault:"false"`
+	Topology         rawTopology
+}
+
+// rawTopology is the coordination Redis topology (validate_topology.go).
+type rawTopology struct {
+	Mode                 string `env:"REDIS_MODE" envDefault:"standalone"`
+	Addrs                string `env:"REDIS_ADDRS"`
+	MasterName           string `env:"REDIS_MASTER_NAME"`
+	SentinelUsername     string `env:"SENTINEL_USERNAME"`
+	SentinelPassword     Secret `env:"SENTINEL_PASSWORD"`
+	SentinelPasswordFile string `env:"SENTINEL_PASSWORD_FILE"`
 }
 
 type rawCache struct {

@@ -89,6 +89,15 @@ func load(environ map[string]string, lookup lookupFunc) (Config, error) {
 			"%s reaches the same server as %sREDIS_ADDR (%s); coordination needs its own redis (set %sALLOW_SHARED_REDIS=true to accept the shared server)",
 			bounded(rl.Redis.Addr), envCacheGroup, bounded(cacheAddr), envRateLimitGroup)
 	}
+	if rl := cfg.RateLimit; rl.Enabled && !rl.AllowSharedRedis && rl.Topology.Mode == ModeCluster && cacheAddr != "" {
+		for _, a := range rl.Topology.Addrs {
+			if sameEndpoint(a, cacheAddr, lookup) {
+				v.add(envRateLimitGroup+"REDIS_ADDRS", ErrSharedRedis,
+					"%s reaches the same server as %sREDIS_ADDR (%s); coordination needs its own redis (set %sALLOW_SHARED_REDIS=true to accept the shared server)",
+					bounded(a), envCacheGroup, bounded(cacheAddr), envRateLimitGroup)
+			}
+		}
+	}
 	if err := v.err(); err != nil {
 		return Config{}, err
 	}

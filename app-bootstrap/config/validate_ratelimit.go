@@ -27,7 +27,8 @@ func (v *errs) rateLimit(r rawRateLimit) RateLimit {
 	if r.FailurePolicy != FailClosedPolicy {
 		v.add(g+"FAILURE_POLICY", ErrUnsupported, "%q: the limiter only fails closed (%q)", bounded(r.FailurePolicy), FailClosedPolicy)
 	}
-	out.Redis = v.redis(g+"REDIS_", r.Redis)
+	out.Topology = v.topology(r.Topology, r.Redis.Addr)
+	out.Redis = v.redisFor(g+"REDIS_", r.Redis, out.Topology)
 	out.KeyPrefix = v.keyPrefix(g+"KEY_PREFIX", r.KeyPrefix)
 	out.KeySecret = v.keySecret(g+"KEY_SECRET", r.KeySecret, r.KeySecretFile)
 	out.CommandTimeout = v.duration(g+"COMMAND_TIMEOUT", r.CommandTimeout, maxRateLimitTimeout)

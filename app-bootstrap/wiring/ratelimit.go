@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"sync"
 
+	"github.com/redis/go-redis/v9"
 	"go.uber.org/fx"
 
 	"github.com/tech-log/tech-log-backend/adapter-outbound-cache-redis/redisrate"
@@ -46,18 +47,7 @@ type coordination struct {
 
 func newCoordination(lc fx.Lifecycle, cfg config.Config, log *slog.Logger) (*coordination, error) {
 	rl := cfg.RateLimit
-	client, err := redisrate.NewClient(redisrate.ClientConfig{
-		Addr:           rl.Redis.Addr,
-		Username:       rl.Redis.Username,
-		Password:       rl.Redis.Password.Reveal(),
-		TLSConfig:      rl.Redis.TLSConfig(),
-		Protocol:       redisrate.ProtocolRESP2,
-		CommandTimeout: rl.CommandTimeout,
-		DialTimeout:    rl.DialTimeout,
-		PoolSize:       rl.PoolSize,
-		PoolTimeout:    rl.PoolTimeout,
-		ClientName:     CoordinationClientName,
-	})
+	client, err := coordinationClient(rl)
 	if err != nil {
 		return nil, fmt.Errorf("rate limit: coordination client: %w", err)
 	}
@@ -138,4 +128,48 @@ func newEdgePort(c *coordination, m *metrics.Metrics, cfg config.Config) *metric
 
 func newCoordinationReadiness(c *coordination) ReadinessCheck {
 	return ReadinessCheck{Name: "ratelimit", Check: c.Ready}
+}
+
+// coordinationClient builds the go-redis client of the configured topology
+// with redisrate's own constructors (same fixed options in every mode).
+func coordinationClient(rl config.RateLimit) (redis.UniversalClient, error) {
+	cc := redisrate.ClientConfig{
+		Addr:           rl.Redis.Addr,
+		Username:       rl.Redis.Username,
+		Password:       rl.Redis.Password.Reveal(),
+		TLSConfig:      rl.Redis.TLSConfig(),
+		Protocol:       redisrate.ProtocolRESP2,
+		CommandTimeout: rl.CommandTimeout,
+		DialTimeout:    rl.DialTimeout,
+		PoolSize:       rl.PoolSize,
+		PoolTimeout:    rl.PoolTimeout,
+		ClientName:     CoordinationClientName,
+	}
+	switch rl.Topology.Mode {
+	case config.ModeSentinel:
+		cc.Addr = ""
+		c, err := redisrate.NewFailoverClient(cc, redisrate.SentinelConfig{
+			MasterName: rl.Topology.MasterName,
+			Addrs:      rl.Topology.Addrs,
+			Username:   rl.Topology.SentinelUsername,
+			Password:   rl.Topology.SentinelPassword.Reveal(),
+		})
+		if err != nil {
+			return nil, err
+		}
+		return c, nil
+	case config.ModeCluster:
+		cc.Addr = ""
+		c, err := redisrate.NewClusterClient(cc, rl.Topology.Addrs)
+		if err != nil {
+			return nil, err
+		}
+		return c, nil
+	default:
+		c, err := redisrate.NewClient(cc)
+		if err != nil {
+			return nil, err
+		}
+		return c, nil
+	}
 }
