@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"crypto/sha256"
 	"crypto/subtle"
+	"encoding/binary"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -110,8 +111,50 @@ func ReadAPIKeysFile(path string) ([]APIKeyDigest, error) {
 // digest must be in the configured set. It is safe for concurrent use, and
 // Replace swaps the set atomically (for a reload on SIGHUP).
 type APIKeys struct {
-	set atomic.Pointer[[]APIKeyDigest]
+	set atomic.Pointer[keySet]
 }
+
+// keySet holds the digests as little-endian 64-bit words, four per digest,
+// in one array, for a branch-free scan.
+type keySet struct {
+	words []uint64
+}
+
+func newKeySet(digests []APIKeyDigest) *keySet {
+	ks := &keySet{words: make([]uint64, 0, 4*len(digests))}
+	for i := range digests {
+		ks.words = append(ks.words, digestWords(&digests[i])...)
+	}
+	return ks
+}
+
+func digestWords(d *APIKeyDigest) []uint64 {
+	return []uint64{
+		binary.LittleEndian.Uint64(d[0:8]), binary.LittleEndian.Uint64(d[8:16]),
+		binary.LittleEndian.Uint64(d[16:24]), binary.LittleEndian.Uint64(d[24:32]),
+	}
+}
+
+// contains reports whether d is in the set in constant time: d is compared
+// with every digest, word by word, with no branch or early exit depending
+// on the data, so the time taken depends on the size of the set only.
+func (ks *keySet) contains(d *APIKeyDigest) bool {
+	a0 := binary.LittleEndian.Uint64(d[0:8])
+	a1 := binary.LittleEndian.Uint64(d[8:16])
+	a2 := binary.LittleEndian.Uint64(d[16:24])
+	a3 := binary.LittleEndian.Uint64(d[24:32])
+	var found uint64
+	w := ks.words
+	for i := 0; i+3 < len(w); i += 4 {
+		x := (w[i] ^ a0) | (w[i+1] ^ a1) | (w[i+2] ^ a2) | (w[i+3] ^ a3)
+		// x == 0 exactly when the digests are equal: (x | -x) has its top
+		// bit set for every x != 0.
+		found |= ((x | -x) >> 63) ^ 1
+	}
+	return subtle.ConstantTimeEq(int32(found), 1) == 1
+}
+
+func (ks *keySet) len() int { return len(ks.words) / 4 }
 
 // NewAPIKeys returns an APIKeys over a copy of digests (1..MaxAPIKeys).
 func NewAPIKeys(digests []APIKeyDigest) (*APIKeys, error) {
@@ -128,13 +171,12 @@ func (k *APIKeys) Replace(digests []APIKeyDigest) error {
 	if len(digests) == 0 || len(digests) > MaxAPIKeys {
 		return fmt.Errorf("%w: %d api key digests, want 1..%d", ErrInvalidConfig, len(digests), MaxAPIKeys)
 	}
-	set := append([]APIKeyDigest(nil), digests...)
-	k.set.Store(&set)
+	k.set.Store(newKeySet(digests))
 	return nil
 }
 
 // Len is the size of the key set.
-func (k *APIKeys) Len() int { return len(*k.set.Load()) }
+func (k *APIKeys) Len() int { return k.set.Load().len() }
 
 // Identify returns the identity of the request's X-API-Key (kind
 // KindAPIKey, the value being the key's digest) when its digest is in the
@@ -142,7 +184,8 @@ func (k *APIKeys) Len() int { return len(*k.set.Load()) }
 // set: ErrUnauthenticated. Two X-API-Key fields: ErrAPIKeyAmbiguous. The
 // digest is compared with every digest of the set in constant time, so the
 // time taken depends on the size of the set only, not on which digest (if
-// any) matches.
+// any) matches: a few nanoseconds per digest on top of the SHA-256
+// (BenchmarkAPIKeysIdentify).
 func (k *APIKeys) Identify(r *http.Request) (Identity, error) {
 	vals := r.Header[apiKeyHeaderKey]
 	switch {
@@ -156,18 +199,8 @@ func (k *APIKeys) Identify(r *http.Request) (Identity, error) {
 		return Identity{}, fmt.Errorf("%w: unknown %s", ErrUnauthenticated, APIKeyHeader)
 	}
 	d := DigestAPIKey(key)
-	if !containsConstantTime(*k.set.Load(), d) {
+	if !k.set.Load().contains(&d) {
 		return Identity{}, fmt.Errorf("%w: unknown %s", ErrUnauthenticated, APIKeyHeader)
 	}
 	return Identity{kind: KindAPIKey, key: string(d[:])}, nil
-}
-
-// containsConstantTime reports whether d is in set, comparing d with every
-// element without an early exit.
-func containsConstantTime(set []APIKeyDigest, d APIKeyDigest) bool {
-	found := 0
-	for i := range set {
-		found |= subtle.ConstantTimeCompare(set[i][:], d[:])
-	}
-	return found == 1
 }

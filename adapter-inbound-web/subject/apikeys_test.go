@@ -154,14 +154,19 @@ func TestAPIKeysReplace(t *testing.T) {
 
 func TestContainsConstantTime(t *testing.T) {
 	set := []APIKeyDigest{DigestAPIKey("a"), DigestAPIKey("b"), DigestAPIKey("c")}
-	for _, s := range set {
-		assert.True(t, containsConstantTime(set, s))
+	ks := newKeySet(set)
+	assert.Equal(t, 3, ks.len())
+	for i := range set {
+		assert.True(t, ks.contains(&set[i]))
 	}
-	assert.False(t, containsConstantTime(set, DigestAPIKey("d")))
-	near := set[1]
-	near[31] ^= 1
-	assert.False(t, containsConstantTime(set, near), "one bit off is no match")
-	assert.False(t, containsConstantTime(nil, set[0]))
+	d := DigestAPIKey("d")
+	assert.False(t, ks.contains(&d))
+	for bit := range 256 { // one bit off anywhere, in every word: no match
+		near := set[1]
+		near[bit/8] ^= 1 << (bit % 8)
+		assert.False(t, ks.contains(&near), "bit %d", bit)
+	}
+	assert.False(t, newKeySet(nil).contains(&set[0]))
 }
 
 func BenchmarkAPIKeysIdentify(b *testing.B) {

@@ -2,9 +2,12 @@ package main
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"io"
 	"net/http"
+	"strings"
 	"sync"
 	"time"
 )
@@ -16,7 +19,7 @@ const demoPath = "/api/v1/ping"
 const requestTimeout = 5 * time.Second
 
 // loadSpec is a bounded load: at most requests, for at most duration, paced
-// at rate per second, from clients distinct X-API-Key values; each client's
+// at rate per second, from clients distinct (verified) X-API-Key values; each client's
 // requests alternate between the targets.
 type loadSpec struct {
 	targets     []*instance
@@ -76,9 +79,20 @@ type sample struct {
 }
 
 // sampleFields are the response fields the demo shows.
-var sampleFields = []string{"Retry-After", "RateLimit-Limit", "RateLimit-Remaining", "RateLimit-Reset", "RateLimit-Policy", "Content-Type"}
+var sampleFields = []string{"Retry-After", "RateLimit", "RateLimit-Policy", "RateLimit-Limit", "RateLimit-Remaining", "RateLimit-Reset", "Content-Type"}
 
 func clientName(i int) string { return fmt.Sprintf("demo-client-%d", i+1) }
+
+// apiKeysFile is the keys file accepting the first n clients' names as
+// API keys: their SHA-256 digests, one per line.
+func apiKeysFile(n int) string {
+	var b strings.Builder
+	for i := range n {
+		sum := sha256.Sum256([]byte(clientName(i)))
+		b.WriteString(hex.EncodeToString(sum[:]) + "\n")
+	}
+	return b.String()
+}
 
 // runLoad drives spec and returns the tallies. It stops at the request
 // count, the duration, or ctx, whichever comes first.

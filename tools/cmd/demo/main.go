@@ -139,7 +139,14 @@ func demo(ctx context.Context, o options, stdout, stderr io.Writer) (err error) 
 	if err := os.WriteFile(policies, []byte(policyFile(o)), 0o600); err != nil {
 		return err
 	}
-	env := instanceEnv(rs.addr, policies, randomSecret(), randomSecret())
+	// The clients are verified API keys (APP_WEB_IDENTITY=api-key): the
+	// keys file holds their SHA-256 digests.
+	keys := filepath.Join(dir, "api-keys")
+	if err := os.WriteFile(keys, []byte(apiKeysFile(o.clients)), 0o600); err != nil {
+		return err
+	}
+	env := append(instanceEnv(rs.addr, policies, randomSecret(), randomSecret()),
+		"APP_WEB_IDENTITY=api-key", "APP_WEB_API_KEYS_FILE="+keys)
 	var instances []*instance
 	defer func() {
 		for _, in := range instances {

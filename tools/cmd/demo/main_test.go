@@ -1,6 +1,8 @@
 package main
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"io"
 	"net/http"
@@ -95,4 +97,15 @@ func TestCountsAdd(t *testing.T) {
 	c.add(http.StatusNotFound, nil)
 	c.add(0, io.EOF)
 	assert.Equal(t, counts{requests: 5, allowed: 1, denied: 1, failClosed: 1, other: 1, errors: 1}, c)
+}
+
+func TestAPIKeysFileHoldsTheClientsDigests(t *testing.T) {
+	lines := strings.Split(strings.TrimSpace(apiKeysFile(3)), "\n")
+	require.Len(t, lines, 3)
+	sum := sha256.Sum256([]byte(clientName(0)))
+	assert.Equal(t, hex.EncodeToString(sum[:]), lines[0])
+	for _, l := range lines {
+		assert.Len(t, l, 64)
+		assert.NotContains(t, l, "demo-client")
+	}
 }
