@@ -32,6 +32,14 @@ type ReadinessChecker interface {
 	Ready(ctx context.Context) error
 }
 
+// Detailer is implemented by a readiness error whose detail is safe to
+// show: /readyz puts ReadinessDetail (short, fixed text: no address, no
+// secret) in its problem body instead of the generic "readiness check
+// failed". Other error text is never sent.
+type Detailer interface {
+	ReadinessDetail() string
+}
+
 // CheckerFunc adapts a function to ReadinessChecker.
 type CheckerFunc func(ctx context.Context) error
 
@@ -124,7 +132,12 @@ func (h *Handlers) Readiness() http.Handler {
 		case errors.Is(err, context.DeadlineExceeded) || ctx.Err() != nil:
 			writeNotReady(w, "readiness check timed out")
 		default:
-			writeNotReady(w, "readiness check failed")
+			detail := "readiness check failed"
+			var d Detailer
+			if errors.As(err, &d) {
+				detail = d.ReadinessDetail()
+			}
+			writeNotReady(w, detail)
 		}
 	})
 }

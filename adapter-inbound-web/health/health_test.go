@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"testing"
@@ -93,4 +94,25 @@ func TestEndpoints(t *testing.T) {
 			}
 		})
 	}
+}
+
+// detailedError carries a public readiness detail beside private text.
+type detailedError struct{}
+
+func (detailedError) Error() string           { return "dial tcp 10.1.2.3:6379: secret-detail" }
+func (detailedError) ReadinessDetail() string { return "circuit breaker open" }
+
+// TestReadinessDetailer: an error implementing Detailer, even wrapped and
+// joined, shows its ReadinessDetail and nothing else of its text.
+func TestReadinessDetailer(t *testing.T) {
+	err := errors.Join(errors.New("other: x"), fmt.Errorf("ratelimit: %w", detailedError{}))
+	h, nerr := New(Config{Checker: CheckerFunc(func(context.Context) error { return err })})
+	require.NoError(t, nerr)
+	rec := httptest.NewRecorder()
+	h.Readiness().ServeHTTP(rec, httptest.NewRequest(http.MethodGet, ReadinessPath, nil))
+	assert.Equal(t, http.StatusServiceUnavailable, rec.Code)
+	var body map[string]any
+	require.NoError(t, json.Unmarshal(rec.Body.Bytes(), &body))
+	assert.Equal(t, "circuit breaker open", body["detail"])
+	assert.NotContains(t, rec.Body.String(), "secret-detail")
 }

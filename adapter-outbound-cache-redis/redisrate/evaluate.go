@@ -44,6 +44,11 @@ func (p *Provider) Evaluate(ctx context.Context, req ratelimit.Request) (out rat
 	if refused != nil {
 		return refused
 	}
+	record, open := p.breaker.admit(req.PolicyID, p.retryHint) // breaker.go
+	if open != nil {
+		return open
+	}
+	defer func() { record(out) }()
 	select {
 	case p.sem <- struct{}{}:
 	default:

@@ -133,12 +133,14 @@ func (p *Provider) do(ctx context.Context, cmd redis.Cmder, to ...commander) err
 	return cmd.Err()
 }
 
-// Close closes the client. Evaluate answers Unavailable{closed} afterwards;
+// Close stops the breaker's prober (waiting for a probe in flight) and
+// closes the client. Evaluate answers Unavailable{closed} afterwards;
 // a call already in flight ends as its client call does. Close is
 // idempotent and returns the client's Close error.
 func (p *Provider) Close() error {
 	p.closeOnce.Do(func() {
 		p.closed.Store(true)
+		p.breaker.shutdown()
 		p.closeErr = p.client.Close()
 	})
 	return p.closeErr

@@ -27,6 +27,9 @@ type Options struct {
 	MaxInFlight int
 	// Now returns the current time (optional; time.Now). Tests set it.
 	Now func() time.Time
+	// Breaker configures the circuit breaker (optional; the zero value
+	// has none). See BreakerOptions and docs/degraded-mode.md.
+	Breaker BreakerOptions
 }
 
 // coordinationClient is the provider's view of its client.
@@ -60,6 +63,8 @@ type Provider struct {
 	// versionErr is set by Start when the server is too old; Evaluate then
 	// answers Incompatible{server_version} without sending.
 	versionErr atomic.Pointer[error]
+	// breaker is the circuit breaker (breaker.go); nil when off.
+	breaker *breaker
 }
 
 var _ ratelimit.EdgePort = (*Provider)(nil)
@@ -167,6 +172,9 @@ func newProvider(client coordinationClient, keys *keyspace.Builder, policies []r
 	if len(policies) == 0 {
 		bad("policies: none given")
 	}
+	if err := opts.Breaker.validate(); err != nil {
+		errs = append(errs, err)
+	}
 	if err := programs.Verify(); err != nil {
 		errs = append(errs, fmt.Errorf("redisrate: programs: %w", err))
 	}
@@ -228,5 +236,6 @@ func newProvider(client coordinationClient, keys *keyspace.Builder, policies []r
 		return nil, err
 	}
 	p.sem = make(chan struct{}, opts.MaxInFlight)
+	p.breaker = newBreaker(opts.Breaker, p.probePing)
 	return p, nil
 }

@@ -58,6 +58,11 @@ type RateLimit struct {
 	// Topology is the coordination Redis topology: standalone (Redis.Addr),
 	// sentinel or cluster (APP_RATE_LIMIT_REDIS_MODE and friends).
 	Topology Topology
+	// BreakerThreshold is the run of connection failures or timeouts that
+	// opens the circuit breaker (0: no breaker); BreakerProbeInterval the
+	// longest wait between recovery probes while it is open.
+	BreakerThreshold     int
+	BreakerProbeInterval time.Duration
 }
 
 // Cache is the optional Redis cache, APP_CACHE_*. It has its own endpoint,

@@ -43,6 +43,9 @@ type rawRateLimit struct {
 	PoliciesFile     string        `env:"POLICIES_FILE"`
 	AllowSharedRedis bool          `env:"ALLOW_SHARED_REDIS" envDefault:"false"`
 	Topology         rawTopology
+	// Circuit breaker (docs/degraded-mode.md).
+	BreakerThreshold     int           `env:"BREAKER_THRESHOLD" envDefault:"5"`
+	BreakerProbeInterval time.Duration `env:"BREAKER_PROBE_INTERVAL" envDefault:"1s"`
 }
 
 // rawTopology is the coordination Redis topology (validate_topology.go).

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/tech-log/tech-log-backend/adapter-outbound-cache-redis/redisrate"
 	"github.com/tech-log/tech-log-backend/shared-contract/ratelimit"
 )
 
@@ -46,6 +47,14 @@ func (v *errs) rateLimit(r rawRateLimit) RateLimit {
 	}
 	v.notAbove(g+"DIAL_TIMEOUT", out.DialTimeout, g+"COMMAND_TIMEOUT", out.CommandTimeout)
 	v.notAbove(g+"POOL_TIMEOUT", out.PoolTimeout, g+"COMMAND_TIMEOUT", out.CommandTimeout)
+	out.BreakerThreshold = v.between(g+"BREAKER_THRESHOLD", r.BreakerThreshold, 0, redisrate.MaxBreakerThreshold)
+	if out.BreakerThreshold > 0 {
+		if d := r.BreakerProbeInterval; d < redisrate.MinProbeInterval || d > redisrate.MaxProbeInterval {
+			v.add(g+"BREAKER_PROBE_INTERVAL", ErrInvalid, "%v: want %v..%v", d, redisrate.MinProbeInterval, redisrate.MaxProbeInterval)
+		} else {
+			out.BreakerProbeInterval = d
+		}
+	}
 
 	var set PolicySet
 	var err error

@@ -27,7 +27,14 @@ const (
 	// MaxInFlight is the configured bound on concurrent evaluations
 	// (APP_RATE_LIMIT_MAX_IN_FLIGHT); 0 with the Redis limiter off.
 	MaxInFlight = "tlb_ratelimit_max_in_flight"
+	// BreakerState and BreakerTripsTotal describe the rate-limit
+	// provider's circuit breaker (docs/degraded-mode.md).
+	BreakerState      = "tlb_ratelimit_breaker_state"
+	BreakerTripsTotal = "tlb_ratelimit_breaker_trips_total"
 )
+
+// BreakerStates are the values of the state label of BreakerState.
+var BreakerStates = []string{"closed", "open", "half_open"}
 
 // Label values of the decision label.
 const (
@@ -230,4 +237,27 @@ func labels(o ratelimit.Outcome) (kind, category, decision string) {
 	}
 	// nil or a foreign type: the contract forbids it; count it as refused.
 	return string(ratelimit.KindUnknown), "unknown", DecisionFailClosed
+}
+
+// RegisterBreaker exports the circuit breaker read at scrape time:
+// BreakerState is 1 for the current state (state reports one of
+// BreakerStates) and 0 for the others; BreakerTripsTotal counts how often
+// it opened (trips). Call it once.
+func (m *Metrics) RegisterBreaker(state func() string, trips func() uint64) {
+	for _, s := range BreakerStates {
+		m.registry.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name:        BreakerState,
+			Help:        "Circuit breaker of the rate-limit provider: 1 for the current state (closed: calls sent; open: calls answered Unavailable{circuit_open} unsent; half_open: the recovery probe is in flight).",
+			ConstLabels: prometheus.Labels{"state": s},
+		}, func() float64 {
+			if state() == s {
+				return 1
+			}
+			return 0
+		}))
+	}
+	m.registry.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{
+		Name: BreakerTripsTotal,
+		Help: "Times the rate-limit provider's circuit breaker opened after a run of connection failures or timeouts.",
+	}, func() float64 { return float64(trips()) }))
 }

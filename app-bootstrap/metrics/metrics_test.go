@@ -3,6 +3,7 @@ package metrics
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net/http/httptest"
 	"strings"
@@ -158,4 +159,56 @@ func TestEdgeAndLocalResponses(t *testing.T) {
 	assert.Equal(t, 1.0, testutil.ToFloat64(m.edgeResp.WithLabelValues("api", "other")), "unexpected statuses are bounded")
 	assert.Equal(t, 1.0, testutil.ToFloat64(m.localRes.WithLabelValues("429")))
 	assert.Equal(t, 1.0, testutil.ToFloat64(m.localRes.WithLabelValues("400")))
+}
+
+func TestRegisterBreaker(t *testing.T) {
+	m := New()
+	state := "closed"
+	var trips uint64
+	m.RegisterBreaker(func() string { return state }, func() uint64 { return trips })
+	read := func() string {
+		var b strings.Builder
+		for _, s := range BreakerStates {
+			fmt.Fprintf(&b, "%s=%v ", s, gaugeValue(t, m, BreakerState, s))
+		}
+		return b.String()
+	}
+	assert.Equal(t, "closed=1 open=0 half_open=0 ", read())
+	state, trips = "open", 2
+	assert.Equal(t, "closed=0 open=1 half_open=0 ", read())
+	state = "half_open"
+	assert.Equal(t, "closed=0 open=0 half_open=1 ", read())
+	state = "disabled"
+	assert.Equal(t, "closed=0 open=0 half_open=0 ", read())
+	families, err := m.Registry().Gather()
+	require.NoError(t, err)
+	found := false
+	for _, f := range families {
+		if f.GetName() == BreakerTripsTotal {
+			found = true
+			assert.Equal(t, 2.0, f.GetMetric()[0].GetCounter().GetValue())
+		}
+	}
+	assert.True(t, found, "trips counter exported")
+}
+
+// gaugeValue gathers the registry and returns the value of name{state=s}.
+func gaugeValue(t *testing.T, m *Metrics, name, s string) float64 {
+	t.Helper()
+	families, err := m.Registry().Gather()
+	require.NoError(t, err)
+	for _, f := range families {
+		if f.GetName() != name {
+			continue
+		}
+		for _, mt := range f.GetMetric() {
+			for _, l := range mt.GetLabel() {
+				if l.GetName() == "state" && l.GetValue() == s {
+					return mt.GetGauge().GetValue()
+				}
+			}
+		}
+	}
+	t.Fatalf("%s{state=%q} not exported", name, s)
+	return 0
 }

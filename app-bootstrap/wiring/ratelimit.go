@@ -59,12 +59,20 @@ func newCoordination(lc fx.Lifecycle, cfg config.Config, log *slog.Logger) (*coo
 	provider, err := redisrate.New(client, keys, rl.Policies.Policies, redisrate.Options{
 		CommandTimeout: rl.CommandTimeout,
 		MaxInFlight:    rl.MaxInFlight,
+		Breaker:        redisrate.BreakerOptions{Threshold: rl.BreakerThreshold, ProbeInterval: rl.BreakerProbeInterval},
 	})
 	if err != nil {
 		_ = client.Close()
 		return nil, fmt.Errorf("rate limit: provider: %w", err)
 	}
 	c := &coordination{provider: provider, log: log.With("component", "ratelimit")}
+	provider.OnBreakerChange(func(s redisrate.BreakerState) {
+		if s == redisrate.BreakerOpen {
+			c.log.Warn("circuit breaker open: coordination redis unreachable; limited routes answer 503 (circuit_open) at once, probing in the background", "probe_interval", rl.BreakerProbeInterval)
+			return
+		}
+		c.log.Info("circuit breaker closed: coordination redis answers again")
+	})
 	lc.Append(fx.Hook{
 		OnStart: c.start,
 		OnStop:  func(context.Context) error { return provider.Close() },
@@ -111,13 +119,31 @@ func (c *coordination) check(ctx context.Context) error {
 // (retried here if they could not run at start) and the server answers PING
 // within the command timeout.
 func (c *coordination) Ready(ctx context.Context) error {
+	if s := c.provider.BreakerState(); s == redisrate.BreakerOpen || s == redisrate.BreakerHalfOpen {
+		// No PING: the breaker's prober is the only traffic while open.
+		return errBreakerOpen
+	}
 	if err := c.check(ctx); err != nil {
 		return err
 	}
 	return c.provider.Ready(ctx)
 }
 
+// breakerOpenError is the readiness error while the circuit breaker is
+// open; its detail is safe to show on /readyz.
+type breakerOpenError struct{}
+
+func (breakerOpenError) Error() string { return "rate limit: circuit breaker open" }
+
+// ReadinessDetail implements health's public detail.
+func (breakerOpenError) ReadinessDetail() string {
+	return "rate limit: circuit breaker open (coordination redis unreachable, probing)"
+}
+
+var errBreakerOpen error = breakerOpenError{}
+
 func newEdgePort(c *coordination, m *metrics.Metrics, cfg config.Config) *metrics.Edge {
+	m.RegisterBreaker(func() string { return string(c.provider.BreakerState()) }, c.provider.BreakerTrips)
 	ids := make([]ratelimit.PolicyID, 0, len(cfg.RateLimit.Policies.Policies))
 	for _, p := range cfg.RateLimit.Policies.Policies {
 		ids = append(ids, p.ID())

@@ -3,6 +3,7 @@ package wiring
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"strings"
 	"testing"
@@ -257,4 +258,43 @@ func TestRecoversWhenRedisComesBack(t *testing.T) {
 	assert.Equal(t, http.StatusOK, resp.StatusCode, "the readiness probe ran the start-up checks")
 	resp, body := do(t, http.MethodGet, base+PathPing)
 	assert.Equal(t, http.StatusOK, resp.StatusCode, body)
+}
+
+// TestEnabledBreakerOpensWithRedisDown: with the coordination server
+// unreachable, APP_RATE_LIMIT_BREAKER_THRESHOLD connection failures open
+// the breaker: limited routes then answer 503 circuit_open, /readyz names
+// the open breaker in its detail and /metrics shows the state and the trip.
+func TestEnabledBreakerOpensWithRedisDown(t *testing.T) {
+	down := newQuietListener(t)
+	addr := down.Addr()
+	require.NoError(t, down.ln.Close())
+	cfg := loadConfig(t, append(enabledKV(addr),
+		"APP_RATE_LIMIT_BREAKER_THRESHOLD", "2",
+		"APP_RATE_LIMIT_BREAKER_PROBE_INTERVAL", "1m")...)
+	var srv *Server
+	app := fxtest.New(t, Options(cfg, quietLogger()), fx.Populate(&srv))
+	app.RequireStart()
+	defer app.RequireStop()
+
+	base := "http://" + srv.Addr()
+	category := func() string {
+		resp, body := do(t, http.MethodGet, base+PathPing)
+		require.Equal(t, http.StatusServiceUnavailable, resp.StatusCode)
+		var problem map[string]any
+		require.NoError(t, json.Unmarshal([]byte(body), &problem), body)
+		return fmt.Sprint(problem["category"])
+	}
+	assert.Equal(t, "connection", category())
+	assert.Equal(t, "connection", category())
+	assert.Equal(t, "circuit_open", category())
+
+	resp, body := do(t, http.MethodGet, base+PathReadyz)
+	assert.Equal(t, http.StatusServiceUnavailable, resp.StatusCode)
+	assert.Contains(t, body, "circuit breaker open")
+	assert.NotContains(t, body, addr)
+	_, body = do(t, http.MethodGet, base+PathMetrics)
+	assert.Contains(t, body, `tlb_ratelimit_breaker_state{state="open"} 1`)
+	assert.Contains(t, body, `tlb_ratelimit_breaker_state{state="closed"} 0`)
+	assert.Contains(t, body, `tlb_ratelimit_breaker_trips_total 1`)
+	assert.Contains(t, body, `tlb_ratelimit_outcomes_total{category="circuit_open",decision="fail_closed",kind="unavailable",policy="api"} 1`)
 }

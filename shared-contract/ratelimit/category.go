@@ -25,6 +25,10 @@ const (
 	CategoryClockUnsafe Category = "clock_unsafe"
 	// CategoryClosed: the provider has been closed.
 	CategoryClosed Category = "closed"
+	// CategoryCircuitOpen: the provider's circuit breaker is open after a
+	// run of connection failures or timeouts; nothing was sent and no
+	// connection was attempted (docs/degraded-mode.md).
+	CategoryCircuitOpen Category = "circuit_open"
 )
 
 // Indeterminate categories: the command may have run.

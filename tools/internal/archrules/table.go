@@ -26,10 +26,12 @@ const (
 	testcontainers = "github.com/testcontainers/..."
 	dockerAPI      = "github.com/moby/moby/..."
 	goRedis        = "github.com/redis/go-redis/v9/..."
-	xtime          = "golang.org/x/time/..."
-	fx             = "go.uber.org/fx/..."
-	env            = "github.com/caarlos0/env/v11/..."
-	prometheus     = "github.com/prometheus/client_golang/..."
+	// gobreaker is the rate-limit provider's circuit breaker.
+	gobreaker  = "github.com/sony/gobreaker/v2/..."
+	xtime      = "golang.org/x/time/..."
+	fx         = "go.uber.org/fx/..."
+	env        = "github.com/caarlos0/env/v11/..."
+	prometheus = "github.com/prometheus/client_golang/..."
 )
 
 // Project returns the rule table of CONTRACT.md section 1. It is the one place
@@ -51,7 +53,7 @@ func Project() Table {
 			},
 			{
 				Module: RedisAdapter,
-				Code:   Set{Std: true, Modules: []string{SharedContract, RedisAdapter}, Paths: []string{goRedis}},
+				Code:   Set{Std: true, Modules: []string{SharedContract, RedisAdapter}, Paths: []string{goRedis, gobreaker}},
 				Test:   Set{Paths: []string{testify, goleak, rapid, miniredis, toxiproxy, zerolog}},
 				Packages: []PackageRule{{
 					// redistest is a test helper (like net/http/httptest): its

@@ -1,0 +1,313 @@
+package redisrate
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/sony/gobreaker/v2"
+
+	"github.com/tech-log/tech-log-backend/shared-contract/ratelimit"
+)
+
+// Bounds of BreakerOptions.
+const (
+	// MaxBreakerThreshold bounds BreakerOptions.Threshold.
+	MaxBreakerThreshold = 1000
+	// MinProbeInterval and MaxProbeInterval bound
+	// BreakerOptions.ProbeInterval.
+	MinProbeInterval = 10 * time.Millisecond
+	MaxProbeInterval = time.Minute
+)
+
+// ErrCircuitOpen is the Cause of Unavailable{circuit_open}: the breaker is
+// open, so the call was neither sent nor given a connection.
+var ErrCircuitOpen = errors.New("circuit breaker open: coordination redis unreachable")
+
+// BreakerOptions configures the provider's circuit breaker. The zero value
+// turns it off (every call is sent, as in R1).
+type BreakerOptions struct {
+	// Threshold is the number of consecutive program calls failing with a
+	// connection failure or a timeout (Unavailable{connection},
+	// Indeterminate{timeout}, Indeterminate{connection_lost}) that opens the
+	// breaker; 0 turns the breaker off, else 1..MaxBreakerThreshold. Any
+	// answer of the server (a decision, a refusal, an Incompatible reply)
+	// ends the run; other failures (admission, deadline, cancelled, closed)
+	// neither count nor end it.
+	Threshold int
+	// ProbeInterval is the longest wait between two recovery probes while
+	// the breaker is open, in MinProbeInterval..MaxProbeInterval. Each wait
+	// is drawn uniformly from [ProbeInterval/2, ProbeInterval] (jitter, so
+	// that instances do not probe in step).
+	ProbeInterval time.Duration
+}
+
+// validate reports an invalid field, naming it.
+func (o BreakerOptions) validate() error {
+	var errs []error
+	if o.Threshold < 0 || o.Threshold > MaxBreakerThreshold {
+		errs = append(errs, fmt.Errorf("%w: Options.Breaker.Threshold %d must be in 0..%d", ErrInvalidConfig, o.Threshold, MaxBreakerThreshold))
+	}
+	if o.Threshold > 0 && (o.ProbeInterval < MinProbeInterval || o.ProbeInterval > MaxProbeInterval) {
+		errs = append(errs, fmt.Errorf("%w: Options.Breaker.ProbeInterval %v must be in %v..%v", ErrInvalidConfig, o.ProbeInterval, MinProbeInterval, MaxProbeInterval))
+	}
+	return errors.Join(errs...)
+}
+
+// BreakerState is the state of the provider's circuit breaker, as reported
+// by Provider.BreakerState. The values are stable: metrics and readiness
+// use them.
+type BreakerState string
+
+// The breaker states.
+const (
+	// BreakerDisabled: the provider has no breaker.
+	BreakerDisabled BreakerState = "disabled"
+	// BreakerClosed: calls are sent.
+	BreakerClosed BreakerState = "closed"
+	// BreakerOpen: calls are answered Unavailable{circuit_open} unsent; a
+	// background probe is scheduled.
+	BreakerOpen BreakerState = "open"
+	// BreakerHalfOpen: calls are still answered Unavailable{circuit_open};
+	// the one recovery probe is in flight.
+	BreakerHalfOpen BreakerState = "half_open"
+)
+
+// Sentinel results the breaker records for a call (gobreaker's done takes
+// an error).
+var (
+	errBreakerFailure  = errors.New("connection failure or timeout")
+	errBreakerExcluded = errors.New("not a connectivity signal")
+)
+
+// breaker is the provider's circuit breaker: a sony/gobreaker two-step
+// breaker that only program calls in the closed state pass, plus one
+// background prober. Calls never act as probes: while the breaker is not
+// closed, every call is answered at once without touching the client. The
+// prober, started when the breaker opens, sends one PING at a time after a
+// jittered wait and closes the breaker on the first success. It is
+// independent of the executor: it sees outcomes, never the wire.
+type breaker struct {
+	cb       *gobreaker.TwoStepCircuitBreaker[struct{}]
+	interval time.Duration
+	probe    func(ctx context.Context) error
+	// onChange, optional, is told every state change (after it happened).
+	onChange func(BreakerState)
+
+	probing atomic.Bool // a PING of the prober is in flight
+	trips   atomic.Uint64
+	rand    func(n int64) int64
+
+	mu      sync.Mutex
+	running bool // the prober goroutine exists
+	shut    bool // shutdown has begun: no new prober
+	stop    chan struct{}
+	wg      sync.WaitGroup
+}
+
+// newBreaker returns the breaker for opts (nil when opts turn it off);
+// probe is the recovery check, called with a context bounded by the
+// caller.
+func newBreaker(opts BreakerOptions, probe func(ctx context.Context) error) *breaker {
+	if opts.Threshold == 0 {
+		return nil
+	}
+	b := &breaker{interval: opts.ProbeInterval, probe: probe, stop: make(chan struct{}), rand: rand.Int64N}
+	threshold := uint32(opts.Threshold)
+	b.cb = gobreaker.NewTwoStepCircuitBreaker[struct{}](gobreaker.Settings{
+		Name:        "redisrate",
+		MaxRequests: 1, // the single probe; its success closes the breaker
+		// Open -> half-open after the shortest jittered wait, so that
+		// the prober always finds the breaker ready for its probe.
+		Timeout:       opts.ProbeInterval / 2,
+		ReadyToTrip:   func(c gobreaker.Counts) bool { return c.ConsecutiveFailures >= threshold },
+		IsExcluded:    func(err error) bool { return errors.Is(err, errBreakerExcluded) },
+		OnStateChange: b.stateChanged,
+	})
+	return b
+}
+
+// admit is the hook before a program call. With the breaker closed it
+// returns done, which the caller must call with the call's outcome; else it
+// returns the refusal for policy id. A nil breaker admits everything.
+func (b *breaker) admit(id ratelimit.PolicyID, retryHint time.Duration) (done func(ratelimit.Outcome), refused ratelimit.Outcome) {
+	if b == nil {
+		return noRecord, nil
+	}
+	if b.cb.State() == gobreaker.StateClosed {
+		if d, err := b.cb.Allow(); err == nil {
+			return func(o ratelimit.Outcome) { d(breakerResult(o)) }, nil
+		}
+	}
+	return nil, ratelimit.Unavailable{PolicyID: id, RetryAfter: retryHint, Category: ratelimit.CategoryCircuitOpen, Cause: ErrCircuitOpen}
+}
+
+func noRecord(ratelimit.Outcome) {}
+
+// breakerResult maps an outcome to what the breaker records: a failure for
+// connection failures and timeouts, success for anything the server
+// answered, and nothing (excluded) for the rest.
+func breakerResult(o ratelimit.Outcome) error {
+	switch v := o.(type) {
+	case ratelimit.Evaluated, ratelimit.Incompatible:
+		return nil
+	case ratelimit.Unavailable:
+		switch v.Category {
+		case ratelimit.CategoryConnection:
+			return errBreakerFailure
+		case ratelimit.CategoryServerRejected, ratelimit.CategoryClockUnsafe:
+			return nil
+		}
+	case ratelimit.Indeterminate:
+		switch v.Category {
+		case ratelimit.CategoryTimeout, ratelimit.CategoryConnectionLost:
+			return errBreakerFailure
+		}
+	}
+	return errBreakerExcluded
+}
+
+// state reports the breaker's state.
+func (b *breaker) state() BreakerState {
+	if b == nil {
+		return BreakerDisabled
+	}
+	if b.cb.State() == gobreaker.StateClosed {
+		return BreakerClosed
+	}
+	if b.probing.Load() {
+		return BreakerHalfOpen
+	}
+	return BreakerOpen
+}
+
+// stateChanged is gobreaker's OnStateChange (called under its lock: it
+// only starts the prober and reports).
+func (b *breaker) stateChanged(_ string, from, to gobreaker.State) {
+	if to == gobreaker.StateOpen && from == gobreaker.StateClosed {
+		b.trips.Add(1)
+		b.startProber()
+	}
+	if b.onChange == nil {
+		return
+	}
+	switch {
+	case to == gobreaker.StateClosed:
+		b.onChange(BreakerClosed)
+	case from == gobreaker.StateClosed:
+		b.onChange(BreakerOpen)
+	}
+}
+
+// startProber starts the prober goroutine unless it runs or the breaker is
+// shut down.
+func (b *breaker) startProber() {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.shut || b.running {
+		return
+	}
+	b.running = true
+	b.wg.Add(1)
+	go b.probeLoop()
+}
+
+// probeLoop probes until the breaker is closed or shut down: wait a
+// jittered interval, take the half-open slot, PING, record the result.
+func (b *breaker) probeLoop() {
+	defer b.wg.Done()
+	timer := time.NewTimer(b.wait())
+	defer timer.Stop()
+	for {
+		select {
+		case <-b.stop:
+			return
+		case <-timer.C:
+		}
+		if b.cb.State() == gobreaker.StateClosed {
+			b.exitProber()
+			return
+		}
+		if done, err := b.cb.Allow(); err == nil {
+			b.probing.Store(true)
+			perr := b.probe(context.Background())
+			b.probing.Store(false)
+			if perr == nil {
+				done(nil)
+			} else {
+				done(errBreakerFailure)
+			}
+			if b.cb.State() == gobreaker.StateClosed {
+				b.exitProber()
+				return
+			}
+		}
+		timer.Reset(b.wait())
+	}
+}
+
+// exitProber marks the prober gone once the breaker closed; if it opened
+// again meanwhile (its stateChanged found the prober still running), it
+// starts a new one, so an open breaker always has a prober.
+func (b *breaker) exitProber() {
+	b.mu.Lock()
+	b.running = false
+	b.mu.Unlock()
+	if b.cb.State() != gobreaker.StateClosed {
+		b.startProber()
+	}
+}
+
+// wait draws the next probe wait from [interval/2, interval].
+func (b *breaker) wait() time.Duration {
+	half := b.interval / 2
+	return half + time.Duration(b.rand(int64(b.interval-half)+1))
+}
+
+// shutdown stops the prober and waits for it (a probe in flight ends within
+// its command timeout).
+func (b *breaker) shutdown() {
+	if b == nil {
+		return
+	}
+	b.mu.Lock()
+	if !b.shut {
+		b.shut = true
+		close(b.stop)
+	}
+	b.mu.Unlock()
+	b.wg.Wait()
+}
+
+// BreakerState reports the state of the provider's circuit breaker
+// (BreakerDisabled without one).
+func (p *Provider) BreakerState() BreakerState { return p.breaker.state() }
+
+// BreakerTrips reports how many times the breaker has opened since New.
+func (p *Provider) BreakerTrips() uint64 {
+	if p.breaker == nil {
+		return 0
+	}
+	return p.breaker.trips.Load()
+}
+
+// OnBreakerChange registers f to be told every change of the breaker's
+// state (open, closed); call it before serving. It is called synchronously
+// on the goroutine that changed the state and must not block or call the
+// provider.
+func (p *Provider) OnBreakerChange(f func(BreakerState)) {
+	if p.breaker != nil {
+		p.breaker.onChange = f
+	}
+}
+
+// probePing is the breaker's recovery probe: one PING bounded by the
+// command timeout.
+func (p *Provider) probePing(ctx context.Context) error {
+	return p.do(ctx, redis.NewStatusCmd(ctx, "ping"))
+}
