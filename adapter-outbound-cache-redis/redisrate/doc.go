@@ -19,7 +19,8 @@
 // errors.go (sentinels and CallError), keys.go (the state key), topology.go
 // (NewFailoverClient and NewClusterClient) and cluster.go (the Provider's own
 // slot routing: MOVED, ASK, TRYAGAIN and CLUSTERDOWN followed, nothing that
-// may have run ever re-sent).
+// may have run ever re-sent), breaker.go (the circuit breaker: two hooks in
+// Evaluate, one background prober).
 //
 // It imports shared-contract, the programs package and go-redis. It must
 // never import the cache store (rediscache) or share a client, configuration
