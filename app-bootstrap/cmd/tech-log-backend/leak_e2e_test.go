@@ -23,6 +23,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/tech-log/tech-log-backend/adapter-inbound-web/subject"
 	"github.com/tech-log/tech-log-backend/adapter-outbound-cache-redis/redistest"
 )
 
@@ -255,6 +256,11 @@ func TestE2ENoSecretOrSubjectLeaks(t *testing.T) {
 		)
 	}
 	trusted := startInstance(t, env([]string{"APP_RATE_LIMIT_REDIS_PASSWORD_FILE", pwFile}, "127.0.0.1/32,::1/128"))
+	// keyed verifies API keys: the keys file holds the SHA-256 digest of
+	// apiKey only.
+	keysFile := write("api-keys", subject.DigestAPIKey(apiKey).String()+"\n")
+	keyed := startInstance(t, append(env([]string{"APP_RATE_LIMIT_REDIS_PASSWORD_FILE", pwFile}, "192.0.2.0/24"),
+		"APP_WEB_IDENTITY=api-key", "APP_WEB_API_KEYS_FILE="+keysFile))
 	untrusted := startInstance(t, env([]string{"APP_RATE_LIMIT_REDIS_PASSWORD", coordPassword}, "192.0.2.0/24"))
 	wrong := startInstance(t, env([]string{"APP_RATE_LIMIT_REDIS_PASSWORD", wrongPassword}, "127.0.0.1/32"))
 
@@ -278,7 +284,7 @@ func TestE2ENoSecretOrSubjectLeaks(t *testing.T) {
 		return h
 	}
 	probes := func(stage string) {
-		for _, in := range []*instance{trusted, untrusted, wrong} {
+		for _, in := range []*instance{trusted, untrusted, wrong, keyed} {
 			for _, p := range []string{"/metrics", "/readyz", "/healthz"} {
 				hit(stage+" "+p, in, http.MethodGet, p, nil)
 			}
@@ -297,7 +303,15 @@ func TestE2ENoSecretOrSubjectLeaks(t *testing.T) {
 	for range 5 {
 		hit("login", untrusted, http.MethodPost, "/api/v1/login", hdr("X-API-Key", apiKey, "X-Forwarded-For", clientIP))
 	}
-	// An ambiguous and an oversized key: unverified keys are no identity,
+	// api-key mode: the verified key is a subject (200s, then 429s); an
+	// unknown, a repeated and an oversized key are refused (401, 400).
+	for range 12 {
+		hit("verified key", keyed, http.MethodGet, "/api/v1/ping", hdr("X-API-Key", apiKey))
+	}
+	hit("unknown key", keyed, http.MethodGet, "/api/v1/ping", hdr("X-API-Key", otherKey))
+	hit("unknown key", keyed, http.MethodGet, "/api/v1/ping", hdr("X-API-Key", strings.Repeat(otherKey, 64)))
+	hit("repeated key", keyed, http.MethodGet, "/api/v1/ping", hdr("X-API-Key", apiKey, "X-API-Key", otherKey))
+	// In ip mode, an ambiguous and an oversized key: unverified keys are no identity,
 	// so these are the loopback peer's (already spent) budget: 429s.
 	hit("bad key", trusted, http.MethodGet, "/api/v1/ping", hdr("X-API-Key", apiKey, "X-API-Key", otherKey))
 	hit("bad key", trusted, http.MethodGet, "/api/v1/ping", hdr("X-API-Key", strings.Repeat(otherKey, 64)))
@@ -325,13 +339,13 @@ func TestE2ENoSecretOrSubjectLeaks(t *testing.T) {
 	}
 	probes("down")
 
-	for _, in := range []*instance{trusted, untrusted, wrong} {
+	for _, in := range []*instance{trusted, untrusted, wrong, keyed} {
 		in.stop(t) // shutdown lines are logged too
 	}
-	for name, in := range map[string]*instance{"trusted": trusted, "untrusted": untrusted, "wrong password": wrong} {
+	for name, in := range map[string]*instance{"trusted": trusted, "untrusted": untrusted, "wrong password": wrong, "api-key": keyed} {
 		corpus.add("stderr "+name, in.logs())
 	}
-	corpus.add("stdout", trusted.stdout.String()+untrusted.stdout.String()+wrong.stdout.String())
+	corpus.add("stdout", trusted.stdout.String()+untrusted.stdout.String()+wrong.stdout.String()+keyed.stdout.String())
 
 	// Configuration errors with the secrets set (and conflicting or
 	// too-short ones): a value that does not parse (reported alone), and
@@ -382,6 +396,9 @@ func TestE2ENoSecretOrSubjectLeaks(t *testing.T) {
 		"untrusted xff":  {http.StatusOK, http.StatusTooManyRequests},
 		"login":          {http.StatusOK, http.StatusTooManyRequests},
 		"bad key":        {http.StatusTooManyRequests},
+		"verified key":   {http.StatusOK, http.StatusTooManyRequests},
+		"unknown key":    {http.StatusUnauthorized},
+		"repeated key":   {http.StatusBadRequest},
 		"wrong password": {http.StatusServiceUnavailable},
 		"redis down":     {http.StatusServiceUnavailable},
 		"down /readyz":   {http.StatusServiceUnavailable},
@@ -394,7 +411,8 @@ func TestE2ENoSecretOrSubjectLeaks(t *testing.T) {
 	assert.Equal(t, 10, statuses["trusted xff"][http.StatusOK], "the forwarded client is one subject")
 	assert.Equal(t, 10, statuses["api key"][http.StatusOK]+statuses["untrusted xff"][http.StatusOK],
 		"an unverified key is no identity and an untrusted peer's X-Forwarded-For is ignored: both are the loopback peer, one global budget")
-	assert.Equal(t, 2, statuses["up /readyz"][http.StatusOK], "ready with the right password")
+	assert.Equal(t, 10, statuses["verified key"][http.StatusOK], "the verified key's own global budget")
+	assert.Equal(t, 3, statuses["up /readyz"][http.StatusOK], "ready with the right password")
 	assert.Equal(t, 1, statuses["up /readyz"][http.StatusServiceUnavailable], "not ready with the wrong one")
 	responses := corpus.src["responses"].String()
 	assert.Contains(t, responses, `tlb_ratelimit_outcomes_total{category="none",decision="denied"`, "the scanned metrics hold the run's outcomes")
@@ -423,7 +441,7 @@ func TestE2ENoSecretOrSubjectLeaks(t *testing.T) {
 		names = append(names, name)
 	}
 	sort.Strings(names)
-	require.Len(t, corpus.src, 8, "every source was collected")
+	require.Len(t, corpus.src, 9, "every source was collected")
 	for source, text := range corpus.src {
 		t.Logf("scanned %s: %d bytes for %d needles", source, text.Len(), len(needles))
 		if source != "stdout" { // the service logs to stderr; stdout is scanned but may be empty
