@@ -139,7 +139,7 @@ type Middleware struct {
 	legacy   bool
 	subjects subject.Identifier
 	pseudo   *subject.Pseudonymizer
-	routes   *http.ServeMux // pattern -> *target; never serves
+	routes   *Patterns // pattern -> *target; never serves
 	deflt    *target
 	timeout  time.Duration
 	cost     CostFunc
@@ -160,7 +160,7 @@ func New(cfg Config) (*Middleware, error) {
 		port:     cfg.Port,
 		subjects: cfg.Subjects,
 		pseudo:   cfg.Pseudonymizer,
-		routes:   http.NewServeMux(),
+		routes:   NewPatterns(),
 		deflt:    &target{policy: cfg.DefaultPolicy, window: windows[cfg.DefaultPolicy]},
 		timeout:  cfg.Timeout,
 		cost:     cfg.Cost,
@@ -174,12 +174,12 @@ func New(cfg Config) (*Middleware, error) {
 	var errs []error
 	for i, r := range cfg.Routes {
 		t := &target{policy: r.Policy, window: windows[r.Policy]}
-		if err := register(m.routes, r.Pattern, t); err != nil {
+		if err := m.routes.add(r.Pattern, t); err != nil {
 			errs = append(errs, fmt.Errorf("%w: Routes[%d].Pattern: %w", ErrInvalidConfig, i, err))
 		}
 	}
 	for i, p := range cfg.Exempt {
-		if err := register(m.routes, p, &target{exempt: true}); err != nil {
+		if err := m.routes.add(p, &target{exempt: true}); err != nil {
 			errs = append(errs, fmt.Errorf("%w: Exempt[%d]: %w", ErrInvalidConfig, i, err))
 		}
 	}

@@ -19,15 +19,31 @@ type target struct {
 
 func (*target) ServeHTTP(http.ResponseWriter, *http.Request) {}
 
-// register adds pattern to mux, turning ServeMux's panic on an invalid or
+// Patterns checks net/http ServeMux patterns the way the edge's route table
+// does: each must be valid and must not conflict with a pattern added
+// before. The policy parser uses it, so that a policy file whose routes the
+// edge would refuse is refused when the file is read, by the same rule.
+// Build it with NewPatterns; it is not safe for concurrent Add.
+type Patterns struct {
+	mux *http.ServeMux
+}
+
+// NewPatterns returns an empty pattern set.
+func NewPatterns() *Patterns { return &Patterns{mux: http.NewServeMux()} }
+
+// Add adds pattern; the error says why ServeMux refuses it (malformed, or
+// conflicting with an earlier pattern) and leaves the set unchanged.
+func (p *Patterns) Add(pattern string) error { return p.add(pattern, http.NotFoundHandler()) }
+
+// add registers pattern with h, turning ServeMux's panic on an invalid or
 // conflicting pattern into an error.
-func register(mux *http.ServeMux, pattern string, t *target) (err error) {
+func (p *Patterns) add(pattern string, h http.Handler) (err error) {
 	defer func() {
-		if p := recover(); p != nil {
-			err = fmt.Errorf("%v", p)
+		if r := recover(); r != nil {
+			err = fmt.Errorf("%v", r)
 		}
 	}()
-	mux.Handle(pattern, t)
+	p.mux.Handle(pattern, h)
 	return nil
 }
 
@@ -52,7 +68,7 @@ func (m *Middleware) policyFor(r *http.Request) (ratelimit.PolicyID, bool) {
 }
 
 func (m *Middleware) targetFor(r *http.Request) *target {
-	if h, _ := m.routes.Handler(r); h != nil {
+	if h, _ := m.routes.mux.Handler(r); h != nil {
 		if t, ok := h.(*target); ok {
 			return t
 		}

@@ -6,12 +6,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net/http"
 	"os"
 	"sort"
 	"strings"
 	"time"
 
+	"github.com/tech-log/tech-log-backend/adapter-inbound-web/edge"
 	"github.com/tech-log/tech-log-backend/shared-contract/ratelimit"
 )
 
@@ -172,7 +172,7 @@ func ParsePolicies(r io.Reader) (PolicySet, error) {
 	var set PolicySet
 	ids := map[ratelimit.PolicyID]int{}
 	routes := map[string]ratelimit.PolicyID{}
-	mux := http.NewServeMux()
+	patterns := edge.NewPatterns()
 	for i, pj := range file.Policies {
 		where := fmt.Sprintf("policies[%d]", i)
 		if pj.ID != nil {
@@ -208,7 +208,7 @@ func ParsePolicies(r io.Reader) (PolicySet, error) {
 				fail(where, "route %q is already mapped to policy %q", bounded(pattern), other)
 				continue
 			}
-			if err := registerPattern(mux, pattern); err != nil {
+			if err := checkPattern(patterns, pattern); err != nil {
 				fail(where, "route %q: %w", bounded(pattern), err)
 				continue
 			}
@@ -222,19 +222,16 @@ func ParsePolicies(r io.Reader) (PolicySet, error) {
 	return set, nil
 }
 
-// registerPattern validates pattern as a ServeMux pattern by registering it
-// on a scratch mux, which panics on a malformed pattern or one that
-// conflicts with an earlier route.
-func registerPattern(mux *http.ServeMux, pattern string) (err error) {
+// checkPattern adds pattern to patterns, the edge's own ServeMux pattern
+// check: malformed patterns and ones that conflict with an earlier route are
+// errors.
+func checkPattern(patterns *edge.Patterns, pattern string) error {
 	if strings.TrimSpace(pattern) == "" {
 		return errors.New("empty pattern")
 	}
-	defer func() {
-		if r := recover(); r != nil {
-			err = fmt.Errorf("not a valid ServeMux pattern: %v", r)
-		}
-	}()
-	mux.Handle(pattern, http.NotFoundHandler())
+	if err := patterns.Add(pattern); err != nil {
+		return fmt.Errorf("not a valid ServeMux pattern: %w", err)
+	}
 	return nil
 }
 
