@@ -56,8 +56,9 @@ for port in "$port1" "$port2"; do
 done
 echo "== both instances ready"
 
-# The login policy admits 5 per minute per client, globally: 10 requests
-# alternating between the instances get exactly 5 admits in total.
+# The demo's login policy (deploy/demo-policies.json) is a token bucket of 5
+# refilling one token an hour, per client, globally: 10 requests alternating
+# between the instances get exactly 5 admits in total.
 admitted=0 denied=0 codes=""
 for i in $(seq 1 10); do
 	port=$([ $((i % 2)) = 1 ] && echo "$port1" || echo "$port2")
@@ -71,7 +72,7 @@ for i in $(seq 1 10); do
 done
 echo "== 10 x POST /api/v1/login alternating app1/app2:$codes"
 [ "$admitted" = 5 ] && [ "$denied" = 5 ] || fail "want 5 admitted and 5 denied across both instances, got $admitted and $denied"
-echo "== global limit holds across instances: 5 admitted, 5 denied (login: 5 per minute)"
+echo "== global limit holds across instances: 5 admitted, 5 denied (login: bucket of 5)"
 
 # Without Redis the limiter cannot decide and refuses: 503, never an admit.
 dc stop --timeout 2 redis >/dev/null 2>&1 || fail "compose stop redis"
