@@ -39,6 +39,12 @@ const redacted = "[redacted]"
 // error.
 var ErrInvalidConfig = errors.New("invalid rate-limit redis config")
 
+// ErrTLSHandshake is wrapped by every failed TLS handshake of the
+// coordination client's dialer (with the crypto/tls or crypto/x509 error
+// alongside), so that a caller can tell a TLS problem (wrong CA, server
+// name, expired certificate, a plaintext port) from an unreachable server.
+var ErrTLSHandshake = errors.New("tls handshake")
+
 // ClientConfig configures the coordination client: its own connection pool,
 // never shared with the cache capability. The zero value is invalid; every
 // field without "optional" must be set. Every textual form redacts Password.
@@ -257,7 +263,7 @@ func newDialer(base func(ctx context.Context, network, addr string) (net.Conn, e
 		tc := tls.Client(conn, tlsForHost(tlsConfig, addr))
 		if err := tc.HandshakeContext(ctx); err != nil {
 			_ = conn.Close()
-			return nil, &dialError{err: fmt.Errorf("tls handshake: %w", err)}
+			return nil, &dialError{err: fmt.Errorf("%w: %w", ErrTLSHandshake, err)}
 		}
 		return tc, nil
 	}

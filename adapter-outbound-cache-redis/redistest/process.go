@@ -2,6 +2,7 @@ package redistest
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"net"
@@ -26,6 +27,9 @@ type processLane struct {
 	args    []string // everything except --port
 	logPath string
 	port    int
+	// tls, for a server started WithTLS, is the client configuration of
+	// the start-up probes; the port is then the tls-port.
+	tls *tls.Config
 
 	proc *redisserver.Process // nil when not running
 }
@@ -45,6 +49,7 @@ func startProcess(t testing.TB, cfg *config) (l lane, missing string, err error)
 		bin:     bin,
 		args:    processArgs(dir, cfg),
 		logPath: filepath.Join(dir, "redis.log"),
+		tls:     cfg.probeTLS(),
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), startTimeout)
 	defer cancel()
@@ -67,6 +72,9 @@ func startProcess(t testing.TB, cfg *config) (l lane, missing string, err error)
 // (no persistence, loopback only), then the caller's directives.
 func processArgs(dir string, cfg *config) []string {
 	args := redisserver.DefaultArgs(dir)
+	if cfg.tls != nil {
+		args = append(args, cfg.tls.args()...)
+	}
 	for _, d := range cfg.directives {
 		args = append(args, "--"+d.name, d.value)
 	}
@@ -86,7 +94,7 @@ var errAddrInUse = redisserver.ErrAddrInUse
 
 // start launches redis-server on p.port and waits until it answers PING.
 func (p *processLane) start(ctx context.Context) error {
-	proc := &redisserver.Process{Bin: p.bin, Args: p.args, LogPath: p.logPath, Port: p.port}
+	proc := &redisserver.Process{Bin: p.bin, Args: p.args, LogPath: p.logPath, Port: p.port, TLS: p.tls}
 	if err := proc.Start(ctx); err != nil {
 		return err
 	}

@@ -79,6 +79,7 @@ type directive struct{ name, value string }
 
 type config struct {
 	directives []directive
+	tls        *tlsSetup // WithTLS; nil for plaintext
 }
 
 // WithConfig sets a redis.conf directive on the server, for example
@@ -129,6 +130,8 @@ type Server struct {
 	lane    lane
 	client  *redis.Client
 	version string
+	// tlsMaterial is set for a server started WithTLS.
+	tlsMaterial *TLS
 
 	mu        sync.Mutex
 	pauseStop chan struct{} // non-nil while paused; closed on resume
@@ -157,6 +160,14 @@ func Start(t testing.TB, opts ...Option) *Server {
 	if err != nil {
 		t.Fatal(err)
 	}
+	if cfg.tls != nil {
+		if e.lane != LaneProcess {
+			t.Skipf("redistest: the %s lane cannot run a TLS server", e.lane)
+		}
+		if err := cfg.tls.prepare(t); err != nil {
+			t.Fatal(err)
+		}
+	}
 
 	var (
 		l       lane
@@ -184,6 +195,9 @@ func Start(t testing.TB, opts ...Option) *Server {
 	}
 
 	s := &Server{t: t, lane: l}
+	if cfg.tls != nil {
+		s.tlsMaterial = cfg.tls.m
+	}
 	s.client = redis.NewClient(s.adminOptions())
 	t.Cleanup(s.cleanup)
 
@@ -207,6 +221,9 @@ func (s *Server) adminOptions() *redis.Options {
 	o.DialTimeout = 2 * time.Second
 	o.ReadTimeout = 5 * time.Second
 	o.WriteTimeout = 5 * time.Second
+	if s.tlsMaterial != nil {
+		o.TLSConfig = s.tlsMaterial.adminConfig(hostOf(o.Addr))
+	}
 	return o
 }
 
@@ -214,10 +231,15 @@ func (s *Server) adminOptions() *redis.Options {
 // container lanes. It stays the same across Restart.
 func (s *Server) Addr() string { return s.lane.addr() }
 
-// Options returns fresh base client options (Addr, Protocol 3) for a client
-// the test configures and closes itself.
+// Options returns fresh base client options (Addr, Protocol 3, and for a
+// server started WithTLS the TLS.ClientConfig) for a client the test
+// configures and closes itself.
 func (s *Server) Options() *redis.Options {
-	return &redis.Options{Addr: s.lane.addr(), Protocol: 3}
+	o := &redis.Options{Addr: s.lane.addr(), Protocol: 3}
+	if s.tlsMaterial != nil {
+		o.TLSConfig = s.tlsMaterial.ClientConfig()
+	}
+	return o
 }
 
 // Client returns the admin client owned by the Server (MaxRetries -1),

@@ -40,6 +40,7 @@ func RateLimitModule() fx.Option {
 type coordination struct {
 	provider *redisrate.Provider
 	log      *slog.Logger
+	redis    config.Redis // for naming the variable at fault in errors
 
 	mu      sync.Mutex
 	started bool
@@ -65,7 +66,7 @@ func newCoordination(lc fx.Lifecycle, cfg config.Config, log *slog.Logger) (*coo
 		_ = client.Close()
 		return nil, fmt.Errorf("rate limit: provider: %w", err)
 	}
-	c := &coordination{provider: provider, log: log.With("component", "ratelimit")}
+	c := &coordination{provider: provider, log: log.With("component", "ratelimit"), redis: rl.Redis}
 	provider.OnBreakerChange(func(s redisrate.BreakerState) {
 		if s == redisrate.BreakerOpen {
 			c.log.Warn("circuit breaker open: coordination redis unreachable; limited routes answer 503 (circuit_open) at once, probing in the background", "probe_interval", rl.BreakerProbeInterval)
@@ -101,7 +102,8 @@ func fatalStartError(err error) bool {
 	return errors.Is(err, redisrate.ErrServerVersion) || errors.Is(err, redisrate.ErrScriptDigest)
 }
 
-// check runs Provider.Start once it has not yet succeeded.
+// check runs Provider.Start once it has not yet succeeded. A connection
+// failure comes back as a *ConnError when a variable explains it.
 func (c *coordination) check(ctx context.Context) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -109,7 +111,7 @@ func (c *coordination) check(ctx context.Context) error {
 		return nil
 	}
 	if err := c.provider.Start(ctx); err != nil {
-		return err
+		return explainConnError(config.Prefix+"RATE_LIMIT_REDIS_", c.redis, err)
 	}
 	c.started = true
 	return nil
@@ -126,7 +128,7 @@ func (c *coordination) Ready(ctx context.Context) error {
 	if err := c.check(ctx); err != nil {
 		return err
 	}
-	return c.provider.Ready(ctx)
+	return explainConnError(config.Prefix+"RATE_LIMIT_REDIS_", c.redis, c.provider.Ready(ctx))
 }
 
 // breakerOpenError is the readiness error while the circuit breaker is

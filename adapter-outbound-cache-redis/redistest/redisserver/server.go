@@ -3,6 +3,7 @@ package redisserver
 import (
 	"bufio"
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -58,6 +59,11 @@ type Process struct {
 	LogPath string
 	// Port is the TCP port the server binds on 127.0.0.1.
 	Port int
+	// TLS, when set, makes Port the server's tls-port (Start appends
+	// "--tls-port N" instead of "--port N"; Args must then carry "--port 0"
+	// and the tls-* directives) and is the client configuration of Start's
+	// PING and INFO probes.
+	TLS *tls.Config
 
 	cmd  *exec.Cmd     // nil when not running
 	done chan struct{} // closed once cmd has been reaped
@@ -132,7 +138,11 @@ func (p *Process) Start(ctx context.Context) error {
 	defer logf.Close() // the child holds its own descriptor
 	fmt.Fprintf(logf, "--- redisserver: starting on %s at %s\n", p.Addr(), time.Now().Format(time.RFC3339Nano))
 
-	cmd := exec.Command(p.Bin, append(append([]string(nil), p.Args...), "--port", strconv.Itoa(p.Port))...)
+	portFlag := "--port"
+	if p.TLS != nil {
+		portFlag = "--tls-port"
+	}
+	cmd := exec.Command(p.Bin, append(append([]string(nil), p.Args...), portFlag, strconv.Itoa(p.Port))...)
 	cmd.Stdout = logf
 	cmd.Stderr = logf
 	cmd.SysProcAttr = sysProcAttr()
@@ -146,7 +156,7 @@ func (p *Process) Start(ctx context.Context) error {
 	}()
 	p.cmd, p.done = cmd, done
 
-	if err := WaitPing(ctx, p.Addr(), done); err != nil {
+	if err := waitPing(ctx, p.Addr(), done, p.TLS); err != nil {
 		exited := false
 		select {
 		case <-done:
@@ -161,7 +171,7 @@ func (p *Process) Start(ctx context.Context) error {
 	}
 	// Another server on the same port may have answered the PING: only
 	// ours reports our pid.
-	info, err := Info(ctx, p.Addr(), "server")
+	info, err := info(ctx, p.Addr(), "server", p.TLS)
 	if err != nil {
 		p.Kill()
 		return fmt.Errorf("INFO server on %s: %w", p.Addr(), err)
@@ -248,7 +258,7 @@ func (p *Process) LogTail() string { return FileTail(p.LogPath) }
 // Info runs INFO section on the server and returns the reply text (parse it
 // with package redisinfo).
 func (p *Process) Info(ctx context.Context, section string) (string, error) {
-	return Info(ctx, p.Addr(), section)
+	return info(ctx, p.Addr(), section, p.TLS)
 }
 
 // FreePort asks the kernel for a free loopback port. Another process may
@@ -268,6 +278,11 @@ func FreePort() (int, error) {
 // WaitPing polls addr with Ping every 20ms until it answers +PONG, ctx ends,
 // or exited is closed (the server died).
 func WaitPing(ctx context.Context, addr string, exited <-chan struct{}) error {
+	return waitPing(ctx, addr, exited, nil)
+}
+
+// waitPing is WaitPing, over TLS when tlsConfig is set.
+func waitPing(ctx context.Context, addr string, exited <-chan struct{}, tlsConfig *tls.Config) error {
 	var last error
 	for {
 		select {
@@ -275,7 +290,7 @@ func WaitPing(ctx context.Context, addr string, exited <-chan struct{}) error {
 			return fmt.Errorf("server exited before answering PING on %s", addr)
 		default:
 		}
-		if last = Ping(ctx, addr); last == nil {
+		if last = ping(ctx, addr, tlsConfig); last == nil {
 			return nil
 		}
 		select {
@@ -290,8 +305,11 @@ func WaitPing(ctx context.Context, addr string, exited <-chan struct{}) error {
 
 // Ping sends one RESP PING on a fresh connection and expects +PONG; no
 // client library, so no background goroutines.
-func Ping(ctx context.Context, addr string) error {
-	conn, r, err := dial(ctx, addr)
+func Ping(ctx context.Context, addr string) error { return ping(ctx, addr, nil) }
+
+// ping is Ping, over TLS when tlsConfig is set.
+func ping(ctx context.Context, addr string, tlsConfig *tls.Config) error {
+	conn, r, err := dial(ctx, addr, tlsConfig)
 	if err != nil {
 		return err
 	}
@@ -314,7 +332,12 @@ const maxInfoLen = 1 << 20
 
 // Info sends INFO section on a fresh connection and returns the reply text.
 func Info(ctx context.Context, addr, section string) (string, error) {
-	conn, r, err := dial(ctx, addr)
+	return info(ctx, addr, section, nil)
+}
+
+// info is Info, over TLS when tlsConfig is set.
+func info(ctx context.Context, addr, section string, tlsConfig *tls.Config) (string, error) {
+	conn, r, err := dial(ctx, addr, tlsConfig)
 	if err != nil {
 		return "", err
 	}
@@ -337,10 +360,20 @@ func Info(ctx context.Context, addr, section string) (string, error) {
 	return string(b[:n]), nil
 }
 
-// dial opens a connection with a 500ms dial bound and a 1s I/O deadline.
-func dial(ctx context.Context, addr string) (net.Conn, *bufio.Reader, error) {
-	d := net.Dialer{Timeout: 500 * time.Millisecond}
-	conn, err := d.DialContext(ctx, "tcp", addr)
+// dial opens a connection with a 500ms dial bound (including the TLS
+// handshake when tlsConfig is set) and a 1s I/O deadline.
+func dial(ctx context.Context, addr string, tlsConfig *tls.Config) (net.Conn, *bufio.Reader, error) {
+	var (
+		conn net.Conn
+		err  error
+	)
+	if tlsConfig != nil {
+		d := tls.Dialer{NetDialer: &net.Dialer{Timeout: 500 * time.Millisecond}, Config: tlsConfig}
+		conn, err = d.DialContext(ctx, "tcp", addr)
+	} else {
+		d := net.Dialer{Timeout: 500 * time.Millisecond}
+		conn, err = d.DialContext(ctx, "tcp", addr)
+	}
 	if err != nil {
 		return nil, nil, err
 	}
