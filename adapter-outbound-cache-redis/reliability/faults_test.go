@@ -324,7 +324,7 @@ func TestRestartMidLoadNoGoroutineLeak(t *testing.T) {
 	deadline := time.Now().Add(5 * time.Second)
 	// The restarted server's reaper goroutine belongs to redistest (it ends
 	// at the server's cleanup), not to the provider.
-	reaper := goleak.IgnoreAnyFunction("github.com/tech-log/tech-log-backend/adapter-outbound-cache-redis/redistest.(*processLane).start.func1")
+	reaper := goleak.IgnoreAnyFunction("github.com/tech-log/tech-log-backend/adapter-outbound-cache-redis/redistest/redisserver.(*Process).Start.func1")
 	leakErr := goleak.Find(before, reaper)
 	for leakErr != nil && time.Now().Before(deadline) {
 		time.Sleep(50 * time.Millisecond)
