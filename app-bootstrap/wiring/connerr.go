@@ -41,14 +41,14 @@ func (e *ConnError) Error() string { return e.Var + ": " + e.Hint + ": " + e.Err
 // Unwrap returns the underlying error.
 func (e *ConnError) Unwrap() error { return e.Err }
 
-// explainConnError returns err wrapped in a *ConnError when it is a
+// ExplainConnError returns err wrapped in a *ConnError when it is a
 // connection failure whose cause a configuration variable of the endpoint
 // (prefix is e.g. "APP_RATE_LIMIT_REDIS_") explains, and err unchanged
 // otherwise. It recognizes: a server certificate from an unknown CA, for
 // another name, expired or not yet valid; a client certificate the server
 // requires or refuses; TLS spoken to a plaintext port; plaintext spoken to
 // a TLS port.
-func explainConnError(prefix string, r config.Redis, err error) error {
+func ExplainConnError(prefix string, r config.Redis, err error) error {
 	if err == nil {
 		return nil
 	}

@@ -111,7 +111,7 @@ func (c *coordination) check(ctx context.Context) error {
 		return nil
 	}
 	if err := c.provider.Start(ctx); err != nil {
-		return explainConnError(config.Prefix+"RATE_LIMIT_REDIS_", c.redis, err)
+		return ExplainConnError(config.Prefix+"RATE_LIMIT_REDIS_", c.redis, err)
 	}
 	c.started = true
 	return nil
@@ -128,7 +128,7 @@ func (c *coordination) Ready(ctx context.Context) error {
 	if err := c.check(ctx); err != nil {
 		return err
 	}
-	return explainConnError(config.Prefix+"RATE_LIMIT_REDIS_", c.redis, c.provider.Ready(ctx))
+	return ExplainConnError(config.Prefix+"RATE_LIMIT_REDIS_", c.redis, c.provider.Ready(ctx))
 }
 
 // breakerOpenError is the readiness error while the circuit breaker is

@@ -136,8 +136,8 @@ func TestTLSFailuresNameTheVariable(t *testing.T) {
 func TestExplainConnErrorLeavesOthersAlone(t *testing.T) {
 	cfg := loadConfig(t, enabledKV("127.0.0.1:1")...)
 	refused := &net.OpError{Op: "dial", Net: "tcp", Err: errors.New("connect: connection refused")}
-	assert.Same(t, error(refused), explainConnError("APP_RATE_LIMIT_REDIS_", cfg.RateLimit.Redis, refused))
-	assert.NoError(t, explainConnError("APP_RATE_LIMIT_REDIS_", cfg.RateLimit.Redis, nil))
+	assert.Same(t, error(refused), ExplainConnError("APP_RATE_LIMIT_REDIS_", cfg.RateLimit.Redis, refused))
+	assert.NoError(t, ExplainConnError("APP_RATE_LIMIT_REDIS_", cfg.RateLimit.Redis, nil))
 	ce := &ConnError{Var: "X", Reason: ReasonTLS, Hint: "h", Err: io.EOF}
-	assert.Same(t, error(ce), explainConnError("APP_RATE_LIMIT_REDIS_", cfg.RateLimit.Redis, ce), "explained once")
+	assert.Same(t, error(ce), ExplainConnError("APP_RATE_LIMIT_REDIS_", cfg.RateLimit.Redis, ce), "explained once")
 }
