@@ -263,4 +263,3 @@ func formatFields(f programs.State) string {
 	}
 	return strings.Join(parts, " ")
 }
-
