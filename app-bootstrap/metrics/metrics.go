@@ -21,6 +21,9 @@ const (
 	CacheFailOpenTotal = "tlb_cache_fail_open_total"
 	EdgeResponsesTotal = "tlb_edge_responses_total"
 	LocalLimitedTotal  = "tlb_local_limit_responses_total"
+	// IdentityRefusalsTotal counts requests the identity gate refused
+	// before any limiter (APP_WEB_IDENTITY=api-key), by status.
+	IdentityRefusalsTotal = "tlb_identity_refusals_total"
 	// Ready is 1 when the last readiness check (/readyz) passed, 0 when it
 	// failed or none has run.
 	Ready = "tlb_ready"
@@ -60,6 +63,7 @@ type Metrics struct {
 	cacheErr *prometheus.CounterVec
 	edgeResp *prometheus.CounterVec
 	localRes *prometheus.CounterVec
+	identRes *prometheus.CounterVec
 	ready    prometheus.Gauge
 	maxIn    prometheus.Gauge
 }
@@ -95,6 +99,10 @@ func New() *Metrics {
 		Name: LocalLimitedTotal,
 		Help: "Requests the legacy local limiter answered itself, by status (429 over the local limit, 400/500 unreadable identity).",
 	}, []string{"status"})
+	m.identRes = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: IdentityRefusalsTotal,
+		Help: "Requests refused by the identity gate before any limiter or Redis (APP_WEB_IDENTITY=api-key), by status (401 missing or unknown key, 400 malformed, 500 no client address).",
+	}, []string{"status"})
 	m.ready = prometheus.NewGauge(prometheus.GaugeOpts{
 		Name: Ready,
 		Help: "1 when the last readiness check (/readyz: with the Redis limiter, its start-up checks and a PING) passed, 0 when it failed or none has run.",
@@ -106,7 +114,7 @@ func New() *Metrics {
 	m.registry.MustRegister(
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
-		m.outcomes, m.latency, m.inFlight, m.cacheErr, m.edgeResp, m.localRes, m.ready, m.maxIn,
+		m.outcomes, m.latency, m.inFlight, m.cacheErr, m.edgeResp, m.localRes, m.identRes, m.ready, m.maxIn,
 	)
 	return m
 }
@@ -157,6 +165,11 @@ func (m *Metrics) EdgeResponse(policy ratelimit.PolicyID, known map[ratelimit.Po
 	m.edgeResp.WithLabelValues(p, resultLabel(admitted, status)).Inc()
 }
 
+// IdentityRefused counts one request the identity gate refused with status.
+func (m *Metrics) IdentityRefused(status int) {
+	m.identRes.WithLabelValues(resultLabel(false, status)).Inc()
+}
+
 // LocalLimited counts one response the local limiter wrote itself.
 func (m *Metrics) LocalLimited(status int) {
 	m.localRes.WithLabelValues(resultLabel(false, status)).Inc()
@@ -168,7 +181,7 @@ func resultLabel(admitted bool, status int) string {
 		return "admitted"
 	}
 	switch status {
-	case 400, 429, 500, 503:
+	case 400, 401, 429, 500, 503:
 		return strconv.Itoa(status)
 	}
 	return "other"

@@ -81,6 +81,7 @@ func TestWebAPIKeyMode(t *testing.T) {
 	assert.NotEqual(t, alpha, serve2("198.51.100.2:1", "key-beta"))
 	text := metricsText(t, h)
 	assert.Contains(t, text, `tlb_local_limit_responses_total{status="429"} 1`)
+	assert.Contains(t, text, `tlb_identity_refusals_total{status="401"} 11`, "ten unknown keys and one missing")
 }
 
 // TestWebTrustedHeaderMode: the principal header counts from a trusted

@@ -143,10 +143,10 @@ func NewHandler(p HandlerParams) (http.Handler, error) {
 			return nil, fmt.Errorf("web: local limiter: %w", err)
 		}
 		opts := localimit.WrapOptions{OmitLegacyFields: !w.LegacyRateLimitHeaders}
-		api = countLocal(lim.WrapWith(resolver, markPassed(api), opts), p.Metrics)
+		api = countRefusals(lim.WrapWith(resolver, markPassed(api), opts), p.Metrics.LocalLimited)
 	}
 	if gate != nil {
-		api = subject.Require(gate, api)
+		api = countRefusals(subject.Require(gate, markPassed(api)), p.Metrics.IdentityRefused)
 	}
 
 	root := http.NewServeMux()
@@ -170,15 +170,17 @@ func markPassed(next http.Handler) http.Handler {
 	})
 }
 
-// countLocal counts the responses the local limiter writes itself (429, or
-// 400/500 for an unreadable identity) in tlb_local_limit_responses_total.
-func countLocal(limited http.Handler, m *metrics.Metrics) http.Handler {
+// countRefusals calls count with the status of every response stage writes
+// itself, that is every request whose next handler (wrapped in markPassed)
+// did not run: the local limiter's 429 (tlb_local_limit_responses_total),
+// the identity gate's 401/400 (tlb_identity_refusals_total).
+func countRefusals(stage http.Handler, count func(status int)) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		passed := false
 		sw := &statusWriter{ResponseWriter: w, status: http.StatusOK}
-		limited.ServeHTTP(sw, r.WithContext(context.WithValue(r.Context(), passedKey{}, &passed)))
+		stage.ServeHTTP(sw, r.WithContext(context.WithValue(r.Context(), passedKey{}, &passed)))
 		if !passed {
-			m.LocalLimited(sw.status)
+			count(sw.status)
 		}
 	})
 }

@@ -130,6 +130,7 @@ func TestE2EAPIKeyModeRandomKeys(t *testing.T) {
 	assert.Equal(t, int64(requests), unauthorized.Load(), "every random key is refused")
 	assert.Zero(t, dbSize(t, rs), "no Redis key for an unverified client")
 	assert.Zero(t, commandCalls(t, rs, "evalsha")+commandCalls(t, rs, "eval"), "no evaluation ran")
+	assert.Contains(t, call(t, http.MethodGet, in.url("/metrics")).body, `tlb_identity_refusals_total{status="401"} 10000`)
 
 	// The verified key is the subject: the global policy's 10, then 429.
 	codes := map[int]int{}
