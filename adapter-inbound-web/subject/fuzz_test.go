@@ -1,0 +1,54 @@
+package subject
+
+import (
+	"errors"
+	"strings"
+	"testing"
+)
+
+// FuzzParseAPIKeyDigests: any keys file is either 1..MaxAPIKeys digests,
+// each written in the file as 64 hex digits on its own line, or an error
+// wrapping ErrInvalidConfig that echoes no line of the file (a line may be
+// a raw key pasted by mistake). It never panics.
+func FuzzParseAPIKeyDigests(f *testing.F) {
+	for _, s := range []string{
+		DigestAPIKey("a").String() + "\n",
+		"# comment\n\n  " + strings.ToUpper(DigestAPIKey("b").String()) + "  \r\n" + DigestAPIKey("c").String(),
+		"raw-secret-key-pasted-by-mistake-0123456789\n",
+		DigestAPIKey("a").String()[:63] + "g\n",
+		"",
+		"#",
+	} {
+		f.Add([]byte(s))
+	}
+	// The fixed phrases of the errors, which an input line may happen to
+	// repeat without being echoed.
+	const phrases = "invalid subject config: line : want a SHA-256 digest of 64 hex digits, got characters: not hex more than digests no digest (every request would get 401) is too long larger than bytes"
+	f.Fuzz(func(t *testing.T, data []byte) {
+		got, err := ParseAPIKeyDigests(strings.NewReader(string(data)))
+		text := strings.ToLower(string(data))
+		if err != nil {
+			if !errors.Is(err, ErrInvalidConfig) {
+				t.Fatalf("error does not wrap ErrInvalidConfig: %v", err)
+			}
+			if got != nil {
+				t.Fatalf("an error with %d digests", len(got))
+			}
+			for _, line := range strings.Split(string(data), "\n") {
+				line = strings.TrimSpace(line)
+				if len(line) >= 24 && !strings.Contains(phrases, line) && strings.Contains(err.Error(), line) {
+					t.Fatalf("the error echoes the line %q: %v", line, err)
+				}
+			}
+			return
+		}
+		if len(got) == 0 || len(got) > MaxAPIKeys {
+			t.Fatalf("%d digests, want 1..%d", len(got), MaxAPIKeys)
+		}
+		for i, d := range got {
+			if !strings.Contains(text, d.String()) {
+				t.Fatalf("digest %d (%s) is not a line of the file", i, d)
+			}
+		}
+	})
+}
