@@ -32,6 +32,10 @@ var (
 	ErrClockUnsafe       = errors.New("program answered CLOCK_UNSAFE")
 	ErrStateIncompatible = errors.New("program answered STATE_INCOMPATIBLE")
 	ErrInvalidArguments  = errors.New("program answered INVALID")
+	// ErrReplicationShortfall: an ALLOWED reply was acknowledged by fewer
+	// replicas than Options.ReplicationAcks (the cause of
+	// Indeterminate{replication}).
+	ErrReplicationShortfall = errors.New("replication acknowledgement shortfall")
 	// ErrUnsupportedClient: New was given a client type R1 does not qualify.
 	ErrUnsupportedClient = errors.New("unsupported redis client")
 )

@@ -139,6 +139,15 @@ func (p *Provider) outcome(ps *policyState, res result) ratelimit.Outcome {
 	}
 	switch r.Status {
 	case programs.StatusAllowed, programs.StatusDenied:
+		if r.Status == programs.StatusAllowed && p.exec.acks > 0 && (res.ackErr != nil || res.acked < p.exec.acks) {
+			// Admitted by the primary, not acknowledged by enough replicas:
+			// a failover could lose it. Not admitted; stays counted.
+			cause := fmt.Errorf("redisrate: %w: WAIT %d: %d acknowledged", ErrReplicationShortfall, p.exec.acks, res.acked)
+			if res.ackErr != nil {
+				cause = fmt.Errorf("redisrate: %w: WAIT %d: %w", ErrReplicationShortfall, p.exec.acks, res.ackErr)
+			}
+			return ratelimit.Indeterminate{PolicyID: id, RetryAfter: p.retryHint, Category: ratelimit.CategoryReplication, Cause: cause}
+		}
 		return ratelimit.Evaluated{Decision: ratelimit.Decision{
 			Allowed:        r.Status == programs.StatusAllowed,
 			Limit:          r.Limit,

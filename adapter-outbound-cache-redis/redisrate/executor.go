@@ -2,6 +2,7 @@ package redisrate
 
 import (
 	"context"
+	"errors"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -92,6 +93,10 @@ type result struct {
 	// fallbackTooLate: EVALSHA answered NOSCRIPT (the server ran nothing),
 	// and the time to send the EVAL had passed, so it was not sent.
 	fallbackTooLate bool
+	// acked is WAIT's reply (replicas that acknowledged) when the executor
+	// requires acks; ackErr its error.
+	acked  int64
+	ackErr error
 }
 
 // executor runs a program: EVALSHA with the manifest digest, and on a
@@ -101,8 +106,12 @@ type executor struct {
 	client commander
 	// router, when set, routes each call to a cluster node (runCluster).
 	router *clusterRouter
-	now    func() time.Time
-	calls  sync.Pool // of *call
+	// acks > 0 pipelines WAIT acks ackTimeoutMs right behind every program
+	// command, on the same connection (opt-in replication acks).
+	acks         int64
+	ackTimeoutMs int64
+	now          func() time.Time
+	calls        sync.Pool // of *call
 }
 
 // newExecutor returns an executor over client; now is the clock the EVAL
@@ -150,17 +159,35 @@ func (x *executor) send(ctx context.Context, to commander, c *call, command stri
 	args = append(args, argv...)
 	args[n+programs.ArgCost] = &c.cost
 	cmd := redis.NewCmd(ctx, args...)
-	if cl, ok := to.(*redis.Client); ok && asking {
+	var wait *redis.IntCmd
+	if cl, ok := to.(*redis.Client); ok && (asking || x.acks > 0) {
 		pipe := cl.Pipeline()
-		_ = pipe.Process(ctx, redis.NewStatusCmd(ctx, "asking"))
+		if asking {
+			_ = pipe.Process(ctx, redis.NewStatusCmd(ctx, "asking"))
+		}
 		_ = pipe.Process(ctx, cmd)
+		if x.acks > 0 {
+			wait = redis.NewIntCmd(ctx, "wait", x.acks, x.ackTimeoutMs)
+			_ = pipe.Process(ctx, wait)
+		}
 		_, _ = pipe.Exec(ctx)
 	} else {
 		_ = to.Process(ctx, cmd)
 	}
 	val, err := cmd.Result()
-	return result{reply: val, err: err, written: c.program.serialized.Load(), command: command}
+	r := result{reply: val, err: err, written: c.program.serialized.Load(), command: command}
+	if x.acks > 0 {
+		r.ackErr = errNoWait
+		if wait != nil {
+			r.acked, r.ackErr = wait.Result()
+		}
+	}
+	return r
 }
+
+// errNoWait: replication acks are required but the client cannot pipeline
+// WAIT behind the program (not a *redis.Client).
+var errNoWait = errors.New("WAIT not sent: the client cannot pipeline")
 
 func (x *executor) release(c *call) {
 	c.program.payload, c.program.text = nil, ""

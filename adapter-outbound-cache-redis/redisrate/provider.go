@@ -30,7 +30,19 @@ type Options struct {
 	// Breaker configures the circuit breaker (optional; the zero value
 	// has none). See BreakerOptions and docs/degraded-mode.md.
 	Breaker BreakerOptions
+	// ReplicationAcks, when > 0, pipelines WAIT ReplicationAcks
+	// ReplicationAckTimeout right behind every program call, on the same
+	// connection (optional; 0 is off, at most MaxReplicationAcks). An
+	// ALLOWED reply acknowledged by fewer replicas is not admitted:
+	// Indeterminate{replication}, the consumption stays counted.
+	ReplicationAcks int
+	// ReplicationAckTimeout bounds WAIT: 1ms..CommandTimeout/2 when
+	// ReplicationAcks > 0 (the program and WAIT share the read timeout).
+	ReplicationAckTimeout time.Duration
 }
+
+// MaxReplicationAcks bounds Options.ReplicationAcks.
+const MaxReplicationAcks = 16
 
 // coordinationClient is the provider's view of its client.
 type coordinationClient interface {
@@ -175,6 +187,14 @@ func newProvider(client coordinationClient, keys *keyspace.Builder, policies []r
 	if err := opts.Breaker.validate(); err != nil {
 		errs = append(errs, err)
 	}
+	switch {
+	case opts.ReplicationAcks < 0 || opts.ReplicationAcks > MaxReplicationAcks:
+		bad("Options.ReplicationAcks %d must be in 0..%d", opts.ReplicationAcks, MaxReplicationAcks)
+	case opts.ReplicationAcks > 0 && (opts.ReplicationAckTimeout < time.Millisecond || opts.ReplicationAckTimeout > opts.CommandTimeout/2):
+		bad("Options.ReplicationAckTimeout %v must be in 1ms..CommandTimeout/2 (%v) with ReplicationAcks", opts.ReplicationAckTimeout, opts.CommandTimeout/2)
+	case opts.ReplicationAcks == 0 && opts.ReplicationAckTimeout != 0:
+		bad("Options.ReplicationAckTimeout %v is set but ReplicationAcks is 0", opts.ReplicationAckTimeout)
+	}
 	if err := programs.Verify(); err != nil {
 		errs = append(errs, fmt.Errorf("redisrate: programs: %w", err))
 	}
@@ -189,6 +209,7 @@ func newProvider(client coordinationClient, keys *keyspace.Builder, policies []r
 		p.now = time.Now
 	}
 	p.exec = newExecutor(client, p.now)
+	p.exec.acks, p.exec.ackTimeoutMs = int64(opts.ReplicationAcks), opts.ReplicationAckTimeout.Milliseconds()
 	p.retryHint = max(MinFailureRetryAfter, opts.CommandTimeout)
 	byName := map[string]*script{}
 	for i, pol := range policies {

@@ -63,6 +63,12 @@ type RateLimit struct {
 	// longest wait between recovery probes while it is open.
 	BreakerThreshold     int
 	BreakerProbeInterval time.Duration
+	// ReplicationAcks (0 = off) is how many replicas must acknowledge an
+	// admission (WAIT, pipelined behind the program call); an admission
+	// with fewer is not admitted. ReplicationAckTimeout bounds the WAIT
+	// (COMMAND_TIMEOUT/2 when unset).
+	ReplicationAcks       int
+	ReplicationAckTimeout time.Duration
 }
 
 // Cache is the optional Redis cache, APP_CACHE_*. It has its own endpoint,
@@ -208,8 +214,8 @@ func (c Config) String() string {
 	fmt.Fprintf(&b, " ratelimit_legacy_headers=%v}", c.Web.LegacyRateLimitHeaders)
 	fmt.Fprintf(&b, " rate_limit{enabled=%v", c.RateLimit.Enabled)
 	if r := c.RateLimit; r.Enabled {
-		fmt.Fprintf(&b, " redis=%s topology=%s default_policy=%s policies=%d source=%s key_prefix=%s key_secret=%s command_timeout=%v max_in_flight=%d pool_size=%d",
-			r.Redis, r.Topology, r.DefaultPolicy, len(r.Policies.Policies), r.PoliciesSource, r.KeyPrefix, secretState(r.KeySecret), r.CommandTimeout, r.MaxInFlight, r.PoolSize)
+		fmt.Fprintf(&b, " redis=%s topology=%s default_policy=%s policies=%d source=%s key_prefix=%s key_secret=%s command_timeout=%v max_in_flight=%d pool_size=%d replication_acks=%d",
+			r.Redis, r.Topology, r.DefaultPolicy, len(r.Policies.Policies), r.PoliciesSource, r.KeyPrefix, secretState(r.KeySecret), r.CommandTimeout, r.MaxInFlight, r.PoolSize, r.ReplicationAcks)
 	}
 	fmt.Fprintf(&b, "} cache{enabled=%v", c.Cache.Enabled)
 	if k := c.Cache; k.Enabled {

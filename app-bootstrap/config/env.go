@@ -46,6 +46,10 @@ type rawRateLimit struct {
 	// Circuit breaker (docs/degraded-mode.md).
 	BreakerThreshold     int           `env:"BREAKER_THRESHOLD" envDefault:"5"`
 	BreakerProbeInterval time.Duration `env:"BREAKER_PROBE_INTERVAL" envDefault:"1s"`
+	// ReplicationAcks and ReplicationAckTimeout: opt-in WAIT after each
+	// program call (validate_topology.go).
+	ReplicationAcks       int            `env:"REPLICATION_ACKS" envDefault:"0"`
+	ReplicationAckTimeout *time.Duration `env:"REPLICATION_ACK_TIMEOUT"` // unset: COMMAND_TIMEOUT/2
 }
 
 // rawTopology is the coordination Redis topology (validate_topology.go).

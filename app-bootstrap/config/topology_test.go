@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -80,6 +81,9 @@ func TestLoadTopologyRejections(t *testing.T) {
 		{"malformed address", with(clusterEnv(), "APP_RATE_LIMIT_REDIS_ADDRS", "a:1,nohost"), "APP_RATE_LIMIT_REDIS_ADDRS", ErrInvalid, `element 2 "nohost"`},
 		{"empty element", with(clusterEnv(), "APP_RATE_LIMIT_REDIS_ADDRS", "a:1,,b:2"), "APP_RATE_LIMIT_REDIS_ADDRS", ErrInvalid, "element 2 is empty"},
 		{"port out of range", with(clusterEnv(), "APP_RATE_LIMIT_REDIS_ADDRS", "a:70000"), "APP_RATE_LIMIT_REDIS_ADDRS", ErrInvalid, "port 1..65535"},
+		{"acks out of range", with(enabledEnv(), "APP_RATE_LIMIT_REPLICATION_ACKS", "17"), "APP_RATE_LIMIT_REPLICATION_ACKS", ErrInvalid, "want 0 (off) to 16"},
+		{"ack timeout without acks", with(enabledEnv(), "APP_RATE_LIMIT_REPLICATION_ACK_TIMEOUT", "50ms"), "APP_RATE_LIMIT_REPLICATION_ACK_TIMEOUT", ErrConflict, "REPLICATION_ACKS is 0"},
+		{"ack timeout too long", with(enabledEnv(), "APP_RATE_LIMIT_REPLICATION_ACKS", "1", "APP_RATE_LIMIT_REPLICATION_ACK_TIMEOUT", "200ms"), "APP_RATE_LIMIT_REPLICATION_ACK_TIMEOUT", ErrInvalid, "want 1ms..125ms"},
 		{"cluster node is the cache", with(clusterEnv(), "APP_CACHE_REDIS_ADDR", "127.0.0.1:7001"), "APP_RATE_LIMIT_REDIS_ADDRS", ErrSharedRedis, "same server"},
 	}
 	for _, tt := range tests {
@@ -97,4 +101,22 @@ func TestLoadTopologyRejections(t *testing.T) {
 			assert.NotContains(t, msg, sentinelPassword)
 		})
 	}
+}
+
+func TestLoadReplicationAcks(t *testing.T) {
+	cfg, err := Load(enabledEnv())
+	require.NoError(t, err)
+	assert.Zero(t, cfg.RateLimit.ReplicationAcks, "off by default")
+	assert.Zero(t, cfg.RateLimit.ReplicationAckTimeout)
+
+	cfg, err = Load(with(enabledEnv(), "APP_RATE_LIMIT_REPLICATION_ACKS", "1"))
+	require.NoError(t, err)
+	assert.Equal(t, 1, cfg.RateLimit.ReplicationAcks)
+	assert.Equal(t, cfg.RateLimit.CommandTimeout/2, cfg.RateLimit.ReplicationAckTimeout, "derived: half the command timeout")
+	assert.Contains(t, cfg.String(), "replication_acks=1")
+
+	cfg, err = Load(with(clusterEnv(), "APP_RATE_LIMIT_REPLICATION_ACKS", "2", "APP_RATE_LIMIT_REPLICATION_ACK_TIMEOUT", "20ms"))
+	require.NoError(t, err)
+	assert.Equal(t, 2, cfg.RateLimit.ReplicationAcks)
+	assert.Equal(t, 20*time.Millisecond, cfg.RateLimit.ReplicationAckTimeout)
 }

@@ -5,6 +5,9 @@ import (
 	"net"
 	"strconv"
 	"strings"
+	"time"
+
+	"github.com/tech-log/tech-log-backend/adapter-outbound-cache-redis/redisrate"
 )
 
 // Values of APP_RATE_LIMIT_REDIS_MODE.
@@ -142,4 +145,30 @@ func (v *errs) redisFor(name string, r rawRedis, t Topology) Redis {
 	out.Password, _ = v.secret(name+"PASSWORD", r.Password, r.PasswordFile)
 	out.TLS, out.tlsConfig = v.tls(name+"TLS_", r.TLS, "")
 	return out
+}
+
+// replicationAcks validates APP_RATE_LIMIT_REPLICATION_ACKS (0..16, 0 off)
+// and APP_RATE_LIMIT_REPLICATION_ACK_TIMEOUT (1ms..COMMAND_TIMEOUT/2, only
+// with acks; COMMAND_TIMEOUT/2 when unset): the program and its WAIT share
+// one read timeout.
+func (v *errs) replicationAcks(acks int, timeout *time.Duration, command time.Duration) (int, time.Duration) {
+	const g = envRateLimitGroup
+	if acks < 0 || acks > redisrate.MaxReplicationAcks {
+		v.add(g+"REPLICATION_ACKS", ErrInvalid, "%d: want 0 (off) to %d", acks, redisrate.MaxReplicationAcks)
+		return 0, 0
+	}
+	if acks == 0 {
+		if timeout != nil {
+			v.add(g+"REPLICATION_ACK_TIMEOUT", ErrConflict, "set but %sREPLICATION_ACKS is 0", g)
+		}
+		return 0, 0
+	}
+	if timeout == nil {
+		return acks, command / 2
+	}
+	if *timeout < time.Millisecond || *timeout > command/2 {
+		v.add(g+"REPLICATION_ACK_TIMEOUT", ErrInvalid, "%v: want 1ms..%v (half of %sCOMMAND_TIMEOUT: the program and its WAIT share one read timeout)", *timeout, command/2, g)
+		return acks, 0
+	}
+	return acks, *timeout
 }

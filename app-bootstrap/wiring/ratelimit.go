@@ -58,9 +58,11 @@ func newCoordination(lc fx.Lifecycle, cfg config.Config, log *slog.Logger) (*coo
 		return nil, fmt.Errorf("rate limit: keyspace: %w", err)
 	}
 	provider, err := redisrate.New(client, keys, rl.Policies.Policies, redisrate.Options{
-		CommandTimeout: rl.CommandTimeout,
-		MaxInFlight:    rl.MaxInFlight,
-		Breaker:        redisrate.BreakerOptions{Threshold: rl.BreakerThreshold, ProbeInterval: rl.BreakerProbeInterval},
+		CommandTimeout:        rl.CommandTimeout,
+		MaxInFlight:           rl.MaxInFlight,
+		Breaker:               redisrate.BreakerOptions{Threshold: rl.BreakerThreshold, ProbeInterval: rl.BreakerProbeInterval},
+		ReplicationAcks:       rl.ReplicationAcks,
+		ReplicationAckTimeout: rl.ReplicationAckTimeout,
 	})
 	if err != nil {
 		_ = client.Close()

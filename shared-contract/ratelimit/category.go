@@ -39,6 +39,11 @@ const (
 	CategoryConnectionLost Category = "connection_lost"
 	// CategoryCancelled: the caller's context ended after sending.
 	CategoryCancelled Category = "cancelled"
+	// CategoryReplication: the program ran and admitted, but fewer replicas
+	// than required acknowledged the write (opt-in replication acks, WAIT)
+	// before the ack timeout. The request is not admitted; the consumption
+	// stays counted (erring toward admitting less).
+	CategoryReplication Category = "replication"
 )
 
 // Incompatible categories.
