@@ -141,6 +141,11 @@ demo: ## two instances + private redis-server + bounded load: the global limit a
 	@$(PREREQ) "make demo" redis-server
 	@cd tools && go run ./cmd/demo -root ..
 
+.PHONY: demo-cluster
+demo-cluster: ## the two-instance demo against a private 3-primary Redis Cluster: the global limit holds and the keys spread over the primaries
+	@$(PREREQ) "make demo-cluster" redis-server
+	@cd tools && go run ./cmd/demo -root .. -cluster -clients 12
+
 .PHONY: redis-image
 redis-image: ## build the local Redis test image (FROM scratch, host redis-server); REDIS_TEST_IMAGE names it
 	@$(PREREQ) "make redis-image" redis-server

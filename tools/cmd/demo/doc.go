@@ -10,6 +10,10 @@
 //
 //	go run ./cmd/demo -root ..
 //
+// With -cluster (`make demo-cluster`) the instances run against a private
+// 3-primary Redis Cluster instead (APP_RATE_LIMIT_REDIS_MODE=cluster), and
+// the demo prints how many rate-limit keys each primary holds.
+//
 // It needs redis-server on PATH (apt-get install redis-server) and the Go
 // toolchain. All traffic stays on 127.0.0.1.
 //

@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"time"
 )
@@ -26,6 +27,7 @@ type options struct {
 	limit       int64
 	window      time.Duration
 	keep        bool
+	cluster     bool
 }
 
 func main() {
@@ -45,6 +47,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	fs.Int64Var(&o.limit, "limit", 20, "the demo policy's limit per client per window, 1..1000")
 	fs.DurationVar(&o.window, "window", 5*time.Second, "the demo policy's fixed window, whole seconds 1s..60s")
 	fs.BoolVar(&o.keep, "keep-logs", false, "keep the temporary directory with the instances' logs")
+	fs.BoolVar(&o.cluster, "cluster", false, "run against a private 3-primary Redis Cluster (APP_RATE_LIMIT_REDIS_MODE=cluster) and show the keys spread over the primaries")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return 0
@@ -121,13 +124,25 @@ func demo(ctx context.Context, o options, stdout, stderr io.Writer) (err error) 
 
 	say := func(format string, args ...any) { fmt.Fprintf(stdout, "==> "+format+"\n", args...) }
 
-	say("starting a private redis-server on 127.0.0.1")
-	rs, err := startRedis(ctx, dir)
-	if err != nil {
-		return err
+	var (
+		rs      *redisServer
+		cluster *redisCluster
+	)
+	if o.cluster {
+		say("starting a private %d-primary Redis Cluster on 127.0.0.1", clusterPrimaries)
+		if cluster, err = startCluster(ctx, dir); err != nil {
+			return err
+		}
+		defer cluster.stop()
+		say("cluster nodes %s (cluster_state:ok, a third of the 16384 slots each)", strings.Join(cluster.addrs(), ", "))
+	} else {
+		say("starting a private redis-server on 127.0.0.1")
+		if rs, err = startRedis(ctx, dir); err != nil {
+			return err
+		}
+		defer rs.stop()
+		say("redis-server %s on %s (no persistence, data in %s)", rs.version, rs.addr, dir)
 	}
-	defer rs.stop()
-	say("redis-server %s on %s (no persistence, data in %s)", rs.version, rs.addr, dir)
 
 	say("building the service (app-bootstrap/cmd/tech-log-backend)")
 	bin := filepath.Join(dir, "tech-log-backend")
@@ -145,8 +160,15 @@ func demo(ctx context.Context, o options, stdout, stderr io.Writer) (err error) 
 	if err := os.WriteFile(keys, []byte(apiKeysFile(o.clients)), 0o600); err != nil {
 		return err
 	}
-	env := append(instanceEnv(rs.addr, policies, randomSecret(), randomSecret()),
+	redisAddr := ""
+	if rs != nil {
+		redisAddr = rs.addr
+	}
+	env := append(instanceEnv(redisAddr, policies, randomSecret(), randomSecret()),
 		"APP_WEB_IDENTITY=api-key", "APP_WEB_API_KEYS_FILE="+keys)
+	if cluster != nil {
+		env = clusterEnv(env, cluster.addrs())
+	}
 	var instances []*instance
 	defer func() {
 		for _, in := range instances {
@@ -176,9 +198,25 @@ func demo(ctx context.Context, o options, stdout, stderr io.Writer) (err error) 
 		return ctx.Err()
 	}
 	printPhase1(stdout, o, load)
+	if cluster != nil {
+		perNode := cluster.keysPerNode(ctx)
+		spread := 0
+		for i, n := range perNode {
+			fmt.Fprintf(stdout, "  primary %s holds %d rate-limit keys\n", cluster.addrs()[i], n)
+			if n > 0 {
+				spread++
+			}
+		}
+		say("the %d clients' keys are spread over %d of the %d primaries (the slot comes from each key's {tag}, derived from the client alone)", o.clients, spread, clusterPrimaries)
+	}
 
-	say("phase 2: redis-server stopped; every limited request must now fail closed")
-	rs.stop()
+	if cluster != nil {
+		say("phase 2: every cluster node stopped; every limited request must now fail closed")
+		cluster.stop()
+	} else {
+		say("phase 2: redis-server stopped; every limited request must now fail closed")
+		rs.stop()
+	}
 	outage := runLoad(ctx, loadSpec{
 		targets:     instances,
 		clients:     1,
