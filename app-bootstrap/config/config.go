@@ -69,6 +69,9 @@ type RateLimit struct {
 	// (COMMAND_TIMEOUT/2 when unset).
 	ReplicationAcks       int
 	ReplicationAckTimeout time.Duration
+	// FallbackMaxSubjects bounds the local emergency fallback's table
+	// (used only when a policy is local-fallback).
+	FallbackMaxSubjects int
 }
 
 // Cache is the optional Redis cache, APP_CACHE_*. It has its own endpoint,

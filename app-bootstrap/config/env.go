@@ -50,6 +50,8 @@ type rawRateLimit struct {
 	// program call (validate_topology.go).
 	ReplicationAcks       int            `env:"REPLICATION_ACKS" envDefault:"0"`
 	ReplicationAckTimeout *time.Duration `env:"REPLICATION_ACK_TIMEOUT"` // unset: COMMAND_TIMEOUT/2
+	// Local emergency fallback table bound (docs/degraded-mode.md).
+	FallbackMaxSubjects int `env:"FALLBACK_MAX_SUBJECTS" envDefault:"10000"`
 }
 
 // rawTopology is the coordination Redis topology (validate_topology.go).

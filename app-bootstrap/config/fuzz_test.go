@@ -61,7 +61,7 @@ func FuzzParsePolicies(f *testing.F) {
 				t.Fatalf("duplicate policy %q accepted", p.ID())
 			}
 			ids[p.ID()] = true
-			if p.FailurePolicy() != ratelimit.FailClosed {
+			if fp := p.FailurePolicy(); fp != ratelimit.FailClosed && (fp != ratelimit.LocalFallback || p.FallbackShare() < 1) {
 				t.Fatalf("policy %q accepted with failure policy %v", p.ID(), p.FailurePolicy())
 			}
 		}

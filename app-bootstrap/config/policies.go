@@ -104,6 +104,7 @@ type policyJSON struct {
 	CleanupGrace       *duration `json:"cleanupGrace"`
 	MaxClockRegression *duration `json:"maxClockRegression"`
 	FailurePolicy      *string   `json:"failurePolicy"`
+	FallbackInstances  *int64    `json:"fallbackInstances"`
 	Routes             []string  `json:"routes"`
 }
 
@@ -272,6 +273,11 @@ func (p policyJSON) spec() (ratelimit.PolicySpec, []error) {
 		problems = append(problems, fmt.Errorf("failurePolicy: %w", err))
 	} else {
 		spec.FailurePolicy = fp
+		// "fallbackInstances" belongs to "local-fallback" only; NewPolicy
+		// names a missing or a stray one.
+		if p.FallbackInstances != nil {
+			spec.FallbackInstances = *p.FallbackInstances
+		}
 	}
 	if p.Algorithm == nil {
 		missing("algorithm")

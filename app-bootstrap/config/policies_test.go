@@ -234,3 +234,32 @@ func TestCheckKeysLeavesSyntaxToTheDecoder(t *testing.T) {
 		require.ErrorIs(t, err, ErrPolicyFile, in)
 	}
 }
+
+func TestParsePoliciesLocalFallback(t *testing.T) {
+	set, err := ParsePolicies(strings.NewReader(`{"policies":[
+		{"id":"api","revision":1,"algorithm":"fixed_window","limit":10,"window":"1m","maxCost":1,"cleanupGrace":"1m",
+		 "maxClockRegression":"2s","failurePolicy":"local-fallback","fallbackInstances":3},
+		{"id":"login","revision":1,"algorithm":"fixed_window","limit":10,"window":"1m","maxCost":1,"cleanupGrace":"1m",
+		 "maxClockRegression":"2s","failurePolicy":"fail-closed"}]}`))
+	require.NoError(t, err)
+	api, _ := set.Policy("api")
+	assert.Equal(t, ratelimit.LocalFallback, api.FailurePolicy())
+	assert.Equal(t, int64(3), api.FallbackInstances())
+	assert.Equal(t, int64(3), api.FallbackShare())
+	login, _ := set.Policy("login")
+	assert.Equal(t, ratelimit.FailClosed, login.FailurePolicy(), "a policy without the fields keeps failing closed")
+
+	for _, tt := range []struct{ name, extra, want string }{
+		{"instances missing", `"failurePolicy":"local-fallback"`, "FallbackInstances"},
+		{"instances zero", `"failurePolicy":"local-fallback","fallbackInstances":0`, "FallbackInstances"},
+		{"instances on fail-closed", `"failurePolicy":"fail-closed","fallbackInstances":2`, "FallbackInstances"},
+		{"instances not a number", `"failurePolicy":"local-fallback","fallbackInstances":"2"`, "fallbackInstances"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := ParsePolicies(strings.NewReader(`{"policies":[{"id":"api","revision":1,"algorithm":"fixed_window","limit":10,"window":"1m","maxCost":1,"cleanupGrace":"1m","maxClockRegression":"2s",` + tt.extra + `}]}`))
+			require.Error(t, err)
+			assert.ErrorIs(t, err, ErrPolicyFile)
+			assert.Contains(t, err.Error(), tt.want)
+		})
+	}
+}

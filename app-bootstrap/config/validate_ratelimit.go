@@ -57,6 +57,8 @@ func (v *errs) rateLimit(r rawRateLimit) RateLimit {
 		}
 	}
 
+	out.FallbackMaxSubjects = v.bound(g+"FALLBACK_MAX_SUBJECTS", r.FallbackMaxSubjects, redisrate.MaxFallbackSubjects)
+
 	var set PolicySet
 	var err error
 	out.PoliciesSource = r.PoliciesFile

@@ -34,6 +34,9 @@ const (
 	// provider's circuit breaker (docs/degraded-mode.md).
 	BreakerState      = "tlb_ratelimit_breaker_state"
 	BreakerTripsTotal = "tlb_ratelimit_breaker_trips_total"
+	// FallbackDecisionsTotal counts local emergency decisions (Source
+	// LocalEmergency) per policy and decision.
+	FallbackDecisionsTotal = "tlb_ratelimit_fallback_decisions_total"
 )
 
 // BreakerStates are the values of the state label of BreakerState.
@@ -51,6 +54,9 @@ const (
 	OtherPolicy = "other"
 	// noCategory is the category label of Evaluated outcomes.
 	noCategory = "none"
+	// localCategory is the category label of a local emergency decision
+	// (an Evaluated outcome with Source LocalEmergency).
+	localCategory = "local_emergency"
 )
 
 // Metrics holds the service's collectors in a private registry. Safe for
@@ -66,6 +72,7 @@ type Metrics struct {
 	identRes *prometheus.CounterVec
 	ready    prometheus.Gauge
 	maxIn    prometheus.Gauge
+	fallback *prometheus.CounterVec
 }
 
 // New returns Metrics with its own registry holding the Go runtime and
@@ -111,7 +118,12 @@ func New() *Metrics {
 		Name: MaxInFlight,
 		Help: "The bound on concurrent rate-limit evaluations (APP_RATE_LIMIT_MAX_IN_FLIGHT); 0 with the Redis limiter off.",
 	})
+	m.fallback = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: FallbackDecisionsTotal,
+		Help: "Local emergency decisions (the coordination Redis unreachable, a local-fallback policy decided on this instance's share), by policy and decision (allowed, denied).",
+	}, []string{"policy", "decision"})
 	m.registry.MustRegister(
+		m.fallback,
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		m.outcomes, m.latency, m.inFlight, m.cacheErr, m.edgeResp, m.localRes, m.identRes, m.ready, m.maxIn,
@@ -229,6 +241,9 @@ func (e *Edge) Evaluate(ctx context.Context, req ratelimit.Request) ratelimit.Ou
 	}
 	kind, category, decision := labels(out)
 	e.m.outcomes.WithLabelValues(policy, kind, category, decision).Inc()
+	if category == localCategory {
+		e.m.fallback.WithLabelValues(policy, decision).Inc()
+	}
 	e.m.latency.WithLabelValues(policy, kind).Observe(elapsed.Seconds())
 	return out
 }
@@ -237,10 +252,14 @@ func (e *Edge) Evaluate(ctx context.Context, req ratelimit.Request) ratelimit.Ou
 func labels(o ratelimit.Outcome) (kind, category, decision string) {
 	switch v := o.(type) {
 	case ratelimit.Evaluated:
-		if v.Decision.Allowed {
-			return string(ratelimit.KindEvaluated), noCategory, DecisionAllowed
+		category := noCategory
+		if v.Decision.Source == ratelimit.LocalEmergency {
+			category = localCategory
 		}
-		return string(ratelimit.KindEvaluated), noCategory, DecisionDenied
+		if v.Decision.Allowed {
+			return string(ratelimit.KindEvaluated), category, DecisionAllowed
+		}
+		return string(ratelimit.KindEvaluated), category, DecisionDenied
 	case ratelimit.Unavailable, ratelimit.Indeterminate, ratelimit.Incompatible:
 		c := string(ratelimit.CategoryOf(o))
 		if c == "" {

@@ -42,6 +42,10 @@ type coordination struct {
 	log      *slog.Logger
 	redis    config.Redis // for naming the variable at fault in errors
 
+	// fallback: some policy is local-fallback, so an open breaker keeps
+	// the instance ready.
+	fallback bool
+
 	mu      sync.Mutex
 	started bool
 }
@@ -69,6 +73,9 @@ func newCoordination(lc fx.Lifecycle, cfg config.Config, log *slog.Logger) (*coo
 		return nil, fmt.Errorf("rate limit: provider: %w", err)
 	}
 	c := &coordination{provider: provider, log: log.With("component", "ratelimit"), redis: rl.Redis}
+	for _, p := range rl.Policies.Policies {
+		c.fallback = c.fallback || p.FailurePolicy() == ratelimit.LocalFallback
+	}
 	provider.OnBreakerChange(func(s redisrate.BreakerState) {
 		if s == redisrate.BreakerOpen {
 			c.log.Warn("circuit breaker open: coordination redis unreachable; limited routes answer 503 (circuit_open) at once, probing in the background", "probe_interval", rl.BreakerProbeInterval)
@@ -125,6 +132,11 @@ func (c *coordination) check(ctx context.Context) error {
 func (c *coordination) Ready(ctx context.Context) error {
 	if s := c.provider.BreakerState(); s == redisrate.BreakerOpen || s == redisrate.BreakerHalfOpen {
 		// No PING: the breaker's prober is the only traffic while open.
+		if c.fallback {
+			// Local-fallback policies are decided here meanwhile: the
+			// instance stays in the load balancer (docs/degraded-mode.md).
+			return nil
+		}
 		return errBreakerOpen
 	}
 	if err := c.check(ctx); err != nil {
@@ -146,14 +158,29 @@ func (breakerOpenError) ReadinessDetail() string {
 
 var errBreakerOpen error = breakerOpenError{}
 
-func newEdgePort(c *coordination, m *metrics.Metrics, cfg config.Config) *metrics.Edge {
+func newEdgePort(c *coordination, m *metrics.Metrics, cfg config.Config) (*metrics.Edge, error) {
 	m.RegisterBreaker(func() string { return string(c.provider.BreakerState()) }, c.provider.BreakerTrips)
+	var port ratelimit.EdgePort = c.provider
+	for _, p := range cfg.RateLimit.Policies.Policies {
+		if p.FailurePolicy() != ratelimit.LocalFallback {
+			continue
+		}
+		// At least one local-fallback policy: the local emergency
+		// fallback decorates the provider (fail-closed policies pass
+		// through it unchanged).
+		fb, err := redisrate.NewFallback(c.provider, redisrate.FallbackOptions{MaxSubjects: cfg.RateLimit.FallbackMaxSubjects})
+		if err != nil {
+			return nil, fmt.Errorf("rate limit: local fallback: %w", err)
+		}
+		port = fb
+		break
+	}
 	ids := make([]ratelimit.PolicyID, 0, len(cfg.RateLimit.Policies.Policies))
 	for _, p := range cfg.RateLimit.Policies.Policies {
 		ids = append(ids, p.ID())
 	}
 	m.SetMaxInFlight(cfg.RateLimit.MaxInFlight)
-	return m.InstrumentEdge(c.provider, ids)
+	return m.InstrumentEdge(port, ids), nil
 }
 
 func newCoordinationReadiness(c *coordination) ReadinessCheck {

@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -297,4 +299,42 @@ func TestEnabledBreakerOpensWithRedisDown(t *testing.T) {
 	assert.Contains(t, body, `tlb_ratelimit_breaker_state{state="closed"} 0`)
 	assert.Contains(t, body, `tlb_ratelimit_breaker_trips_total 1`)
 	assert.Contains(t, body, `tlb_ratelimit_outcomes_total{category="circuit_open",decision="fail_closed",kind="unavailable",policy="api"} 1`)
+}
+
+// TestEnabledLocalFallbackDecidesWhileRedisIsDown: a local-fallback
+// policy (limit 4, 2 instances: share 2) with the coordination server
+// unreachable: the first request fails closed while the breaker counts
+// (threshold 1), then the instance decides locally: 2 admits, then 429;
+// the instance stays ready, and /metrics counts the local decisions.
+func TestEnabledLocalFallbackDecidesWhileRedisIsDown(t *testing.T) {
+	down := newQuietListener(t)
+	addr := down.Addr()
+	require.NoError(t, down.ln.Close())
+	file := filepath.Join(t.TempDir(), "policies.json")
+	require.NoError(t, os.WriteFile(file, []byte(`{"policies":[{"id":"api","revision":1,"algorithm":"fixed_window","limit":4,"window":"1h",
+		"maxCost":1,"cleanupGrace":"1m","maxClockRegression":"2s","failurePolicy":"local-fallback","fallbackInstances":2,"routes":["GET /api/"]}]}`), 0o600))
+	cfg := loadConfig(t, append(enabledKV(addr),
+		"APP_RATE_LIMIT_POLICIES_FILE", file,
+		"APP_RATE_LIMIT_BREAKER_THRESHOLD", "1",
+		"APP_RATE_LIMIT_BREAKER_PROBE_INTERVAL", "1m")...)
+	var srv *Server
+	app := fxtest.New(t, Options(cfg, quietLogger()), fx.Populate(&srv))
+	app.RequireStart()
+	defer app.RequireStop()
+
+	base := "http://" + srv.Addr()
+	var codes []int
+	for range 4 {
+		resp, _ := do(t, http.MethodGet, base+PathPing)
+		codes = append(codes, resp.StatusCode)
+	}
+	// The first call is the connection failure that opens the breaker;
+	// it is Unavailable{connection}, decided locally as well.
+	assert.Equal(t, []int{200, 200, 429, 429}, codes)
+	resp, _ := do(t, http.MethodGet, base+PathReadyz)
+	assert.Equal(t, http.StatusOK, resp.StatusCode, "ready: local decisions are served")
+	_, body := do(t, http.MethodGet, base+PathMetrics)
+	assert.Contains(t, body, `tlb_ratelimit_fallback_decisions_total{decision="allowed",policy="api"} 2`)
+	assert.Contains(t, body, `tlb_ratelimit_fallback_decisions_total{decision="denied",policy="api"} 2`)
+	assert.Contains(t, body, `tlb_ratelimit_outcomes_total{category="local_emergency",decision="allowed",kind="evaluated",policy="api"} 2`)
 }

@@ -12,12 +12,19 @@ type Source int
 const (
 	// GlobalRedis: the shared Redis coordination state decided.
 	GlobalRedis Source = iota + 1
+	// LocalEmergency: the coordination store was unreachable and this
+	// instance decided alone with its share of a LocalFallback policy's
+	// limit (docs/degraded-mode.md).
+	LocalEmergency
 )
 
-// String returns "global_redis".
+// String returns "global_redis" or "local_emergency".
 func (s Source) String() string {
-	if s == GlobalRedis {
+	switch s {
+	case GlobalRedis:
 		return "global_redis"
+	case LocalEmergency:
+		return "local_emergency"
 	}
 	return fmt.Sprintf("Source(%d)", int(s))
 }
@@ -32,15 +39,22 @@ const (
 	// ApproximateAlgorithm: the algorithm estimates (sliding-window
 	// counter); the estimate is conservative.
 	ApproximateAlgorithm
+	// ApproximateLocal: a LocalEmergency decision: exact for this
+	// instance's share, approximate for the global limit (other instances
+	// decide on their own shares; docs/degraded-mode.md has the bound).
+	ApproximateLocal
 )
 
-// String returns "certain" or "approximate_algorithm".
+// String returns "certain", "approximate_algorithm" or
+// "approximate_local".
 func (c Certainty) String() string {
 	switch c {
 	case Certain:
 		return "certain"
 	case ApproximateAlgorithm:
 		return "approximate_algorithm"
+	case ApproximateLocal:
+		return "approximate_local"
 	}
 	return fmt.Sprintf("Certainty(%d)", int(c))
 }

@@ -6,25 +6,37 @@ import (
 	"time"
 )
 
-// FailurePolicy says what a caller does when no decision can be had. Only
-// FailClosed is supported in v1; FailOpen exists so that a configuration
-// asking for it is named and rejected rather than misread. The zero value is
-// invalid.
+// FailurePolicy says what a caller does when no decision can be had.
+// FailClosed is the default; LocalFallback (opt-in, docs/degraded-mode.md)
+// lets an in-process limiter with this instance's share of the limit decide
+// while the coordination store is unreachable. FailOpen exists so that a
+// configuration asking for it is named and rejected rather than misread. The
+// zero value is invalid.
 type FailurePolicy int
 
 // The failure policies.
 const (
 	FailClosed FailurePolicy = iota + 1
 	FailOpen
+	// LocalFallback: while the store is unreachable (Unavailable, never
+	// Indeterminate or Incompatible), decide locally with the limit divided
+	// by FallbackInstances; see Policy.FallbackShare.
+	LocalFallback
 )
 
-// String returns the wire name: "fail-closed" or "fail-open".
+// MaxFallbackInstances bounds PolicySpec.FallbackInstances.
+const MaxFallbackInstances = 1 << 20
+
+// String returns the wire name: "fail-closed", "fail-open" or
+// "local-fallback".
 func (f FailurePolicy) String() string {
 	switch f {
 	case FailClosed:
 		return "fail-closed"
 	case FailOpen:
 		return "fail-open"
+	case LocalFallback:
+		return "local-fallback"
 	}
 	return fmt.Sprintf("FailurePolicy(%d)", int(f))
 }
@@ -37,8 +49,10 @@ func ParseFailurePolicy(s string) (FailurePolicy, error) {
 		return FailClosed, nil
 	case "fail-open":
 		return FailOpen, nil
+	case "local-fallback":
+		return LocalFallback, nil
 	}
-	return 0, fmt.Errorf("%w: failure policy %q is not fail-closed", ErrUnsupported, bounded(s))
+	return 0, fmt.Errorf("%w: failure policy %q is not fail-closed or local-fallback", ErrUnsupported, bounded(s))
 }
 
 // Policy-construction errors. Every *PolicyError wraps ErrInvalidPolicy and
@@ -88,8 +102,12 @@ type PolicySpec struct {
 	// clamped to the last observed instant; whole milliseconds, and 0 refuses
 	// any regression.
 	MaxClockRegression time.Duration
-	// FailurePolicy must be FailClosed.
+	// FailurePolicy is FailClosed or LocalFallback.
 	FailurePolicy FailurePolicy
+	// FallbackInstances is the number of service instances sharing the
+	// limit, 1..MaxFallbackInstances, with LocalFallback; it must be 0
+	// otherwise.
+	FallbackInstances int64
 	// Dedup must be false: evaluation deduplication is not supported in v1.
 	Dedup bool
 }
@@ -105,6 +123,8 @@ type Policy struct {
 	maxCost            int64
 	cleanupGraceMs     int64
 	maxClockRegression int64
+	failurePolicy      FailurePolicy
+	fallbackInstances  int64
 }
 
 // NewPolicy validates spec and freezes it. It returns every violation joined
@@ -124,10 +144,17 @@ func NewPolicy(spec PolicySpec) (Policy, error) {
 	regression := v.millis("MaxClockRegression", spec.MaxClockRegression, true)
 	switch spec.FailurePolicy {
 	case FailClosed:
+		if spec.FallbackInstances != 0 {
+			v.fail("FallbackInstances", ErrUnsupported, "%d: only a local-fallback policy has fallback instances", spec.FallbackInstances)
+		}
+	case LocalFallback:
+		if spec.FallbackInstances < 1 || spec.FallbackInstances > MaxFallbackInstances {
+			v.fail("FallbackInstances", ErrNonPositive, "%d: a local-fallback policy needs 1..%d instances", spec.FallbackInstances, MaxFallbackInstances)
+		}
 	case FailOpen:
 		v.fail("FailurePolicy", ErrUnsupported, "fail-open is not supported: the limiter fails closed")
 	default:
-		v.fail("FailurePolicy", ErrUnsupported, "%v is not fail-closed", spec.FailurePolicy)
+		v.fail("FailurePolicy", ErrUnsupported, "%v is not fail-closed or local-fallback", spec.FailurePolicy)
 	}
 	if spec.Dedup {
 		v.fail("Dedup", ErrUnsupported, "evaluation deduplication is not supported in v1")
@@ -173,6 +200,8 @@ func NewPolicy(spec PolicySpec) (Policy, error) {
 		maxCost:            spec.MaxCost,
 		cleanupGraceMs:     grace,
 		maxClockRegression: regression,
+		failurePolicy:      spec.FailurePolicy,
+		fallbackInstances:  spec.FallbackInstances,
 	}, nil
 }
 
@@ -316,12 +345,26 @@ func (p Policy) MaxClockRegression() time.Duration {
 	return time.Duration(p.maxClockRegression) * time.Millisecond
 }
 
-// FailurePolicy is always FailClosed for a valid policy.
+// FailurePolicy is FailClosed or LocalFallback for a valid policy.
 func (p Policy) FailurePolicy() FailurePolicy {
 	if p.params == nil {
 		return 0
 	}
-	return FailClosed
+	return p.failurePolicy
+}
+
+// FallbackInstances is the number of instances sharing the limit of a
+// LocalFallback policy, and 0 for any other.
+func (p Policy) FallbackInstances() int64 { return p.fallbackInstances }
+
+// FallbackShare is one instance's share of the limit (or capacity) while it
+// decides locally: Limit / FallbackInstances rounded down, at least 1; 0
+// unless the policy is LocalFallback.
+func (p Policy) FallbackShare() int64 {
+	if p.failurePolicy != LocalFallback || p.fallbackInstances < 1 {
+		return 0
+	}
+	return max(1, p.Limit()/p.fallbackInstances)
 }
 
 // Certainty is Certain for fixed window and token bucket and
