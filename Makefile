@@ -141,6 +141,11 @@ demo: ## two instances + private redis-server + bounded load: the global limit a
 	@$(PREREQ) "make demo" redis-server
 	@cd tools && go run ./cmd/demo -root ..
 
+.PHONY: test-partitions
+test-partitions: ## partition lane (root, iproute2): each Redis node and sentinel in its own network namespace the test creates; a primary cut off with a minority while the limiter still reaches it; lost acknowledged admissions measured with and without REPLICATION_ACKS
+	@$(PREREQ) "make test-partitions" redis-server redis-sentinel
+	@cd adapter-outbound-cache-redis && go test -tags partitions -count=1 -race -run 'TestPartition' -v ./reliability/
+
 .PHONY: demo-cluster
 demo-cluster: ## the two-instance demo against a private 3-primary Redis Cluster: the global limit holds and the keys spread over the primaries
 	@$(PREREQ) "make demo-cluster" redis-server
