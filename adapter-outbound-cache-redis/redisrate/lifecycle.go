@@ -18,6 +18,13 @@ import (
 // failure is returned as is and changes nothing. Each command is bounded by
 // the command timeout; ctx bounds the wait for a connection.
 //
+// With Options.ServerChecks, Start and Ready then check the server's own
+// policies on a standalone or Sentinel endpoint (serverpolicy.go): a
+// replica fails with ErrReplica, an evicting maxmemory-policy with
+// ErrEvictionPolicy (unless accepted), a refused CONFIG GET with
+// ErrServerConfigUnreadable (unless skipped); ServerStatus reports what
+// was read.
+//
 // In cluster mode Start loads the slot map and qualifies every primary
 // (version check and warm-up); a primary met later (after a failover or a
 // resharding) is qualified before the first program call it receives.
@@ -42,7 +49,7 @@ func (p *Provider) Start(ctx context.Context) error {
 		return err
 	}
 	p.versionErr.Store(nil)
-	return nil
+	return p.checkServer(ctx, "start")
 }
 
 // qualify runs the version check and the script warm-up on c.
@@ -93,7 +100,7 @@ func (p *Provider) Ready(ctx context.Context) error {
 	if err := p.do(ctx, ping); err != nil {
 		return fmt.Errorf("redisrate: ready: PING: %w", err)
 	}
-	return nil
+	return p.checkServer(ctx, "ready")
 }
 
 // readyCluster: every slot has a primary in the slot map (loaded now if

@@ -39,6 +39,10 @@ type Options struct {
 	// ReplicationAckTimeout bounds WAIT: 1ms..CommandTimeout/2 when
 	// ReplicationAcks > 0 (the program and WAIT share the read timeout).
 	ReplicationAckTimeout time.Duration
+	// ServerChecks, when set, makes Start and Ready check the server's
+	// own policies (role, eviction policy) and record its status
+	// (ServerStatus). Optional; nil checks nothing. See serverpolicy.go.
+	ServerChecks *ServerChecks
 }
 
 // MaxReplicationAcks bounds Options.ReplicationAcks.
@@ -77,6 +81,8 @@ type Provider struct {
 	versionErr atomic.Pointer[error]
 	// breaker is the circuit breaker (breaker.go); nil when off.
 	breaker *breaker
+	// server is the server-policy checks' state (serverpolicy.go).
+	server serverState
 }
 
 var _ ratelimit.EdgePort = (*Provider)(nil)
@@ -204,6 +210,10 @@ func newProvider(client coordinationClient, keys *keyspace.Builder, policies []r
 		policies: make(map[ratelimit.PolicyID]*policyState, len(policies)),
 		timeout:  opts.CommandTimeout,
 		now:      opts.Now,
+	}
+	if opts.ServerChecks != nil {
+		c := *opts.ServerChecks
+		p.server.checks = &c
 	}
 	if p.now == nil {
 		p.now = time.Now

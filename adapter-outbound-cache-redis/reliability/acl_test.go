@@ -26,7 +26,7 @@ import (
 var (
 	aclRateUser = []any{"ACL", "SETUSER", "tlb-rate", "reset", "on", ">rate-test-pass",
 		"~tlb:rate:*", "resetchannels", "-@all",
-		"+evalsha", "+eval", "+script|load", "+script|exists", "+ping", "+info", "+hello", "+auth", "+client|setname",
+		"+evalsha", "+eval", "+script|load", "+script|exists", "+ping", "+info", "+config|get", "+hello", "+auth", "+client|setname",
 		"+hgetall", "+hset", "+pexpire", "+time"}
 	aclCacheUser = []any{"ACL", "SETUSER", "tlb-cache", "reset", "on", ">cache-test-pass",
 		"~tlb:cache:*", "resetchannels", "-@all",
@@ -80,6 +80,20 @@ func TestACLLeastPrivilegeUsers(t *testing.T) {
 	require.NoError(t, err)
 	require.True(t, strings.HasPrefix(rateKey, "tlb:rate:"), rateKey)
 
+	// The server-policy checks as tlb-rate: INFO (replication,
+	// persistence) and CONFIG GET (maxmemory-policy, save).
+	checked, err := redisrate.NewClient(cfg)
+	require.NoError(t, err)
+	cp, err := redisrate.New(checked, keys, pols, redisrate.Options{CommandTimeout: cfg.CommandTimeout, MaxInFlight: cfg.PoolSize, ServerChecks: &redisrate.ServerChecks{}})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = cp.Close() })
+	require.NoError(t, cp.Start(adminCtx(t)), "server-policy checks as tlb-rate")
+	require.NoError(t, cp.Ready(adminCtx(t)))
+	st, ok := cp.ServerStatus()
+	require.True(t, ok)
+	assert.Equal(t, "master", st.Role)
+	assert.Equal(t, redisrate.EvictionPolicyNone, st.EvictionPolicy)
+
 	// The cache store as tlb-cache.
 	ccfg := rediscache.DefaultConfig(srv.Addr())
 	ccfg.Username, ccfg.Password = "tlb-cache", "cache-test-pass"
@@ -124,7 +138,8 @@ func TestACLLeastPrivilegeUsers(t *testing.T) {
 	t.Run("rate user runs nothing else", func(t *testing.T) {
 		requireNoPerm(t, rate.Del(ctx, rateKey).Err(), "DEL its own key")
 		requireNoPerm(t, rate.FlushAll(ctx).Err(), "FLUSHALL")
-		requireNoPerm(t, rate.ConfigGet(ctx, "*").Err(), "CONFIG GET")
+		requireNoPerm(t, rate.ConfigSet(ctx, "maxmemory-policy", "allkeys-lru").Err(), "CONFIG SET")
+		requireNoPerm(t, rate.ConfigResetStat(ctx).Err(), "CONFIG RESETSTAT")
 		requireNoPerm(t, rate.Keys(ctx, "*").Err(), "KEYS")
 		requireNoPerm(t, rate.ScriptFlush(ctx).Err(), "SCRIPT FLUSH")
 		requireNoPerm(t, rate.Do(ctx, "ACL", "WHOAMI").Err(), "ACL")

@@ -72,6 +72,15 @@ type RateLimit struct {
 	// FallbackMaxSubjects bounds the local emergency fallback's table
 	// (used only when a policy is local-fallback).
 	FallbackMaxSubjects int
+	// AllowEviction (APP_RATE_LIMIT_ALLOW_EVICTION) accepts a
+	// maxmemory-policy other than noeviction, with a warning log and the
+	// tlb_redis_eviction_accepted metric; otherwise such a server is never
+	// ready.
+	AllowEviction bool
+	// SkipServerConfigCheck (APP_RATE_LIMIT_SKIP_SERVER_CONFIG_CHECK) does
+	// not read the server's CONFIG, for a managed Redis that disables it;
+	// the eviction policy is then unchecked.
+	SkipServerConfigCheck bool
 }
 
 // Cache is the optional Redis cache, APP_CACHE_*. It has its own endpoint,

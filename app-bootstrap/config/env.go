@@ -52,6 +52,9 @@ type rawRateLimit struct {
 	ReplicationAckTimeout *time.Duration `env:"REPLICATION_ACK_TIMEOUT"` // unset: COMMAND_TIMEOUT/2
 	// Local emergency fallback table bound (docs/degraded-mode.md).
 	FallbackMaxSubjects int `env:"FALLBACK_MAX_SUBJECTS" envDefault:"10000"`
+	// Server-policy checks (docs/operations.md, "Server settings").
+	AllowEviction         bool `env:"ALLOW_EVICTION" envDefault:"false"`
+	SkipServerConfigCheck bool `env:"SKIP_SERVER_CONFIG_CHECK" envDefault:"false"`
 }
 
 // rawTopology is the coordination Redis topology (validate_topology.go).

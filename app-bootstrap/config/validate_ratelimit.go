@@ -14,7 +14,8 @@ func (v *errs) rateLimit(r rawRateLimit) RateLimit {
 	if !r.Enabled {
 		return RateLimit{}
 	}
-	out := RateLimit{Enabled: true, AllowSharedRedis: r.AllowSharedRedis}
+	out := RateLimit{Enabled: true, AllowSharedRedis: r.AllowSharedRedis,
+		AllowEviction: r.AllowEviction, SkipServerConfigCheck: r.SkipServerConfigCheck}
 	switch r.Provider {
 	case ProviderRedis:
 	case "":

@@ -67,6 +67,7 @@ func newCoordination(lc fx.Lifecycle, cfg config.Config, log *slog.Logger) (*coo
 		Breaker:               redisrate.BreakerOptions{Threshold: rl.BreakerThreshold, ProbeInterval: rl.BreakerProbeInterval},
 		ReplicationAcks:       rl.ReplicationAcks,
 		ReplicationAckTimeout: rl.ReplicationAckTimeout,
+		ServerChecks:          &redisrate.ServerChecks{AllowEviction: rl.AllowEviction, SkipConfig: rl.SkipServerConfigCheck},
 	})
 	if err != nil {
 		_ = client.Close()
@@ -98,6 +99,7 @@ func (c *coordination) start(ctx context.Context) error {
 	switch {
 	case err == nil:
 		c.log.Info("coordination redis checked: version and programs ok")
+		c.warnServerPolicy()
 		return nil
 	case fatalStartError(err):
 		return fmt.Errorf("rate limit: %w", err)
@@ -108,7 +110,8 @@ func (c *coordination) start(ctx context.Context) error {
 }
 
 func fatalStartError(err error) bool {
-	return errors.Is(err, redisrate.ErrServerVersion) || errors.Is(err, redisrate.ErrScriptDigest)
+	return errors.Is(err, redisrate.ErrServerVersion) || errors.Is(err, redisrate.ErrScriptDigest) ||
+		errors.Is(err, redisrate.ErrReplica)
 }
 
 // check runs Provider.Start once it has not yet succeeded. A connection
@@ -120,7 +123,7 @@ func (c *coordination) check(ctx context.Context) error {
 		return nil
 	}
 	if err := c.provider.Start(ctx); err != nil {
-		return ExplainConnError(config.Prefix+"RATE_LIMIT_REDIS_", c.redis, err)
+		return explainServerPolicy(ExplainConnError(config.Prefix+"RATE_LIMIT_REDIS_", c.redis, err))
 	}
 	c.started = true
 	return nil
@@ -142,7 +145,7 @@ func (c *coordination) Ready(ctx context.Context) error {
 	if err := c.check(ctx); err != nil {
 		return err
 	}
-	return ExplainConnError(config.Prefix+"RATE_LIMIT_REDIS_", c.redis, c.provider.Ready(ctx))
+	return explainServerPolicy(ExplainConnError(config.Prefix+"RATE_LIMIT_REDIS_", c.redis, c.provider.Ready(ctx)))
 }
 
 // breakerOpenError is the readiness error while the circuit breaker is
@@ -180,6 +183,7 @@ func newEdgePort(c *coordination, m *metrics.Metrics, cfg config.Config) (*metri
 		ids = append(ids, p.ID())
 	}
 	m.SetMaxInFlight(cfg.RateLimit.MaxInFlight)
+	m.RegisterServerStatus(c.serverGauges)
 	return m.InstrumentEdge(port, ids), nil
 }
 

@@ -22,7 +22,7 @@ import (
 // (test password).
 var aclRateUser = []any{"ACL", "SETUSER", "tlb-rate", "reset", "on", ">rate-test-pass",
 	"~tlb:rate:*", "resetchannels", "-@all",
-	"+evalsha", "+eval", "+script|load", "+script|exists", "+ping", "+info", "+hello", "+auth", "+client|setname",
+	"+evalsha", "+eval", "+script|load", "+script|exists", "+ping", "+info", "+config|get", "+hello", "+auth", "+client|setname",
 	"+hgetall", "+hset", "+pexpire", "+time"}
 
 func setRateUser(t *testing.T, rs *redistest.Server) {

@@ -17,7 +17,7 @@ import (
 // docs/operations.md (test password).
 var e2eRateUser = []any{"ACL", "SETUSER", "tlb-rate", "reset", "on", ">e2e-rate-pass",
 	"~tlb:rate:*", "resetchannels", "-@all",
-	"+evalsha", "+eval", "+script|load", "+script|exists", "+ping", "+info", "+hello", "+auth", "+client|setname",
+	"+evalsha", "+eval", "+script|load", "+script|exists", "+ping", "+info", "+config|get", "+hello", "+auth", "+client|setname",
 	"+hgetall", "+hset", "+pexpire", "+time"}
 
 // TestE2ETLS: the binary talks mutual TLS to a TLS-only redis-server as
