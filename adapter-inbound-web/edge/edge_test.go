@@ -301,6 +301,12 @@ func TestIdentityErrors(t *testing.T) {
 		h.ServeHTTP(rec, req)
 		assert.Equal(t, c.status, rec.Code, c.name)
 		assert.Equal(t, "application/problem+json", rec.Header().Get("Content-Type"), c.name)
+		if c.status == http.StatusUnauthorized {
+			assert.Equal(t, subject.Challenge, rec.Header().Get("WWW-Authenticate"), c.name)
+		} else {
+			assert.Empty(t, rec.Header().Get("WWW-Authenticate"), c.name)
+		}
+		assert.Contains(t, rec.Body.String(), `"policy":"api"`, c.name)
 		assert.NotContains(t, rec.Body.String(), "raw-secret-value", c.name)
 		assert.NotContains(t, rec.Body.String(), c.remote, c.name)
 	}

@@ -31,7 +31,7 @@ func writeUnavailable(w http.ResponseWriter, kind ratelimit.OutcomeKind, categor
 func writeIdentityError(w http.ResponseWriter, policy ratelimit.PolicyID, err error) int {
 	status, title := subject.ErrorStatus(err)
 	if status == http.StatusUnauthorized {
-		w.Header().Set("WWW-Authenticate", `APIKey header="`+subject.APIKeyHeader+`"`)
+		w.Header().Set("WWW-Authenticate", subject.Challenge)
 	}
 	p := problem.New(status, title)
 	p.Policy = string(policy)

@@ -108,13 +108,17 @@ func Require(ids Identifier, next http.Handler) http.Handler {
 	})
 }
 
+// Challenge is the WWW-Authenticate value of a 401: the API key goes in the
+// X-API-Key header.
+const Challenge = `APIKey header="` + APIKeyHeader + `"`
+
 // WriteError answers an Identifier's error as ErrorStatus says, with an
 // application/problem+json body and, for 401, WWW-Authenticate naming the
 // X-API-Key scheme. Nothing of the request or the error's text is written.
 func WriteError(w http.ResponseWriter, err error) {
 	status, title := ErrorStatus(err)
 	if status == http.StatusUnauthorized {
-		w.Header().Set("WWW-Authenticate", `APIKey header="`+APIKeyHeader+`"`)
+		w.Header().Set("WWW-Authenticate", Challenge)
 	}
 	problem.Write(w, problem.New(status, title))
 }
