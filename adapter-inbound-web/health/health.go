@@ -119,6 +119,10 @@ func (h *Handlers) Readiness() http.Handler {
 			writeText(w, http.StatusOK, "ready\n")
 			return
 		}
+		if dc, ok := h.checker.(DetailChecker); ok {
+			h.serveDetail(w, r, dc)
+			return
+		}
 		ctx, cancel := context.WithTimeout(r.Context(), h.timeout)
 		defer cancel()
 		start := time.Now()

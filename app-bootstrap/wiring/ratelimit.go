@@ -188,7 +188,7 @@ func newEdgePort(c *coordination, m *metrics.Metrics, cfg config.Config) (*metri
 }
 
 func newCoordinationReadiness(c *coordination) ReadinessCheck {
-	return ReadinessCheck{Name: "ratelimit", Check: c.Ready}
+	return ReadinessCheck{Name: "ratelimit", Check: c.Ready, Server: c.serverDetail}
 }
 
 // coordinationClient builds the go-redis client of the configured topology

@@ -9,10 +9,14 @@ import (
 // ReadinessCheck is one dependency the service needs to serve. Modules
 // contribute them to the "readiness" value group; /readyz runs them all.
 type ReadinessCheck struct {
-	// Name identifies the check in logs (never in responses).
+	// Name identifies the dependency in logs and in the /readyz detail
+	// (a fixed word such as "ratelimit", never an address).
 	Name string
 	// Check returns nil when the dependency can serve; it must honour ctx.
 	Check func(context.Context) error
+	// Server, optional, describes the dependency's server as last checked
+	// (the /readyz detail); false when nothing was read yet.
+	Server func() (ServerDetail, bool)
 }
 
 // readiness runs every check; it is ready when all are.
