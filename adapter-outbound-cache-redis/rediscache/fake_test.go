@@ -2,6 +2,7 @@ package rediscache
 
 import (
 	"context"
+	"errors"
 	"strings"
 	"sync"
 	"testing"
@@ -121,6 +122,37 @@ func (f *fakeRedis) Eval(ctx context.Context, src string, keys []string, args ..
 	cmd := redis.NewCmd(ctx)
 	cmd.SetVal(r.val)
 	cmd.SetErr(r.err)
+	return cmd
+}
+
+// EvalRO, EvalShaRO, ScriptExists and ScriptLoad complete redis.Scripter;
+// the store never sends them.
+func (f *fakeRedis) EvalRO(ctx context.Context, _ string, _ []string, _ ...any) *redis.Cmd {
+	return f.unexpected(ctx, "eval_ro")
+}
+
+func (f *fakeRedis) EvalShaRO(ctx context.Context, _ string, _ []string, _ ...any) *redis.Cmd {
+	return f.unexpected(ctx, "evalsha_ro")
+}
+
+func (f *fakeRedis) ScriptExists(ctx context.Context, _ ...string) *redis.BoolSliceCmd {
+	f.record(call{name: "script exists"})
+	cmd := redis.NewBoolSliceCmd(ctx)
+	cmd.SetErr(errors.New("fake: SCRIPT EXISTS not expected"))
+	return cmd
+}
+
+func (f *fakeRedis) ScriptLoad(ctx context.Context, _ string) *redis.StringCmd {
+	f.record(call{name: "script load"})
+	cmd := redis.NewStringCmd(ctx)
+	cmd.SetErr(errors.New("fake: SCRIPT LOAD not expected"))
+	return cmd
+}
+
+func (f *fakeRedis) unexpected(ctx context.Context, name string) *redis.Cmd {
+	f.record(call{name: name})
+	cmd := redis.NewCmd(ctx)
+	cmd.SetErr(errors.New("fake: " + name + " not expected"))
 	return cmd
 }
 

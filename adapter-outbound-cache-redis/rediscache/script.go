@@ -2,9 +2,7 @@ package rediscache
 
 import (
 	"context"
-	"crypto/sha1"
 	_ "embed"
-	"encoding/hex"
 	"errors"
 	"fmt"
 
@@ -22,35 +20,25 @@ const (
 	carWrongType   int64 = -2
 )
 
-// scripter is the part of go-redis the scalar executor uses.
-type scripter interface {
-	EvalSha(ctx context.Context, sha1 string, keys []string, args ...any) *redis.Cmd
-	Eval(ctx context.Context, script string, keys []string, args ...any) *redis.Cmd
-}
-
 // scalarScript runs one embedded Lua program whose reply is a single
-// integer. It sends EVALSHA and, only when the server answers NOSCRIPT (the
-// script provably did not run), exactly one EVAL of the exact source; any
-// other error is returned as is, never retried. It is deliberately separate
-// from the rate-limit programs' structured executor.
+// integer, through go-redis's redis.Script: EVALSHA and, only when the
+// server answers NOSCRIPT (the script provably did not run), exactly one
+// EVAL of the exact source; any other error is returned as is, never
+// retried. The cache tracks no failure certainty, so it needs nothing of
+// the rate-limit programs' structured executor.
 type scalarScript struct {
-	name string
-	src  string
-	sha  string
+	name   string
+	script *redis.Script
 }
 
 func newScalarScript(name, src string) *scalarScript {
-	sum := sha1.Sum([]byte(src))
-	return &scalarScript{name: name, src: src, sha: hex.EncodeToString(sum[:])}
+	return &scalarScript{name: name, script: redis.NewScript(src)}
 }
 
 // run evaluates the script and returns its integer reply. A reply that is
 // not an integer (or a nil reply) is an error wrapping ErrUnexpectedReply.
-func (s *scalarScript) run(ctx context.Context, c scripter, keys []string, args ...any) (int64, error) {
-	v, err := c.EvalSha(ctx, s.sha, keys, args...).Result()
-	if err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") {
-		v, err = c.Eval(ctx, s.src, keys, args...).Result()
-	}
+func (s *scalarScript) run(ctx context.Context, c redis.Scripter, keys []string, args ...any) (int64, error) {
+	v, err := s.script.Run(ctx, c, keys, args...).Result()
 	if errors.Is(err, redis.Nil) {
 		return 0, fmt.Errorf("%w: script %s replied nil, want an integer", ErrUnexpectedReply, s.name)
 	}

@@ -60,7 +60,7 @@ func TestScalarScriptNoScriptFallback(t *testing.T) {
 			for _, c := range f.calls {
 				switch c.name {
 				case "evalsha":
-					assert.Equal(t, []any{s.sha, "a", int64(2)}, c.args)
+					assert.Equal(t, []any{s.script.Hash(), "a", int64(2)}, c.args)
 				case "eval":
 					assert.Equal(t, []any{"return 1", "a", int64(2)}, c.args, "EVAL sends the exact source")
 				}
@@ -78,8 +78,7 @@ func TestBoundedReply(t *testing.T) {
 func TestScalarScriptSHA(t *testing.T) {
 	sum := sha1.Sum([]byte(compareAndReplaceSource))
 	s := newScalarScript("car", compareAndReplaceSource)
-	assert.Equal(t, hex.EncodeToString(sum[:]), s.sha)
-	assert.Equal(t, compareAndReplaceSource, s.src)
+	assert.Equal(t, hex.EncodeToString(sum[:]), s.script.Hash())
 }
 
 // TestCompareAndReplaceScriptMatchesGo: the constants in the script's source

@@ -473,7 +473,7 @@ func TestServiceScriptFlushFallsBackToEval(t *testing.T) {
 	ctx := context.Background()
 	sha, err := l.admin.ScriptLoad(ctx, compareAndReplaceSource).Result()
 	require.NoError(t, err)
-	require.Equal(t, l.store.car.sha, sha, "our SHA is the server's SHA of the embedded source")
+	require.Equal(t, l.store.car.script.Hash(), sha, "our SHA is the server's SHA of the embedded source")
 
 	k := cache.Key{Region: "profile", Kind: "page", Name: "flush"}
 	for i := range 3 {

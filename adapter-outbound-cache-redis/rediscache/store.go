@@ -31,7 +31,7 @@ var ErrNilDependency = errors.New("nil dependency")
 
 // rediser is the part of go-redis the Store uses.
 type rediser interface {
-	scripter
+	redis.Scripter
 	GetRange(ctx context.Context, key string, start, end int64) *redis.StringCmd
 	Set(ctx context.Context, key string, value any, expiration time.Duration) *redis.StatusCmd
 	SetNX(ctx context.Context, key string, value any, expiration time.Duration) *redis.BoolCmd

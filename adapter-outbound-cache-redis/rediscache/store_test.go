@@ -185,7 +185,7 @@ func TestStoreWritesUseDerivedKeyFreshVersionAndTTL(t *testing.T) {
 	}
 	car := f.calls[2]
 	require.Len(t, car.args, 4)
-	assert.Equal(t, s.car.sha, car.args[0])
+	assert.Equal(t, s.car.script.Hash(), car.args[0])
 	assert.Equal(t, string(tok), car.args[1], "ARGV[1] is the expected header")
 	raw, ok := car.args[2].([]byte)
 	require.True(t, ok)

@@ -17,55 +17,55 @@ type verdict struct {
 	category ratelimit.Category
 }
 
-// The documented Redis error-reply forms the classifier keys on.
+// The Redis error-reply forms the classifier keys on that go-redis has no
+// predicate for.
 const (
-	// noScriptPrefix starts the reply to EVALSHA of an unknown digest; the
-	// script did not run.
-	noScriptPrefix = "NOSCRIPT"
 	// wrongTypePrefix starts the error of a data command on a key of another
 	// type; for a program call it can only come from inside the script.
-	wrongTypePrefix = "WRONGTYPE"
-	// maxClientsReply is sent by a server at maxclients when it accepts a
-	// connection, before it reads any command.
-	maxClientsReply = "ERR max number of clients reached"
-	// scriptRunMarkers: Redis appends " script: <sha>, on @user_script:<n>."
-	// to an error raised inside a running script, and names the chunk
-	// "user_script:<n>" in Lua runtime errors (also "@user_script:" in
-	// Redis 6 "Error running script"). A pre-run refusal has neither.
+	wrongTypePrefix = "WRONGTYPE "
+	// noScriptPrefix starts the reply to EVALSHA of an unknown digest; the
+	// script did not run.
+	noScriptPrefix = "NOSCRIPT "
+	// busyPrefix starts the refusal of a server running a slow script.
+	busyPrefix = "BUSY "
+	// crossSlotPrefix starts a cluster's refusal of keys in several slots.
+	crossSlotPrefix = "CROSSSLOT "
+	// scriptRunMarker and scriptErrorSuffixKey: Redis appends
+	// " script: <sha>, on @user_script:<n>." to an error raised inside a
+	// running script, and names the chunk "user_script:<n>" in Lua runtime
+	// errors (also "@user_script:" in Redis 6 "Error running script"). A
+	// pre-run refusal has neither.
 	scriptRunMarker      = "user_script:"
 	scriptErrorSuffixKey = " script: "
 )
 
-// preRunRefusal reports whether prefix is the first word of an error with
-// which Redis refuses a command before executing it: ACL (NOPERM), memory
-// (OOM), role (READONLY, MASTERDOWN, NOREPLICAS), state (LOADING, BUSY),
-// cluster (CLUSTERDOWN, TRYAGAIN, and the redirects MOVED and ASK, and
-// CROSSSLOT, all answered before the command runs), a discarded transaction (EXECABORT) and
-// authentication (NOAUTH, WRONGPASS). With the programs' `#!lua` shebang,
-// OOM and READONLY are among these checks (a script declared as writing is
-// refused up front), so the script cannot have run.
-func preRunRefusal(prefix string) bool {
-	switch prefix {
-	case "NOPERM", "OOM", "READONLY", "LOADING", "BUSY", "MASTERDOWN", "CLUSTERDOWN",
-		"NOREPLICAS", "TRYAGAIN", "EXECABORT", "NOAUTH", "WRONGPASS",
-		"MOVED", "ASK", "CROSSSLOT":
-		return true
-	}
-	return false
+// preRunRefusal reports whether err is an error with which Redis refuses a
+// command before executing it: ACL (NOPERM), memory (OOM), role (READONLY,
+// MASTERDOWN, NOREPLICAS), state (LOADING, BUSY), cluster (CLUSTERDOWN,
+// TRYAGAIN, and the redirects MOVED and ASK, and CROSSSLOT, all answered
+// before the command runs), a discarded transaction (EXECABORT),
+// authentication (NOAUTH, WRONGPASS) and the maxclients greeting. With the
+// programs' `#!lua` shebang, OOM and READONLY are among these checks (a
+// script declared as writing is refused up front), so the script cannot
+// have run. go-redis's own predicates recognise all but BUSY and CROSSSLOT.
+func preRunRefusal(err redis.Error) bool {
+	_, moved := redis.IsMovedError(err)
+	_, ask := redis.IsAskError(err)
+	return moved || ask ||
+		redis.IsPermissionError(err) || redis.IsOOMError(err) || redis.IsReadOnlyError(err) ||
+		redis.IsLoadingError(err) || redis.IsMasterDownError(err) || redis.IsClusterDownError(err) ||
+		redis.IsNoReplicasError(err) || redis.IsTryAgainError(err) || redis.IsExecAbortError(err) ||
+		redis.IsAuthError(err) || redis.IsMaxClientsError(err) ||
+		strings.HasPrefix(err.Error(), busyPrefix) || strings.HasPrefix(err.Error(), crossSlotPrefix)
 }
 
-// errorPrefix returns the first word of a Redis error reply.
-func errorPrefix(msg string) string {
-	if i := strings.IndexByte(msg, ' '); i >= 0 {
-		return msg[:i]
-	}
-	return msg
-}
-
-// isNoScript reports whether err is the server's NOSCRIPT reply.
+// isNoScript reports whether err is the server's NOSCRIPT reply, as
+// go-redis normalizes it (redis.ErrNoScript) or raw. redis.HasErrorPrefix
+// is not used: it also accepts "ERR NOSCRIPT...", which is another error.
 func isNoScript(err error) bool {
 	var rerr redis.Error
-	return errors.As(err, &rerr) && errorPrefix(rerr.Error()) == noScriptPrefix
+	return errors.Is(err, redis.ErrNoScript) ||
+		errors.As(err, &rerr) && strings.HasPrefix(rerr.Error(), noScriptPrefix)
 }
 
 // classify maps the error of one program call to an outcome. written says
@@ -81,7 +81,7 @@ func classify(err error, written bool) verdict {
 		// answered for it) and did not return 7 integers.
 		return verdict{ratelimit.KindIncompatible, ratelimit.CategoryMalformedReply}
 	case errors.As(err, &rerr):
-		return classifyServerError(rerr.Error(), written)
+		return classifyServerError(rerr, written)
 	case !written:
 		return classifyBeforeWrite(err)
 	default:
@@ -90,23 +90,23 @@ func classify(err error, written bool) verdict {
 }
 
 // classifyServerError maps an error reply from the server.
-func classifyServerError(msg string, written bool) verdict {
+func classifyServerError(err redis.Error, written bool) verdict {
 	if !written {
 		// The call was never serialized, so this is the reply to the
 		// connection handshake (HELLO, AUTH, CLIENT SETNAME) or the
 		// maxclients greeting: the server refused the connection.
 		return verdict{ratelimit.KindUnavailable, ratelimit.CategoryServerRejected}
 	}
-	prefix := errorPrefix(msg)
+	msg := err.Error()
 	switch {
 	case strings.Contains(msg, scriptRunMarker) || strings.Contains(msg, scriptErrorSuffixKey):
 		// Raised while the script ran: a Lua runtime error or a failing
 		// redis.call. The programs validate everything before writing, so
 		// this is a program (or deployment) fault, never a decision.
 		return verdict{ratelimit.KindIncompatible, ratelimit.CategoryProgramFault}
-	case prefix == wrongTypePrefix:
+	case strings.HasPrefix(msg, wrongTypePrefix):
 		return verdict{ratelimit.KindIncompatible, ratelimit.CategoryProgramFault}
-	case preRunRefusal(prefix) || msg == maxClientsReply:
+	case preRunRefusal(err):
 		return verdict{ratelimit.KindUnavailable, ratelimit.CategoryServerRejected}
 	default:
 		// NOSCRIPT after the EVAL fallback, UNKILLABLE, an unknown ERR:

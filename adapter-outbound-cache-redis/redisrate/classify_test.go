@@ -159,7 +159,7 @@ func FuzzClassify(f *testing.F) {
 		}
 		if v.kind == ratelimit.KindUnavailable {
 			require.True(t, asServerReply)
-			require.True(t, preRunRefusal(errorPrefix(msg)) || msg == maxClientsReply, msg)
+			require.True(t, preRunRefusal(serverError(msg)), msg)
 			require.NotContains(t, msg, scriptRunMarker)
 			require.NotContains(t, msg, scriptErrorSuffixKey)
 		}

@@ -59,3 +59,15 @@ func (e *CallError) Error() string {
 
 // Unwrap exposes the go-redis error.
 func (e *CallError) Unwrap() error { return e.Err }
+
+// maxCauseString bounds server-supplied text (a version, a digest, a panic
+// value) quoted in an error.
+const maxCauseString = 32
+
+// truncate cuts s to maxCauseString bytes for an error message.
+func truncate(s string) string {
+	if len(s) > maxCauseString {
+		return s[:maxCauseString] + "..."
+	}
+	return s
+}

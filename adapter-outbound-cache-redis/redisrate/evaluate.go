@@ -118,7 +118,7 @@ func (p *Provider) precheck(ctx context.Context, req ratelimit.Request) (checked
 }
 
 // outcome maps the executor's result: a failed call through the
-// classifier, a reply through parseReply and its status.
+// classifier, a reply through programs.Decode and its status.
 func (p *Provider) outcome(ps *policyState, res result) ratelimit.Outcome {
 	id := ps.policy.ID()
 	if res.fallbackTooLate {
@@ -133,7 +133,7 @@ func (p *Provider) outcome(ps *policyState, res result) ratelimit.Outcome {
 	if res.err != nil {
 		return p.failed(ps, res)
 	}
-	r, err := parseReply(res.reply, ps.policy)
+	r, err := programs.Decode(res.reply, ps.policy)
 	if err != nil {
 		return ratelimit.Incompatible{PolicyID: id, Category: ratelimit.CategoryMalformedReply, Cause: err}
 	}
@@ -164,11 +164,9 @@ func (p *Provider) outcome(ps *policyState, res result) ratelimit.Outcome {
 		return ratelimit.Unavailable{PolicyID: id, RetryAfter: p.clockHint(r), Category: ratelimit.CategoryClockUnsafe, Cause: ErrClockUnsafe}
 	case programs.StatusStateIncompatible:
 		return ratelimit.Incompatible{PolicyID: id, Category: ratelimit.CategoryStateIncompatible, Cause: ErrStateIncompatible}
-	case programs.StatusInvalid:
+	default: // programs.StatusInvalid: Decode admits only the five statuses
 		return ratelimit.Incompatible{PolicyID: id, Category: ratelimit.CategoryInvalidArguments, Cause: ErrInvalidArguments}
 	}
-	// parseReply admits only the five statuses; fail closed regardless.
-	return ratelimit.Incompatible{PolicyID: id, Category: ratelimit.CategoryMalformedReply, Cause: ErrMalformedReply}
 }
 
 func (p *Provider) unavailable(id ratelimit.PolicyID, cat ratelimit.Category, cause error) ratelimit.Outcome {

@@ -226,7 +226,7 @@ func TestEvaluateMapsEveryStatus(t *testing.T) {
 					func(t *testing.T, out ratelimit.Outcome) {
 						i := out.(ratelimit.Incompatible)
 						assert.Equal(t, ratelimit.CategoryMalformedReply, i.Category)
-						assert.ErrorIs(t, i.Cause, ErrMalformedReply)
+						assert.ErrorIs(t, i.Cause, programs.ErrMalformedReply)
 					}},
 			}
 			for _, tt := range tests {

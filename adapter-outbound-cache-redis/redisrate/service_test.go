@@ -170,7 +170,7 @@ func TestServiceProgramsMatchModel(t *testing.T) {
 				cost := 1 + rng.Int64N(pol.MaxCost())
 				a := p.exec.run(context.Background(), ps.script, key, ps.argv, cost, noSendBy)
 				require.NoError(t, a.err, "step %d", step)
-				got, err := parseReply(a.reply, pol)
+				got, err := programs.Decode(a.reply, pol)
 				require.NoError(t, err, "step %d", step)
 				want, next := programs.Evaluate(pol, model, got.ServerNowMillis, cost)
 				require.Equal(t, want, got, "step %d cost %d", step, cost)

@@ -26,6 +26,10 @@ import (
 
 const wireTimeout = 300 * time.Millisecond
 
+// maxClientsReply is what a server at maxclients sends on accepting a
+// connection, before it reads any command.
+const maxClientsReply = "ERR max number of clients reached"
+
 func wireConfig(addr string) ClientConfig {
 	return ClientConfig{
 		Addr:           addr,

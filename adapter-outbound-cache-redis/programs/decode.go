@@ -1,36 +1,32 @@
-package redisrate
+package programs
 
 import (
-	"errors"
 	"fmt"
 	"strconv"
 	"strings"
 
-	"github.com/tech-log/tech-log-backend/adapter-outbound-cache-redis/programs"
 	"github.com/tech-log/tech-log-backend/shared-contract/ratelimit"
 )
 
-// ErrMalformedReply is wrapped by every *ReplyError; the provider maps it to
-// Incompatible{malformed_reply}.
-var ErrMalformedReply = errors.New("malformed program reply")
-
 // ReplyError reports a program reply that is not exactly ReplyLen integers
-// in range or that fails programs.Reply.Check (then Err is that error, which
-// wraps programs.ErrMalformedReply). Reply is a bounded rendering of what
-// arrived (%#v style, at most maxRenderLen bytes), safe to log: the programs
-// never return a key, a subject or a secret.
+// or that fails Reply.Check (then Err is that error). Reply is a bounded
+// rendering of what arrived (%#v style, at most maxRenderLen bytes), safe to
+// log: the programs never return a key, a subject or a secret.
 type ReplyError struct {
+	// Reason says what is wrong with the shape; empty when Err is set.
 	Reason string
-	Reply  string
-	Err    error
+	// Reply is the bounded rendering of the value.
+	Reply string
+	// Err is Reply.Check's error, or nil for a shape error.
+	Err error
 }
 
+// Error renders "programs: malformed program reply: <why>: <reply>".
 func (e *ReplyError) Error() string {
-	reason := e.Reason
 	if e.Err != nil {
-		reason = e.Err.Error()
+		return "programs: " + e.Err.Error() + ": " + e.Reply
 	}
-	return "redisrate: " + ErrMalformedReply.Error() + ": " + reason + ": " + e.Reply
+	return "programs: " + ErrMalformedReply.Error() + ": " + e.Reason + ": " + e.Reply
 }
 
 // Unwrap exposes ErrMalformedReply and the Check error to errors.Is.
@@ -41,38 +37,33 @@ func (e *ReplyError) Unwrap() []error {
 	return []error{ErrMalformedReply, e.Err}
 }
 
-// parseReply converts the value go-redis read for a program call into a
-// programs.Reply. The value must be a []any of exactly programs.ReplyLen
-// int64 elements (Lua integer tables arrive that way under RESP2 and RESP3),
-// each in 0..MaxExactInt, with a known status. Anything else (a string, nil,
-// a nested array, a float, a map, bulk digits, a wrong arity) is a
-// *ReplyError. The consistency rules are Reply.Check's. On a valid reply it
-// does not allocate.
-func parseReply(v any, p ratelimit.Policy) (programs.Reply, error) {
+// Decode converts the value go-redis read for a program call into a Reply
+// for p. The value must be a []any of exactly ReplyLen int64 elements (Lua
+// integer tables arrive that way under RESP2 and RESP3); anything else (a
+// string, nil, a nested array, a float, a map, bulk digits, a wrong arity)
+// is a *ReplyError. The field rules (range, status, consistency) are
+// Check's, and a reply that fails them is a *ReplyError wrapping Check's
+// error. On a valid reply it does not allocate. It needs no go-redis types:
+// the value is what go-redis hands over as an any.
+func Decode(v any, p ratelimit.Policy) (Reply, error) {
 	arr, ok := v.([]any)
 	if !ok {
-		return programs.Reply{}, replyError(v, "want an array of %d integers, got %s", programs.ReplyLen, typeName(v))
+		return Reply{}, replyError(v, "want an array of %d integers, got %s", ReplyLen, typeName(v))
 	}
-	if len(arr) != programs.ReplyLen {
-		return programs.Reply{}, replyError(v, "want %d elements, got %d", programs.ReplyLen, len(arr))
+	if len(arr) != ReplyLen {
+		return Reply{}, replyError(v, "want %d elements, got %d", ReplyLen, len(arr))
 	}
-	var ints [programs.ReplyLen]int64
+	var ints [ReplyLen]int64
 	for i, e := range arr {
 		n, ok := e.(int64)
 		if !ok {
-			return programs.Reply{}, replyError(v, "element %d: want an integer, got %s", i, typeName(e))
-		}
-		if n < 0 || n > ratelimit.MaxExactInt {
-			return programs.Reply{}, replyError(v, "element %d: %d outside 0..%d", i, n, ratelimit.MaxExactInt)
+			return Reply{}, replyError(v, "element %d: want an integer, got %s", i, typeName(e))
 		}
 		ints[i] = n
 	}
-	r := programs.ReplyOf(ints)
-	if !r.Status.Valid() {
-		return programs.Reply{}, replyError(v, "unknown status %d", ints[programs.ReplyStatus])
-	}
+	r := ReplyOf(ints)
 	if err := r.Check(p); err != nil {
-		return programs.Reply{}, &ReplyError{Reason: "inconsistent fields", Reply: render(v), Err: err}
+		return Reply{}, &ReplyError{Reply: render(v), Err: err}
 	}
 	return r, nil
 }
