@@ -202,7 +202,7 @@ func TestRequestSentToPort(t *testing.T) {
 	assert.Equal(t, int64(1), r.Cost)
 	assert.Empty(t, r.EvaluationID)
 	assert.Equal(t, ratelimit.PolicyID("api"), r.PolicyID)
-	require.NoError(t, r.Validate(t0))
+	require.NoError(t, r.Validate())
 
 	// An earlier context deadline wins.
 	early, cancel := context.WithDeadline(context.Background(), t0.Add(50*time.Millisecond))

@@ -43,12 +43,12 @@ const NumKeys = 1
 // when it is outside 1..limit. For the zero Policy it returns an empty list,
 // which every program answers StatusInvalid.
 func Args(p ratelimit.Policy, cost int64) []any {
-	return AppendArgs(make([]any, 0, ArgCountTokenBucket), p, cost)
+	return appendArgs(make([]any, 0, ArgCountTokenBucket), p, cost)
 }
 
-// AppendArgs appends the ARGV that Args returns to dst and returns the
+// appendArgs appends the ARGV that Args returns to dst and returns the
 // extended slice, so a caller can reuse one buffer.
-func AppendArgs(dst []any, p ratelimit.Policy, cost int64) []any {
+func appendArgs(dst []any, p ratelimit.Policy, cost int64) []any {
 	if p.IsZero() {
 		return dst
 	}

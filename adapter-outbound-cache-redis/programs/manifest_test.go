@@ -136,7 +136,7 @@ func TestProgramSourceRules(t *testing.T) {
 			for i := 1; i <= p.ArgCount; i++ {
 				assert.Contains(t, header, fmt.Sprintf("ARGV[%d]", i))
 			}
-			for _, f := range StateFields(p.Algorithm) {
+			for _, f := range stateFields(p.Algorithm) {
 				assert.Regexp(t, `(?m)^  `+f+`  `, header, "stored field %q documented", f)
 				assert.Contains(t, code, "'"+f+"', ", "stored field %q written", f)
 			}
@@ -146,7 +146,7 @@ func TestProgramSourceRules(t *testing.T) {
 			assert.Contains(t, code, fmt.Sprintf("fv == '%d'", SchemaVersion))
 			assert.Contains(t, code, "'r', ARGV[1]", "the revision is written as sent")
 			assert.Contains(t, code, "fr == ARGV[1]", "the stored revision must be the one sent")
-			assert.Contains(t, code, fmt.Sprintf("#h ~= %d", 2*len(StateFields(p.Algorithm))))
+			assert.Contains(t, code, fmt.Sprintf("#h ~= %d", 2*len(stateFields(p.Algorithm))))
 		})
 	}
 }

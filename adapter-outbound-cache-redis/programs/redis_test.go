@@ -712,7 +712,7 @@ func TestRedisStateFootprint(t *testing.T) {
 		require.Equal(t, "listpack", enc)
 		usage, err := c.MemoryUsage(ctx, k).Result()
 		require.NoError(t, err)
-		t.Logf("%v: MEMORY USAGE %d bytes (key %d bytes, %d fields)", a, usage, len(k), len(StateFields(a)))
+		t.Logf("%v: MEMORY USAGE %d bytes (key %d bytes, %d fields)", a, usage, len(k), len(stateFields(a)))
 	}
 }
 

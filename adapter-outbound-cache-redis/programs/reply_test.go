@@ -159,9 +159,9 @@ func TestArgs(t *testing.T) {
 	require.Empty(t, Args(ratelimit.Policy{}, 1), "the zero policy gets an ARGV every program refuses")
 
 	buf := make([]any, 0, 16)
-	buf = AppendArgs(buf, fixed, 1)
-	buf = AppendArgs(buf, token, 2)
+	buf = appendArgs(buf, fixed, 1)
+	buf = appendArgs(buf, token, 2)
 	require.Len(t, buf, ArgCountWindow+ArgCountTokenBucket)
-	allocs := testing.AllocsPerRun(100, func() { buf = AppendArgs(buf[:0], token, 2) })
+	allocs := testing.AllocsPerRun(100, func() { buf = appendArgs(buf[:0], token, 2) })
 	require.LessOrEqual(t, allocs, float64(ArgCountTokenBucket), "no allocation beyond boxing the integers")
 }

@@ -38,10 +38,6 @@ func stateFields(a ratelimit.Algorithm) []string {
 	return nil
 }
 
-// StateFields returns the field names the program for a stores, in write
-// order; nil for an unsupported algorithm.
-func StateFields(a ratelimit.Algorithm) []string { return stateFields(a) }
-
 // State is the content of one state hash exactly as HGETALL returns it: field
 // name to value. A nil or empty State is an absent key. Evaluate never
 // modifies the State it is given.

@@ -178,7 +178,7 @@ var _ ratelimit.EdgePort = (*modelPort)(nil)
 
 func (m *modelPort) Evaluate(ctx context.Context, req ratelimit.Request) ratelimit.Outcome {
 	now := time.Now()
-	if err := req.Validate(now); err != nil {
+	if err := req.Validate(); err != nil {
 		return ratelimit.Unavailable{Category: ratelimit.CategoryInvalidRequest, Cause: err}
 	}
 	p, ok := m.policies[req.PolicyID]
@@ -187,6 +187,9 @@ func (m *modelPort) Evaluate(ctx context.Context, req ratelimit.Request) ratelim
 	}
 	if err := req.ValidateFor(p); err != nil {
 		return ratelimit.Unavailable{PolicyID: req.PolicyID, Category: ratelimit.CategoryInvalidRequest, Cause: err}
+	}
+	if !req.Deadline.After(now) {
+		return ratelimit.Unavailable{PolicyID: req.PolicyID, Category: ratelimit.CategoryDeadline, Cause: ratelimit.ErrDeadlinePassed}
 	}
 	key := fmt.Sprintf("%s/%d/%v/%s", p.ID(), p.Revision(), p.Algorithm(), string(req.SubjectDigest))
 	m.store.mu.Lock()

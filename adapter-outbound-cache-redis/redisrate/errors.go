@@ -5,8 +5,9 @@ import (
 	"fmt"
 )
 
-// Errors of the Provider. Outcome causes wrap them; Start, Ready and New
-// return them.
+// Errors callers branch on: Start, Ready and New return them (outcome
+// causes may wrap them too). Everything else about an outcome is its
+// ratelimit.Category.
 var (
 	// ErrClosed: the provider has been closed.
 	ErrClosed = errors.New("rate-limit provider is closed")
@@ -16,28 +17,32 @@ var (
 	// ErrScriptDigest: SCRIPT LOAD answered a digest other than the
 	// manifest's: the server does not hash the embedded source as expected.
 	ErrScriptDigest = errors.New("script digest differs from the manifest")
-	// ErrUnknownPolicy: the request names a policy the provider lacks.
-	ErrUnknownPolicy = errors.New("unknown rate-limit policy")
-	// ErrDeadlineTooShort: the caller's remaining deadline is shorter than
-	// the command timeout, so the call is not sent.
-	ErrDeadlineTooShort = errors.New("remaining deadline shorter than the command timeout")
-	// ErrInFlightFull: MaxInFlight calls are already in flight.
-	ErrInFlightFull = errors.New("in-flight bound reached")
-	// ErrNilContext: Evaluate was called with a nil context.
-	ErrNilContext = errors.New("nil context")
-	// ErrPanic: Evaluate recovered from a panic.
-	ErrPanic = errors.New("panic while evaluating")
-	// ErrClockUnsafe, ErrStateIncompatible and ErrInvalidArguments are the
-	// causes of the outcomes for the program statuses of the same names.
-	ErrClockUnsafe       = errors.New("program answered CLOCK_UNSAFE")
-	ErrStateIncompatible = errors.New("program answered STATE_INCOMPATIBLE")
-	ErrInvalidArguments  = errors.New("program answered INVALID")
 	// ErrReplicationShortfall: an ALLOWED reply was acknowledged by fewer
 	// replicas than Options.ReplicationAcks (the cause of
 	// Indeterminate{replication}).
 	ErrReplicationShortfall = errors.New("replication acknowledgement shortfall")
 	// ErrUnsupportedClient: New was given a client type R1 does not qualify.
 	ErrUnsupportedClient = errors.New("unsupported redis client")
+)
+
+// Causes of outcomes whose Category already says what happened.
+var (
+	// errUnknownPolicy: the request names a policy the provider lacks.
+	errUnknownPolicy = errors.New("unknown rate-limit policy")
+	// errDeadlineTooShort: the caller's remaining deadline is shorter than
+	// the command timeout, so the call is not sent.
+	errDeadlineTooShort = errors.New("remaining deadline shorter than the command timeout")
+	// errInFlightFull: MaxInFlight calls are already in flight.
+	errInFlightFull = errors.New("in-flight bound reached")
+	// errNilContext: Evaluate was called with a nil context.
+	errNilContext = errors.New("nil context")
+	// errPanic: Evaluate recovered from a panic.
+	errPanic = errors.New("panic while evaluating")
+	// errClockUnsafe, errStateIncompatible and errInvalidArguments are the
+	// causes of the outcomes for the program statuses of the same names.
+	errClockUnsafe       = errors.New("program answered CLOCK_UNSAFE")
+	errStateIncompatible = errors.New("program answered STATE_INCOMPATIBLE")
+	errInvalidArguments  = errors.New("program answered INVALID")
 )
 
 // CallError is the Cause of an outcome produced by a failed program call. It

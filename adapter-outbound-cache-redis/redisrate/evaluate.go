@@ -36,7 +36,7 @@ func (p *Provider) Evaluate(ctx context.Context, req ratelimit.Request) (out rat
 			out = ratelimit.Incompatible{
 				PolicyID: knownID(req.PolicyID),
 				Category: ratelimit.CategoryProgramFault,
-				Cause:    fmt.Errorf("redisrate: %w: %s", ErrPanic, truncate(fmt.Sprint(r))),
+				Cause:    fmt.Errorf("redisrate: %w: %s", errPanic, truncate(fmt.Sprint(r))),
 			}
 		}
 	}()
@@ -52,7 +52,7 @@ func (p *Provider) Evaluate(ctx context.Context, req ratelimit.Request) (out rat
 	select {
 	case p.sem <- struct{}{}:
 	default:
-		return p.unavailable(req.PolicyID, ratelimit.CategoryAdmission, ErrInFlightFull)
+		return p.unavailable(req.PolicyID, ratelimit.CategoryAdmission, errInFlightFull)
 	}
 	defer func() { <-p.sem }()
 	res := p.exec.run(ctx, c.policy.script, c.key, c.policy.argv, req.Cost, c.sendBy)
@@ -68,31 +68,26 @@ type checked struct {
 	sendBy time.Time
 }
 
-// precheck decides everything that can be decided without sending: in
-// order, request validation (Unavailable{invalid_request}; a passed
-// deadline alone is Unavailable{deadline}), policy lookup
+// precheck decides everything that can be decided without sending, and is
+// the one place that decides Unavailable{deadline}: in order, request
+// validation (Unavailable{invalid_request}), policy lookup
 // (Unavailable{unknown_policy}), cost against MaxCost (invalid_request),
 // closed (Unavailable{closed}), server version (Incompatible{server_version}
-// when Start found the server too old), the deadline (the earlier of
-// req.Deadline and ctx's deadline must leave at least CommandTimeout:
-// Unavailable{deadline}) and the state key. A non-nil Outcome is the
-// refusal. The in-flight bound (Unavailable{admission}, no waiting) is
-// checked by Evaluate right after it.
+// when Start found the server too old), the deadline (Unavailable{deadline}:
+// the context is done, the earlier of req.Deadline and ctx's deadline has
+// passed, or it leaves less than one CommandTimeout) and the state key. A
+// non-nil Outcome is the refusal. The in-flight bound
+// (Unavailable{admission}, no waiting) is checked by Evaluate right after.
 func (p *Provider) precheck(ctx context.Context, req ratelimit.Request) (checked, ratelimit.Outcome) {
 	if ctx == nil {
-		return checked{}, p.unavailable(knownID(req.PolicyID), ratelimit.CategoryInvalidRequest, ErrNilContext)
+		return checked{}, p.unavailable(knownID(req.PolicyID), ratelimit.CategoryInvalidRequest, errNilContext)
 	}
-	now := p.now()
-	if err := req.Validate(now); err != nil {
-		cat := ratelimit.CategoryInvalidRequest
-		if onlyDeadlinePassed(err) {
-			cat = ratelimit.CategoryDeadline
-		}
-		return checked{}, p.unavailable(knownID(req.PolicyID), cat, err)
+	if err := req.Validate(); err != nil {
+		return checked{}, p.unavailable(knownID(req.PolicyID), ratelimit.CategoryInvalidRequest, err)
 	}
 	ps := p.policies[req.PolicyID]
 	if ps == nil {
-		return checked{}, p.unavailable(req.PolicyID, ratelimit.CategoryUnknownPolicy, fmt.Errorf("redisrate: %w: %q", ErrUnknownPolicy, req.PolicyID))
+		return checked{}, p.unavailable(req.PolicyID, ratelimit.CategoryUnknownPolicy, fmt.Errorf("redisrate: %w: %q", errUnknownPolicy, req.PolicyID))
 	}
 	if err := req.ValidateFor(ps.policy); err != nil {
 		return checked{}, p.unavailable(req.PolicyID, ratelimit.CategoryInvalidRequest, err)
@@ -106,9 +101,17 @@ func (p *Provider) precheck(ctx context.Context, req ratelimit.Request) (checked
 	if err := ctx.Err(); err != nil {
 		return checked{}, p.unavailable(req.PolicyID, ratelimit.CategoryDeadline, err)
 	}
-	sendBy := req.EffectiveDeadline(ctx).Add(-p.timeout)
-	if p.now().After(sendBy) {
-		return checked{}, p.unavailable(req.PolicyID, ratelimit.CategoryDeadline, ErrDeadlineTooShort)
+	deadline := req.Deadline
+	if d, ok := ctx.Deadline(); ok && d.Before(deadline) {
+		deadline = d
+	}
+	now := p.now()
+	if !deadline.After(now) {
+		return checked{}, p.unavailable(req.PolicyID, ratelimit.CategoryDeadline, fmt.Errorf("redisrate: %w", ratelimit.ErrDeadlinePassed))
+	}
+	sendBy := deadline.Add(-p.timeout)
+	if now.After(sendBy) {
+		return checked{}, p.unavailable(req.PolicyID, ratelimit.CategoryDeadline, errDeadlineTooShort)
 	}
 	key, err := stateKey(p.keys, ps.id, ps.revision, ps.algorithm, req.SubjectDigest)
 	if err != nil {
@@ -123,7 +126,7 @@ func (p *Provider) outcome(ps *policyState, res result) ratelimit.Outcome {
 	id := ps.policy.ID()
 	if res.fallbackTooLate {
 		// NOSCRIPT ran nothing, and too little deadline is left for EVAL.
-		return p.unavailable(id, ratelimit.CategoryDeadline, fmt.Errorf("redisrate: after NOSCRIPT: %w", ErrDeadlineTooShort))
+		return p.unavailable(id, ratelimit.CategoryDeadline, fmt.Errorf("redisrate: after NOSCRIPT: %w", errDeadlineTooShort))
 	}
 	if res.err != nil && (errors.Is(res.err, ErrServerVersion) || errors.Is(res.err, ErrScriptDigest)) {
 		// A cluster node met after Start failed qualification; nothing
@@ -161,11 +164,11 @@ func (p *Provider) outcome(ps *policyState, res result) ratelimit.Outcome {
 			Certainty:      ps.certainty,
 		}}
 	case programs.StatusClockUnsafe:
-		return ratelimit.Unavailable{PolicyID: id, RetryAfter: p.clockHint(r), Category: ratelimit.CategoryClockUnsafe, Cause: ErrClockUnsafe}
+		return ratelimit.Unavailable{PolicyID: id, RetryAfter: p.clockHint(r), Category: ratelimit.CategoryClockUnsafe, Cause: errClockUnsafe}
 	case programs.StatusStateIncompatible:
-		return ratelimit.Incompatible{PolicyID: id, Category: ratelimit.CategoryStateIncompatible, Cause: ErrStateIncompatible}
+		return ratelimit.Incompatible{PolicyID: id, Category: ratelimit.CategoryStateIncompatible, Cause: errStateIncompatible}
 	default: // programs.StatusInvalid: Decode admits only the five statuses
-		return ratelimit.Incompatible{PolicyID: id, Category: ratelimit.CategoryInvalidArguments, Cause: ErrInvalidArguments}
+		return ratelimit.Incompatible{PolicyID: id, Category: ratelimit.CategoryInvalidArguments, Cause: errInvalidArguments}
 	}
 }
 
@@ -216,23 +219,4 @@ func knownID(id ratelimit.PolicyID) ratelimit.PolicyID {
 		return id
 	}
 	return ""
-}
-
-// onlyDeadlinePassed reports whether the validation error err consists of
-// nothing but ratelimit.ErrDeadlinePassed.
-func onlyDeadlinePassed(err error) bool {
-	errs := []error{err}
-	var re *ratelimit.RequestError
-	if !errors.As(err, &re) || re != err {
-		if j, ok := err.(interface{ Unwrap() []error }); ok {
-			errs = j.Unwrap()
-		}
-	}
-	for _, e := range errs {
-		var re *ratelimit.RequestError
-		if !errors.As(e, &re) || re.Field != "Deadline" || !errors.Is(re.Err, ratelimit.ErrDeadlinePassed) {
-			return false
-		}
-	}
-	return len(errs) > 0
 }

@@ -38,7 +38,7 @@ func TestEvaluateRefusalsBeforeSendSendNothing(t *testing.T) {
 		id     ratelimit.PolicyID
 		target error
 	}{
-		{"nil context", nil, nil, ratelimit.KindUnavailable, ratelimit.CategoryInvalidRequest, "fw", ErrNilContext},
+		{"nil context", nil, nil, ratelimit.KindUnavailable, ratelimit.CategoryInvalidRequest, "fw", errNilContext},
 		{"invalid policy id", context.Background(), func(r ratelimit.Request) ratelimit.Request { r.PolicyID = "Bad ID!"; return r },
 			ratelimit.KindUnavailable, ratelimit.CategoryInvalidRequest, "", ratelimit.ErrInvalidPolicyID},
 		{"invalid subject", context.Background(), func(r ratelimit.Request) ratelimit.Request { r.SubjectDigest = "short"; return r },
@@ -56,18 +56,18 @@ func TestEvaluateRefusalsBeforeSendSendNothing(t *testing.T) {
 		{"deadline passed and bad cost", context.Background(), func(r ratelimit.Request) ratelimit.Request { r.Deadline, r.Cost = t0, 0; return r },
 			ratelimit.KindUnavailable, ratelimit.CategoryInvalidRequest, "fw", ratelimit.ErrCostOutOfRange},
 		{"unknown policy", context.Background(), func(r ratelimit.Request) ratelimit.Request { r.PolicyID = "nope"; return r },
-			ratelimit.KindUnavailable, ratelimit.CategoryUnknownPolicy, "nope", ErrUnknownPolicy},
+			ratelimit.KindUnavailable, ratelimit.CategoryUnknownPolicy, "nope", errUnknownPolicy},
 		{"cost above max cost", context.Background(), func(r ratelimit.Request) ratelimit.Request { r.Cost = 6; return r },
 			ratelimit.KindUnavailable, ratelimit.CategoryInvalidRequest, "fw", ratelimit.ErrCostAboveMaxCost},
 		{"context cancelled", cancelled, nil, ratelimit.KindUnavailable, ratelimit.CategoryDeadline, "fw", context.Canceled},
 		{"context deadline shorter than the command timeout", short, func(r ratelimit.Request) ratelimit.Request {
 			r.Deadline = time.Now().Add(time.Hour) // real clock: ctx's deadline is the earlier one
 			return r
-		}, ratelimit.KindUnavailable, ratelimit.CategoryDeadline, "fw", ErrDeadlineTooShort},
+		}, ratelimit.KindUnavailable, ratelimit.CategoryDeadline, "fw", errDeadlineTooShort},
 		{"request deadline shorter than the command timeout", context.Background(), func(r ratelimit.Request) ratelimit.Request {
 			r.Deadline = t0.Add(testTimeout - time.Millisecond)
 			return r
-		}, ratelimit.KindUnavailable, ratelimit.CategoryDeadline, "fw", ErrDeadlineTooShort},
+		}, ratelimit.KindUnavailable, ratelimit.CategoryDeadline, "fw", errDeadlineTooShort},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -141,7 +141,7 @@ func TestEvaluateInFlightBoundAnswersAtOnce(t *testing.T) {
 	out := p.Evaluate(context.Background(), request("fw", subjectB, 1, t0))
 	assert.Equal(t, ratelimit.KindUnavailable, out.Kind())
 	assert.Equal(t, ratelimit.CategoryAdmission, ratelimit.CategoryOf(out))
-	assert.ErrorIs(t, out.(ratelimit.Unavailable).Cause, ErrInFlightFull)
+	assert.ErrorIs(t, out.(ratelimit.Unavailable).Cause, errInFlightFull)
 	close(f.block)
 	assert.True(t, ratelimit.Admitted(<-first))
 	assert.Len(t, f.commands(), 1, "the refused call sent nothing")
@@ -194,7 +194,7 @@ func TestEvaluateMapsEveryStatus(t *testing.T) {
 						u := out.(ratelimit.Unavailable)
 						assert.Equal(t, ratelimit.CategoryClockUnsafe, u.Category)
 						assert.Equal(t, 3*time.Second, u.RetryAfter, "the program's wait")
-						assert.ErrorIs(t, u.Cause, ErrClockUnsafe)
+						assert.ErrorIs(t, u.Cause, errClockUnsafe)
 					}},
 				{"clock unsafe barely behind", programs.Reply{Status: programs.StatusClockUnsafe, ServerNowMillis: now, EffectiveNowMillis: now + 2001, RetryAfterMillis: 1},
 					func(t *testing.T, out ratelimit.Outcome) {
@@ -214,13 +214,13 @@ func TestEvaluateMapsEveryStatus(t *testing.T) {
 					func(t *testing.T, out ratelimit.Outcome) {
 						i := out.(ratelimit.Incompatible)
 						assert.Equal(t, ratelimit.CategoryStateIncompatible, i.Category)
-						assert.ErrorIs(t, i.Cause, ErrStateIncompatible)
+						assert.ErrorIs(t, i.Cause, errStateIncompatible)
 					}},
 				{"invalid", programs.Reply{Status: programs.StatusInvalid, ServerNowMillis: now},
 					func(t *testing.T, out ratelimit.Outcome) {
 						i := out.(ratelimit.Incompatible)
 						assert.Equal(t, ratelimit.CategoryInvalidArguments, i.Category)
-						assert.ErrorIs(t, i.Cause, ErrInvalidArguments)
+						assert.ErrorIs(t, i.Cause, errInvalidArguments)
 					}},
 				{"inconsistent", programs.Reply{Status: programs.StatusAllowed, ServerNowMillis: now, EffectiveNowMillis: now, Limit: 5, Remaining: 5, ResetAtMillis: now + 1},
 					func(t *testing.T, out ratelimit.Outcome) {
@@ -383,7 +383,7 @@ func TestEvaluateNoScriptWithTooLittleDeadlineLeftSendsNoEval(t *testing.T) {
 	out := p.Evaluate(context.Background(), request("fw", subjectA, 1, t0))
 	assert.Equal(t, ratelimit.KindUnavailable, out.Kind())
 	assert.Equal(t, ratelimit.CategoryDeadline, ratelimit.CategoryOf(out))
-	assert.ErrorIs(t, out.(ratelimit.Unavailable).Cause, ErrDeadlineTooShort)
+	assert.ErrorIs(t, out.(ratelimit.Unavailable).Cause, errDeadlineTooShort)
 	assert.Equal(t, []string{cmdEvalSha}, f.names())
 }
 
@@ -395,7 +395,7 @@ func TestEvaluateRecoversFromPanics(t *testing.T) {
 	require.True(t, ok, "%T", out)
 	assert.Equal(t, ratelimit.CategoryProgramFault, i.Category)
 	assert.Equal(t, ratelimit.PolicyID("tb"), i.PolicyID)
-	assert.ErrorIs(t, i.Cause, ErrPanic)
+	assert.ErrorIs(t, i.Cause, errPanic)
 }
 
 func TestEvaluateRecoversFromPanicsHoldingTheSlot(t *testing.T) {

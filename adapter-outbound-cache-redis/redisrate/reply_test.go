@@ -144,7 +144,7 @@ func BenchmarkParseReply(b *testing.B) {
 	}
 }
 
-// FuzzParseReply: whatever the shape, parseReply never panics and accepts
+// FuzzParseReply: whatever the shape, programs.Decode never panics and accepts
 // only exactly seven in-range integers that pass Reply.Check.
 func FuzzParseReply(f *testing.F) {
 	now := t0.UnixMilli()

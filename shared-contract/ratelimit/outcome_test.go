@@ -3,7 +3,12 @@ package ratelimit_test
 import (
 	"errors"
 	"fmt"
+	"go/ast"
+	"go/parser"
+	"go/token"
+	"path/filepath"
 	"reflect"
+	"strings"
 	"testing"
 	"time"
 
@@ -70,8 +75,11 @@ func TestAdmitted(t *testing.T) {
 	}
 }
 
+// TestOutcomeSwitchIsExhaustive enumerates the sealed variants from the
+// package source (every type with the sealedOutcome marker), so a variant
+// added to the package fails here until kindOf and this table cover it.
 func TestOutcomeSwitchIsExhaustive(t *testing.T) {
-	for _, tt := range []struct {
+	cases := []struct {
 		o    ratelimit.Outcome
 		want string
 		kind ratelimit.OutcomeKind
@@ -80,10 +88,52 @@ func TestOutcomeSwitchIsExhaustive(t *testing.T) {
 		{ratelimit.Unavailable{Category: ratelimit.CategoryAdmission}, "unavailable/admission", ratelimit.KindUnavailable},
 		{ratelimit.Indeterminate{Category: ratelimit.CategoryCancelled}, "indeterminate/cancelled", ratelimit.KindIndeterminate},
 		{ratelimit.Incompatible{Category: ratelimit.CategoryServerVersion}, "incompatible/server_version", ratelimit.KindIncompatible},
-	} {
+	}
+	var covered []string
+	for _, tt := range cases {
 		assert.Equal(t, tt.want, kindOf(t, tt.o))
 		assert.Equal(t, tt.kind, tt.o.Kind())
+		covered = append(covered, reflect.TypeOf(tt.o).Name())
 	}
+	assert.ElementsMatch(t, sealedVariants(t, "sealedOutcome"), covered, "every Outcome variant of the package is covered")
+}
+
+// TestParamsVariantsAreCovered: the same for Params, against the variants
+// the policy tests construct.
+func TestParamsVariantsAreCovered(t *testing.T) {
+	var covered []string
+	for _, p := range []ratelimit.Params{ratelimit.FixedWindow{}, ratelimit.SlidingWindowCounter{}, ratelimit.TokenBucket{}} {
+		covered = append(covered, reflect.TypeOf(p).Name())
+	}
+	assert.ElementsMatch(t, sealedVariants(t, "sealedParams"), covered)
+}
+
+// sealedVariants parses the package's non-test source files and returns the
+// receiver type names of every method called marker.
+func sealedVariants(t *testing.T, marker string) []string {
+	t.Helper()
+	files, err := filepath.Glob("*.go")
+	require.NoError(t, err)
+	fset := token.NewFileSet()
+	var names []string
+	for _, name := range files {
+		if strings.HasSuffix(name, "_test.go") {
+			continue
+		}
+		f, err := parser.ParseFile(fset, name, nil, parser.SkipObjectResolution)
+		require.NoError(t, err)
+		for _, d := range f.Decls {
+			fn, ok := d.(*ast.FuncDecl)
+			if !ok || fn.Recv == nil || fn.Name.Name != marker || len(fn.Recv.List) != 1 {
+				continue
+			}
+			if id, ok := fn.Recv.List[0].Type.(*ast.Ident); ok {
+				names = append(names, id.Name)
+			}
+		}
+	}
+	require.NotEmpty(t, names, "no %s methods found: the test reads the wrong files", marker)
+	return names
 }
 
 // TestOutcomeAndParamsAreSealed proves that no other package can declare a

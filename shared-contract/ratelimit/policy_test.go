@@ -418,7 +418,7 @@ func TestEnumZeroValuesInvalid(t *testing.T) {
 	assert.NotZero(t, ratelimit.Certain)
 	assert.NotZero(t, ratelimit.FailClosed)
 	// The zero Request is invalid.
-	assert.Error(t, ratelimit.Request{}.Validate(t0))
+	assert.Error(t, ratelimit.Request{}.Validate())
 	// The zero spec is invalid.
 	_, err := ratelimit.NewPolicy(ratelimit.PolicySpec{})
 	assert.Error(t, err)

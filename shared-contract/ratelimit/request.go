@@ -30,8 +30,11 @@ type Request struct {
 	Cost int64
 	// EvaluationID must be empty: deduplication is not supported in v1.
 	EvaluationID string
-	// Deadline is required; the earlier of it and the context's deadline
-	// applies. It is an admission precheck against the provider's fixed
+	// Deadline is required: the inbound adapter sets it (the earlier of its
+	// evaluation timeout and the context's deadline). A provider's precheck
+	// alone decides whether it, or an earlier context deadline, leaves
+	// enough time (Unavailable{deadline}, wrapping ErrDeadlinePassed when it
+	// has passed). It is an admission precheck against the provider's fixed
 	// command timeout, not a per-command timeout.
 	Deadline time.Time
 }
@@ -41,17 +44,20 @@ var (
 	ErrInvalidRequest    = errors.New("invalid rate-limit request")
 	ErrDedupNotSupported = errors.New("evaluation id given but deduplication is not supported")
 	ErrDeadlineMissing   = errors.New("deadline is required")
-	ErrDeadlinePassed    = errors.New("deadline has passed")
-	ErrCostOutOfRange    = errors.New("cost out of range")
-	ErrCostAboveMaxCost  = errors.New("cost above the policy's max cost")
-	ErrPolicyMismatch    = errors.New("request policy id differs from the policy")
+	// ErrDeadlinePassed is not a validation error: a provider's precheck
+	// wraps it in the cause of Unavailable{deadline}.
+	ErrDeadlinePassed   = errors.New("deadline has passed")
+	ErrCostOutOfRange   = errors.New("cost out of range")
+	ErrCostAboveMaxCost = errors.New("cost above the policy's max cost")
+	ErrPolicyMismatch   = errors.New("request policy id differs from the policy")
 )
 
-// Validate checks every field of r that does not depend on the policy, with
-// now as the current time. It returns all violations joined, each wrapping
-// ErrInvalidRequest and a specific sentinel. The error never contains the
-// subject digest.
-func (r Request) Validate(now time.Time) error {
+// Validate checks the bounds of every field of r that does not depend on
+// the policy or the clock. It returns all violations joined, each wrapping
+// ErrInvalidRequest and a specific sentinel. A deadline in the past is not a
+// violation: whether time is left is the provider's precheck to decide. The
+// error never contains the subject digest.
+func (r Request) Validate() error {
 	var errs []error
 	if err := r.PolicyID.Validate(); err != nil {
 		errs = append(errs, requestError("PolicyID", err))
@@ -65,11 +71,8 @@ func (r Request) Validate(now time.Time) error {
 	if r.EvaluationID != "" {
 		errs = append(errs, requestError("EvaluationID", ErrDedupNotSupported))
 	}
-	switch {
-	case r.Deadline.IsZero():
+	if r.Deadline.IsZero() {
 		errs = append(errs, requestError("Deadline", ErrDeadlineMissing))
-	case !r.Deadline.After(now):
-		errs = append(errs, requestError("Deadline", ErrDeadlinePassed))
 	}
 	return errors.Join(errs...)
 }
@@ -89,16 +92,6 @@ func (r Request) ValidateFor(p Policy) error {
 		errs = append(errs, requestError("Cost", fmt.Errorf("%w: %d > %d", ErrCostAboveMaxCost, r.Cost, p.MaxCost())))
 	}
 	return errors.Join(errs...)
-}
-
-// EffectiveDeadline is the earlier of r.Deadline and ctx's deadline; a zero
-// r.Deadline counts as absent. It is the zero time when neither is set.
-func (r Request) EffectiveDeadline(ctx context.Context) time.Time {
-	d, ok := ctx.Deadline()
-	if ok && (r.Deadline.IsZero() || d.Before(r.Deadline)) {
-		return d
-	}
-	return r.Deadline
 }
 
 // LogValue implements slog.LogValuer: the request without its subject

@@ -2,7 +2,6 @@ package ratelimit_test
 
 import (
 	"bytes"
-	"context"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -92,15 +91,16 @@ func TestRequestValidate(t *testing.T) {
 		{"deadline 1ns ahead", func(r *ratelimit.Request) { r.Deadline = t0.Add(time.Nanosecond) }, "", nil},
 		{"deadline far ahead", func(r *ratelimit.Request) { r.Deadline = t0.AddDate(100, 0, 0) }, "", nil},
 		{"deadline zero", func(r *ratelimit.Request) { r.Deadline = time.Time{} }, "Deadline", ratelimit.ErrDeadlineMissing},
-		{"deadline equals now", func(r *ratelimit.Request) { r.Deadline = t0 }, "Deadline", ratelimit.ErrDeadlinePassed},
-		{"deadline 1ns past", func(r *ratelimit.Request) { r.Deadline = t0.Add(-time.Nanosecond) }, "Deadline", ratelimit.ErrDeadlinePassed},
-		{"deadline long past", func(r *ratelimit.Request) { r.Deadline = t0.Add(-time.Hour) }, "Deadline", ratelimit.ErrDeadlinePassed},
+		// A passed deadline is the provider precheck's to decide
+		// (Unavailable{deadline}), not a validation error.
+		{"deadline equals now", func(r *ratelimit.Request) { r.Deadline = t0 }, "", nil},
+		{"deadline long past", func(r *ratelimit.Request) { r.Deadline = t0.Add(-time.Hour) }, "", nil},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			r := validRequest()
 			tt.mutate(&r)
-			err := r.Validate(t0)
+			err := r.Validate()
 			if tt.wantErr == nil {
 				require.NoError(t, err)
 				return
@@ -123,7 +123,7 @@ func TestRequestValidate(t *testing.T) {
 // every violated field is reported, not only the first.
 func TestRequestValidateJoinsEveryViolation(t *testing.T) {
 	r := ratelimit.Request{EvaluationID: "x"}
-	err := r.Validate(t0)
+	err := r.Validate()
 	require.Error(t, err)
 	var fields []string
 	for _, re := range requestErrors(err) {
@@ -166,37 +166,6 @@ func TestRequestValidateFor(t *testing.T) {
 			require.ErrorAs(t, err, &re)
 			assert.Equal(t, tt.field, re.Field)
 			assert.NotContains(t, err.Error(), string(r.SubjectDigest))
-		})
-	}
-}
-
-func TestRequestEffectiveDeadline(t *testing.T) {
-	early, late := t0.Add(time.Second), t0.Add(time.Minute)
-	tests := []struct {
-		name        string
-		reqDeadline time.Time
-		ctxDeadline time.Time // zero: no context deadline
-		want        time.Time
-	}{
-		{"no context deadline", late, time.Time{}, late},
-		{"context earlier", late, early, early},
-		{"request earlier", early, late, early},
-		{"equal", early, early, early},
-		{"request deadline missing uses context", time.Time{}, early, early},
-		{"neither", time.Time{}, time.Time{}, time.Time{}},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			ctx := context.Background()
-			if !tt.ctxDeadline.IsZero() {
-				var cancel context.CancelFunc
-				ctx, cancel = context.WithDeadline(ctx, tt.ctxDeadline)
-				defer cancel()
-			}
-			r := validRequest()
-			r.Deadline = tt.reqDeadline
-			got := r.EffectiveDeadline(ctx)
-			assert.True(t, tt.want.Equal(got), "want %v, got %v", tt.want, got)
 		})
 	}
 }
