@@ -10,8 +10,8 @@ import (
 // Key segments of rate-limit state (key version 2, docs/adr/0003-key-format-v2.md):
 // <prefix>:rate:<policyID>:state:v2:{<slot tag>}<digest>.
 const (
-	keyCapability = "rate"
-	keyKind       = "state"
+	KeyCapability = "rate"
+	KeyKind       = "state"
 )
 
 // StateKey returns the physical key of subject's state under policy p:
@@ -30,5 +30,5 @@ func StateKey(keys *keyspace.Builder, p ratelimit.Policy, subject ratelimit.Subj
 // digest alone, so every key of one subject (other policies, future
 // per-subject keys) shares one Redis Cluster slot.
 func stateKey(keys *keyspace.Builder, id, revision, algorithm string, subject ratelimit.SubjectDigest) (string, error) {
-	return keys.TaggedKey(keyCapability, id, keyKind, string(subject), id, revision, algorithm, string(subject))
+	return keys.TaggedKey(KeyCapability, id, KeyKind, string(subject), id, revision, algorithm, string(subject))
 }

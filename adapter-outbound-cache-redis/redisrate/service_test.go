@@ -270,7 +270,7 @@ func TestServiceKeysArePrivateAndExpire(t *testing.T) {
 	}
 	admin := srv.Client()
 	var found []string
-	iter := admin.Scan(adminCtx(t), 0, keys.Pattern(keyCapability), 100).Iterator()
+	iter := admin.Scan(adminCtx(t), 0, keys.Pattern(KeyCapability), 100).Iterator()
 	for iter.Next(adminCtx(t)) {
 		found = append(found, iter.Val())
 	}
@@ -282,8 +282,8 @@ func TestServiceKeysArePrivateAndExpire(t *testing.T) {
 		}
 		parts := strings.Split(key, ":")
 		require.Len(t, parts, 6, key)
-		assert.Equal(t, []string{keys.Prefix(), keyCapability}, parts[:2])
-		assert.Equal(t, keyKind, parts[3])
+		assert.Equal(t, []string{keys.Prefix(), KeyCapability}, parts[:2])
+		assert.Equal(t, KeyKind, parts[3])
 		assert.Equal(t, keyspace.TaggedVersion, parts[4])
 		assert.Regexp(t, `^\{[A-Za-z0-9_-]{3}\}[A-Za-z0-9_-]{22}$`, parts[5])
 		typ, err := admin.Type(adminCtx(t), key).Result()
