@@ -1,7 +1,6 @@
 package edge
 
 import (
-	"context"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
@@ -9,15 +8,8 @@ import (
 	"time"
 
 	"github.com/tech-log/tech-log-backend/shared-contract/ratelimit"
+	"github.com/tech-log/tech-log-backend/shared-contract/ratelimit/ratelimittest"
 )
-
-// constPort answers the same allowed outcome without locking or recording,
-// so the benchmark measures the middleware, not the fake.
-type constPort struct{ out ratelimit.Outcome }
-
-var _ ratelimit.EdgePort = constPort{}
-
-func (p constPort) Evaluate(context.Context, ratelimit.Request) ratelimit.Outcome { return p.out }
 
 type discardWriter struct{ h http.Header }
 
@@ -63,7 +55,7 @@ func BenchmarkMiddlewareUnavailable(b *testing.B) {
 }
 
 func benchMiddleware(b *testing.B, out ratelimit.Outcome) {
-	cfg := baseConfig(b, constPort{out: out}, time.Now())
+	cfg := baseConfig(b, &ratelimittest.Fake{Outcome: out, DontRecord: true}, time.Now())
 	cfg.Now = nil
 	cfg.Routes = []Route{{Pattern: "POST /api/v1/login", Policy: "login"}, {Pattern: "GET /api/", Policy: "api"}}
 	m, err := New(cfg)

@@ -211,7 +211,8 @@ func TestRequestSentToPort(t *testing.T) {
 	assert.Equal(t, t0.Add(50*time.Millisecond), r.Deadline)
 	dl, ok := early.Deadline()
 	require.True(t, ok)
-	assert.Equal(t, dl, port.ctxDls[len(port.ctxDls)-1], "the request context is passed through")
+	dls := port.ctxDeadlines()
+	assert.Equal(t, dl, dls[len(dls)-1], "the request context is passed through")
 
 	// A later context deadline loses.
 	late, cancel2 := context.WithDeadline(context.Background(), t0.Add(10*time.Second))

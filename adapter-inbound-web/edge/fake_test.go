@@ -13,38 +13,42 @@ import (
 	"github.com/tech-log/tech-log-backend/adapter-inbound-web/subject"
 	"github.com/tech-log/tech-log-backend/shared-contract/keyspace"
 	"github.com/tech-log/tech-log-backend/shared-contract/ratelimit"
+	"github.com/tech-log/tech-log-backend/shared-contract/ratelimit/ratelimittest"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 var _ ratelimit.EdgePort = (*fakePort)(nil)
 
-// fakePort answers a fixed outcome (or one computed by fn) and records every
-// request and whether its context had a deadline.
+// fakePort is the kit's scriptable port (ratelimittest.Fake) with the
+// shorthands these tests use: out answers a fixed outcome, fn computes one.
+// Set them before the first call.
 type fakePort struct {
-	mu     sync.Mutex
-	out    ratelimit.Outcome
-	fn     func(ratelimit.Request) ratelimit.Outcome
-	reqs   []ratelimit.Request
-	ctxDls []time.Time
+	out  ratelimit.Outcome
+	fn   func(ratelimit.Request) ratelimit.Outcome
+	once sync.Once
+	fake ratelimittest.Fake
 }
 
 func (p *fakePort) Evaluate(ctx context.Context, req ratelimit.Request) ratelimit.Outcome {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	p.reqs = append(p.reqs, req)
-	d, _ := ctx.Deadline()
-	p.ctxDls = append(p.ctxDls, d)
-	if p.fn != nil {
-		return p.fn(req)
-	}
-	return p.out
+	p.once.Do(func() {
+		p.fake.Outcome, p.fake.UseOutcome = p.out, true
+		if fn := p.fn; fn != nil {
+			p.fake.Func = func(_ context.Context, r ratelimit.Request) ratelimit.Outcome { return fn(r) }
+		}
+	})
+	return p.fake.Evaluate(ctx, req)
 }
 
-func (p *fakePort) requests() []ratelimit.Request {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return append([]ratelimit.Request(nil), p.reqs...)
+func (p *fakePort) requests() []ratelimit.Request { return p.fake.Requests() }
+
+// ctxDeadlines returns each call's context deadline (zero: none).
+func (p *fakePort) ctxDeadlines() []time.Time {
+	var out []time.Time
+	for _, c := range p.fake.Calls() {
+		out = append(out, c.ContextDeadline)
+	}
+	return out
 }
 
 func testSecret(t testing.TB) keyspace.Secret {

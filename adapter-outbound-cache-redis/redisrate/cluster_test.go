@@ -21,6 +21,7 @@ import (
 	"github.com/tech-log/tech-log-backend/adapter-outbound-cache-redis/redistest"
 	"github.com/tech-log/tech-log-backend/shared-contract/keyspace"
 	"github.com/tech-log/tech-log-backend/shared-contract/ratelimit"
+	"github.com/tech-log/tech-log-backend/shared-contract/ratelimit/ratelimittest"
 )
 
 func clusterConfig() ClientConfig {
@@ -67,7 +68,7 @@ func programCalls(c *redistest.Cluster) int64 { return c.CommandCalls("evalsha",
 func TestClusterConformance(t *testing.T) {
 	c := redistest.StartCluster(t)
 	keys := randomKeys(t)
-	runConformance(t, func(t *testing.T, policies []ratelimit.Policy) ratelimit.EdgePort {
+	ratelimittest.Run(t, func(t *testing.T, policies []ratelimit.Policy) ratelimit.EdgePort {
 		return clusterProvider(t, c.Addrs(), keys, policies)
 	})
 }

@@ -25,6 +25,7 @@ import (
 	"github.com/tech-log/tech-log-backend/adapter-outbound-cache-redis/redistest"
 	"github.com/tech-log/tech-log-backend/shared-contract/keyspace"
 	"github.com/tech-log/tech-log-backend/shared-contract/ratelimit"
+	"github.com/tech-log/tech-log-backend/shared-contract/ratelimit/ratelimittest"
 )
 
 // serviceTimeout is the command timeout of the service lane: generous for
@@ -135,7 +136,7 @@ func TestServiceStartLoadsEveryProgram(t *testing.T) {
 func TestConformanceRedis(t *testing.T) {
 	srv := redistest.Start(t)
 	keys := randomKeys(t)
-	runConformance(t, func(t *testing.T, policies []ratelimit.Policy) ratelimit.EdgePort {
+	ratelimittest.Run(t, func(t *testing.T, policies []ratelimit.Policy) ratelimit.EdgePort {
 		return serviceProvider(t, srv, keys, policies, nil)
 	})
 }
@@ -650,5 +651,23 @@ func TestServiceRESP3(t *testing.T) {
 	subject := randomSubject(t)
 	for _, pol := range conformancePolicies(t, 1) {
 		runSteps(t, p, pol, subject, []step{{3, true, 2}, {3, false, 2}, {2, true, 0}})
+	}
+}
+
+// step is one request of a sequence and the decision it must get.
+type step struct {
+	cost      int64
+	allowed   bool
+	remaining int64
+}
+
+func runSteps(t *testing.T, port ratelimit.EdgePort, p ratelimit.Policy, subject ratelimit.SubjectDigest, steps []step) {
+	t.Helper()
+	for i, s := range steps {
+		out := ask(port, p.ID(), subject, s.cost)
+		e, ok := out.(ratelimit.Evaluated)
+		require.True(t, ok, "step %d: %v", i, out)
+		assert.Equal(t, s.allowed, e.Decision.Allowed, "step %d allowed", i)
+		assert.Equal(t, s.remaining, e.Decision.Remaining, "step %d remaining", i)
 	}
 }

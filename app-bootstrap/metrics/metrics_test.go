@@ -16,23 +16,12 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/tech-log/tech-log-backend/shared-contract/ratelimit"
+	"github.com/tech-log/tech-log-backend/shared-contract/ratelimit/ratelimittest"
 )
 
-// scriptedPort answers a fixed outcome and can block until released.
-type scriptedPort struct {
-	out     ratelimit.Outcome
-	entered chan struct{}
-	release chan struct{}
-}
-
-var _ ratelimit.EdgePort = (*scriptedPort)(nil)
-
-func (p *scriptedPort) Evaluate(context.Context, ratelimit.Request) ratelimit.Outcome {
-	if p.entered != nil {
-		p.entered <- struct{}{}
-		<-p.release
-	}
-	return p.out
+// fixed answers out, whatever it is (nil included).
+func fixed(out ratelimit.Outcome) *ratelimittest.Fake {
+	return &ratelimittest.Fake{Outcome: out, UseOutcome: true}
 }
 
 func req(id ratelimit.PolicyID) ratelimit.Request {
@@ -58,7 +47,7 @@ func TestInstrumentEdgeCountsEveryOutcome(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			m := New()
-			port := m.InstrumentEdge(&scriptedPort{out: tt.out}, []ratelimit.PolicyID{"api", "login"})
+			port := m.InstrumentEdge(fixed(tt.out), []ratelimit.PolicyID{"api", "login"})
 			for range 3 {
 				got := port.Evaluate(context.Background(), req(tt.policy))
 				assert.Equal(t, tt.out, got, "the decorator returns the inner outcome unchanged")
@@ -74,11 +63,12 @@ func TestInstrumentEdgeCountsEveryOutcome(t *testing.T) {
 
 func TestInstrumentEdgeInFlight(t *testing.T) {
 	m := New()
-	inner := &scriptedPort{
-		out:     ratelimit.Evaluated{Decision: ratelimit.Decision{Allowed: true}},
-		entered: make(chan struct{}),
-		release: make(chan struct{}),
-	}
+	entered, release := make(chan struct{}), make(chan struct{})
+	inner := &ratelimittest.Fake{Func: func(context.Context, ratelimit.Request) ratelimit.Outcome {
+		entered <- struct{}{}
+		<-release
+		return ratelimit.Evaluated{Decision: ratelimit.Decision{Allowed: true}}
+	}}
 	port := m.InstrumentEdge(inner, []ratelimit.PolicyID{"api"})
 	const n = 4
 	var wg sync.WaitGroup
@@ -91,13 +81,13 @@ func TestInstrumentEdgeInFlight(t *testing.T) {
 	}
 	for range n {
 		select {
-		case <-inner.entered:
+		case <-entered:
 		case <-time.After(5 * time.Second):
 			t.Fatal("evaluations did not start")
 		}
 	}
 	assert.Equal(t, float64(n), testutil.ToFloat64(m.inFlight))
-	close(inner.release)
+	close(release)
 	wg.Wait()
 	assert.Equal(t, 0.0, testutil.ToFloat64(m.inFlight))
 }
@@ -115,7 +105,7 @@ func TestCacheFailure(t *testing.T) {
 
 func TestHandlerExposesEverything(t *testing.T) {
 	m := New()
-	port := m.InstrumentEdge(&scriptedPort{out: ratelimit.Evaluated{Decision: ratelimit.Decision{Allowed: true}}}, []ratelimit.PolicyID{"api"})
+	port := m.InstrumentEdge(fixed(ratelimit.Evaluated{Decision: ratelimit.Decision{Allowed: true}}), []ratelimit.PolicyID{"api"})
 	port.Evaluate(context.Background(), req("api"))
 	m.CacheFailure("set", nil)
 
@@ -211,4 +201,21 @@ func gaugeValue(t *testing.T, m *Metrics, name, s string) float64 {
 	}
 	t.Fatalf("%s{state=%q} not exported", name, s)
 	return 0
+}
+
+// TestInstrumentEdgeConforms: the decorator over a conformant port is a
+// conformant port (the EdgePort kit, run through the decorator).
+func TestInstrumentEdgeConforms(t *testing.T) {
+	m := New()
+	var mu sync.Mutex
+	var base *ratelimittest.Fake
+	ratelimittest.Run(t, func(t *testing.T, policies []ratelimit.Policy) ratelimit.EdgePort {
+		mu.Lock()
+		defer mu.Unlock()
+		if base == nil {
+			base = ratelimittest.NewFake(policies...)
+			return m.InstrumentEdge(base, nil)
+		}
+		return m.InstrumentEdge(base.With(policies...), nil)
+	})
 }

@@ -48,7 +48,7 @@ func TestWebAPIKeyMode(t *testing.T) {
 		"APP_WEB_IDENTITY", "api-key", "APP_WEB_API_KEYS_FILE", writeKeys(t, "key-alpha", "key-beta"),
 		"APP_WEB_LOCAL_LIMIT_ENABLED", "true", "APP_WEB_LOCAL_LIMIT_BURST", "3", "APP_WEB_LOCAL_LIMIT_RATE", "0.01", "APP_WEB_LOCAL_LIMIT_IDLE_TTL", "10m")
 	cfg := loadConfig(t, kv...)
-	port := &fakePort{out: decision(true, 4, 0)}
+	port := fakePort(decision(true, 4, 0))
 	h := newTestHandler(t, cfg, port)
 
 	for i := range 10 {
@@ -59,7 +59,7 @@ func TestWebAPIKeyMode(t *testing.T) {
 		assert.NotContains(t, rec.Body.String(), "invented-key")
 	}
 	assert.Equal(t, http.StatusUnauthorized, serve(h, http.MethodGet, PathPing).Code, "no key")
-	assert.Empty(t, port.requests(), "an unknown key never reaches the port")
+	assert.Empty(t, port.Requests(), "an unknown key never reaches the port")
 
 	// The local bucket (burst 3) was not touched by the ten 401s.
 	codes := []int{}
@@ -71,10 +71,10 @@ func TestWebAPIKeyMode(t *testing.T) {
 		req := newRequest(http.MethodGet, PathPing, "X-API-Key", key)
 		req.RemoteAddr = remote
 		h.ServeHTTP(newRecorder(), req)
-		reqs := port.requests()
+		reqs := port.Requests()
 		return reqs[len(reqs)-1].SubjectDigest
 	}
-	reqs := port.requests()
+	reqs := port.Requests()
 	require.Len(t, reqs, 3)
 	alpha := reqs[0].SubjectDigest
 	assert.Equal(t, alpha, serve2("198.51.100.1:1", "key-alpha"), "the key is the subject, not the address")
@@ -90,7 +90,7 @@ func TestWebTrustedHeaderMode(t *testing.T) {
 	kv := append(enabledKV("127.0.0.1:1"),
 		"APP_WEB_IDENTITY", "trusted-header", "APP_WEB_IDENTITY_HEADER", "X-Authenticated-User", "APP_WEB_TRUSTED_PROXIES", "192.0.2.10")
 	cfg := loadConfig(t, kv...)
-	port := &fakePort{out: decision(true, 4, 0)}
+	port := fakePort(decision(true, 4, 0))
 	h := newTestHandler(t, cfg, port)
 	digest := func(remote string, header ...string) ratelimit.SubjectDigest {
 		req := newRequest(http.MethodGet, PathPing, header...)
@@ -98,7 +98,7 @@ func TestWebTrustedHeaderMode(t *testing.T) {
 		rec := newRecorder()
 		h.ServeHTTP(rec, req)
 		require.Equal(t, http.StatusOK, rec.Code)
-		reqs := port.requests()
+		reqs := port.Requests()
 		return reqs[len(reqs)-1].SubjectDigest
 	}
 	alice := digest("192.0.2.10:1", "X-Authenticated-User", "alice")
@@ -112,7 +112,7 @@ func TestWebTrustedHeaderMode(t *testing.T) {
 func TestWebLegacyFieldsSwitch(t *testing.T) {
 	for _, legacy := range []string{"true", "false"} {
 		cfg := loadConfig(t, append(enabledKV("127.0.0.1:1"), "APP_WEB_RATELIMIT_LEGACY_HEADERS", legacy)...)
-		h := newTestHandler(t, cfg, &fakePort{out: decision(false, 0, 1500*time.Millisecond)})
+		h := newTestHandler(t, cfg, fakePort(decision(false, 0, 1500*time.Millisecond)))
 		rec := serve(h, http.MethodPost, PathLogin)
 		require.Equal(t, http.StatusTooManyRequests, rec.Code)
 		assert.Regexp(t, `^"login";r=0;t=(29|30)$`, rec.Header().Get("RateLimit"))

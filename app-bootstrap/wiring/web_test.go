@@ -7,7 +7,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -18,28 +17,12 @@ import (
 	"github.com/tech-log/tech-log-backend/app-bootstrap/config"
 	"github.com/tech-log/tech-log-backend/app-bootstrap/metrics"
 	"github.com/tech-log/tech-log-backend/shared-contract/ratelimit"
+	"github.com/tech-log/tech-log-backend/shared-contract/ratelimit/ratelimittest"
 )
 
-// fakePort answers a fixed outcome and records the requests it saw.
-type fakePort struct {
-	mu   sync.Mutex
-	out  ratelimit.Outcome
-	seen []ratelimit.Request
-}
-
-var _ ratelimit.EdgePort = (*fakePort)(nil)
-
-func (f *fakePort) Evaluate(_ context.Context, r ratelimit.Request) ratelimit.Outcome {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	f.seen = append(f.seen, r)
-	return f.out
-}
-
-func (f *fakePort) requests() []ratelimit.Request {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return append([]ratelimit.Request(nil), f.seen...)
+// fakePort answers out and records the requests it saw.
+func fakePort(out ratelimit.Outcome) *ratelimittest.Fake {
+	return &ratelimittest.Fake{Outcome: out, UseOutcome: true}
 }
 
 func newTestHandler(t *testing.T, cfg config.Config, port ratelimit.EdgePort, checks ...ReadinessCheck) http.Handler {
@@ -104,7 +87,7 @@ func TestWebOutcomes(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			port := &fakePort{out: tt.out}
+			port := fakePort(tt.out)
 			h := newTestHandler(t, cfg, port)
 			rec := serve(h, http.MethodPost, PathLogin, "X-API-Key", "raw-api-key-value")
 			assert.Equal(t, tt.status, rec.Code, rec.Body.String())
@@ -123,7 +106,7 @@ func TestWebOutcomes(t *testing.T) {
 				assert.Contains(t, rec.Header().Get("RateLimit-Policy"), "login")
 			}
 			assert.NotContains(t, rec.Body.String(), "raw-api-key-value")
-			reqs := port.requests()
+			reqs := port.Requests()
 			require.Len(t, reqs, 1)
 			assert.Equal(t, ratelimit.PolicyID("login"), reqs[0].PolicyID, "POST /api/v1/login maps to the login policy")
 			assert.NotContains(t, string(reqs[0].SubjectDigest), "raw-api-key-value", "the port sees a digest only")
@@ -134,7 +117,7 @@ func TestWebOutcomes(t *testing.T) {
 
 func TestWebRoutesAndExemptions(t *testing.T) {
 	cfg := loadConfig(t, enabledKV("127.0.0.1:1")...)
-	port := &fakePort{out: decision(true, 4, 0)}
+	port := fakePort(decision(true, 4, 0))
 	h := newTestHandler(t, cfg, port)
 
 	assert.Equal(t, http.StatusOK, serve(h, http.MethodGet, PathPing).Code)
@@ -142,7 +125,7 @@ func TestWebRoutesAndExemptions(t *testing.T) {
 	for _, p := range []string{PathHealthz, PathReadyz, PathMetrics} {
 		assert.Equal(t, http.StatusOK, serve(h, http.MethodGet, p).Code, p)
 	}
-	reqs := port.requests()
+	reqs := port.Requests()
 	require.Len(t, reqs, 2, "health, readiness and metrics are not rate-limited")
 	assert.Equal(t, ratelimit.PolicyID("api"), reqs[0].PolicyID)
 	assert.Equal(t, ratelimit.PolicyID("api"), reqs[1].PolicyID, "default policy")
@@ -153,14 +136,14 @@ func TestWebRoutesAndExemptions(t *testing.T) {
 func TestWebLocalLimiterRunsFirst(t *testing.T) {
 	kv := append(enabledKV("127.0.0.1:1"), "APP_WEB_LOCAL_LIMIT_ENABLED", "true", "APP_WEB_LOCAL_LIMIT_BURST", "2", "APP_WEB_LOCAL_LIMIT_RATE", "0.1", "APP_WEB_LOCAL_LIMIT_IDLE_TTL", "1m")
 	cfg := loadConfig(t, kv...)
-	port := &fakePort{out: decision(true, 4, 0)}
+	port := fakePort(decision(true, 4, 0))
 	h := newTestHandler(t, cfg, port)
 	codes := []int{}
 	for range 4 {
 		codes = append(codes, serve(h, http.MethodGet, PathPing).Code)
 	}
 	assert.Equal(t, []int{200, 200, 429, 429}, codes)
-	assert.Len(t, port.requests(), 2, "locally refused requests never reach the port")
+	assert.Len(t, port.Requests(), 2, "locally refused requests never reach the port")
 	text := metricsText(t, h)
 	assert.Contains(t, text, `tlb_local_limit_responses_total{status="429"} 2`)
 	assert.Contains(t, text, `tlb_edge_responses_total{policy="api",result="admitted"} 2`)
@@ -168,11 +151,11 @@ func TestWebLocalLimiterRunsFirst(t *testing.T) {
 
 func TestWebEdgeResponsesCounted(t *testing.T) {
 	cfg := loadConfig(t, enabledKV("127.0.0.1:1")...)
-	port := &fakePort{out: decision(false, 0, time.Second)}
+	port := fakePort(decision(false, 0, time.Second))
 	h := newTestHandler(t, cfg, port)
 	serve(h, http.MethodPost, PathLogin)
 	serve(h, http.MethodPost, PathLogin, "X-API-Key", strings.Repeat("k", 300)) // an unverified key is ignored: the IP's 429
-	port.out = ratelimit.Unavailable{PolicyID: "login", RetryAfter: time.Second, Category: ratelimit.CategoryAdmission}
+	port.Outcome = ratelimit.Unavailable{PolicyID: "login", RetryAfter: time.Second, Category: ratelimit.CategoryAdmission}
 	serve(h, http.MethodPost, PathLogin)
 	text := metricsText(t, h)
 	assert.Contains(t, text, `tlb_edge_responses_total{policy="login",result="429"} 2`)
@@ -191,20 +174,20 @@ func TestWebDisabledHasNoEdge(t *testing.T) {
 func TestWebTrustedProxies(t *testing.T) {
 	kv := append(enabledKV("127.0.0.1:1"), "APP_WEB_TRUSTED_PROXIES", "192.0.2.0/24")
 	cfg := loadConfig(t, kv...)
-	port := &fakePort{out: decision(true, 4, 0)}
+	port := fakePort(decision(true, 4, 0))
 	h := newTestHandler(t, cfg, port)
 	serve(h, http.MethodGet, PathPing, "X-Forwarded-For", "198.51.100.7")
 	serve(h, http.MethodGet, PathPing, "X-Forwarded-For", "198.51.100.8")
-	reqs := port.requests()
+	reqs := port.Requests()
 	require.Len(t, reqs, 2)
 	assert.NotEqual(t, reqs[0].SubjectDigest, reqs[1].SubjectDigest, "behind a trusted proxy the forwarded client is the subject")
 
 	untrusted := loadConfig(t, enabledKV("127.0.0.1:1")...)
-	port2 := &fakePort{out: decision(true, 4, 0)}
+	port2 := fakePort(decision(true, 4, 0))
 	h2 := newTestHandler(t, untrusted, port2)
 	serve(h2, http.MethodGet, PathPing, "X-Forwarded-For", "198.51.100.7")
 	serve(h2, http.MethodGet, PathPing, "X-Forwarded-For", "198.51.100.8")
-	reqs = port2.requests()
+	reqs = port2.Requests()
 	require.Len(t, reqs, 2)
 	assert.Equal(t, reqs[0].SubjectDigest, reqs[1].SubjectDigest, "X-Forwarded-For is ignored by default")
 }
@@ -215,14 +198,14 @@ func TestWebTrustedProxies(t *testing.T) {
 func TestWebRotatingAPIKeyIsOneClient(t *testing.T) {
 	kv := append(enabledKV("127.0.0.1:1"), "APP_WEB_LOCAL_LIMIT_ENABLED", "true", "APP_WEB_LOCAL_LIMIT_BURST", "3", "APP_WEB_LOCAL_LIMIT_RATE", "0.01", "APP_WEB_LOCAL_LIMIT_IDLE_TTL", "10m")
 	cfg := loadConfig(t, kv...)
-	port := &fakePort{out: decision(true, 4, 0)}
+	port := fakePort(decision(true, 4, 0))
 	h := newTestHandler(t, cfg, port)
 	codes := []int{}
 	for i := range 6 {
 		codes = append(codes, serve(h, http.MethodGet, PathPing, "X-API-Key", fmt.Sprintf("rotating-key-%d", i)).Code)
 	}
 	assert.Equal(t, []int{200, 200, 200, 429, 429, 429}, codes, "the local limiter keys by IP, whatever the header says")
-	reqs := port.requests()
+	reqs := port.Requests()
 	require.Len(t, reqs, 3)
 	for _, r := range reqs[1:] {
 		assert.Equal(t, reqs[0].SubjectDigest, r.SubjectDigest, "the edge's subject is the IP, not the header")

@@ -1,0 +1,9 @@
+// Package ratelimittest is the conformance kit of ratelimit.EdgePort, in the
+// spirit of net/http/httptest: Run checks the behaviour every EdgePort must
+// have (outcomes, decision fields, certainty, a denial consumes nothing,
+// validation and the deadline precheck), and Fake is a scriptable port for
+// the tests of the port's callers (the web middleware, decorators, wiring).
+//
+// It imports the standard library (testing included) and ratelimit only; it
+// must never import an adapter, app-bootstrap or a third-party package.
+package ratelimittest

@@ -1,0 +1,165 @@
+package ratelimittest
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/tech-log/tech-log-backend/shared-contract/ratelimit"
+)
+
+// Call is one Evaluate call a Fake saw.
+type Call struct {
+	// Request is the request as passed.
+	Request ratelimit.Request
+	// ContextDeadline is the context's deadline; zero when it had none.
+	ContextDeadline time.Time
+}
+
+// Fake is a scriptable ratelimit.EdgePort. By default (Func and Outcome
+// both nil) it is a conformant in-memory limiter over the policies it was
+// built with (NewFake): every policy is a budget of Limit units per subject
+// and revision that never refills (so Run's hour-long windows hold), a
+// denial consumes nothing, and requests are validated and prechecked as a
+// provider does. Set Outcome to answer a fixed outcome (nil included, to
+// test a caller's fail-closed handling) or Func to compute one. It records
+// every call unless DontRecord is set (benchmarks). It is safe for
+// concurrent use; change the exported fields only while no call is in
+// flight.
+type Fake struct {
+	// Func, when set, computes every answer.
+	Func func(ctx context.Context, req ratelimit.Request) ratelimit.Outcome
+	// Outcome, when Func is nil and UseOutcome or Outcome is set, is
+	// answered as is.
+	Outcome ratelimit.Outcome
+	// UseOutcome makes a nil Outcome an answer (instead of the default
+	// limiter).
+	UseOutcome bool
+	// DontRecord skips recording calls.
+	DontRecord bool
+	// Now is the limiter's clock (optional; time.Now).
+	Now func() time.Time
+
+	mu       sync.Mutex
+	calls    []Call
+	policies map[ratelimit.PolicyID]ratelimit.Policy
+	used     *budgets
+}
+
+type budgets struct {
+	mu   sync.Mutex
+	used map[string]int64
+}
+
+var _ ratelimit.EdgePort = (*Fake)(nil)
+
+// NewFake returns a Fake whose default limiter knows policies.
+func NewFake(policies ...ratelimit.Policy) *Fake {
+	return (&Fake{used: &budgets{used: map[string]int64{}}}).With(policies...)
+}
+
+// With returns a new Fake over policies that shares f's consumed budgets,
+// like a second provider over the same server.
+func (f *Fake) With(policies ...ratelimit.Policy) *Fake {
+	g := &Fake{Now: f.Now, used: f.used, policies: map[ratelimit.PolicyID]ratelimit.Policy{}}
+	if g.used == nil {
+		g.used = &budgets{used: map[string]int64{}}
+	}
+	for _, p := range policies {
+		g.policies[p.ID()] = p
+	}
+	return g
+}
+
+// Evaluate implements ratelimit.EdgePort.
+func (f *Fake) Evaluate(ctx context.Context, req ratelimit.Request) ratelimit.Outcome {
+	if !f.DontRecord {
+		var dl time.Time
+		if ctx != nil {
+			dl, _ = ctx.Deadline()
+		}
+		f.mu.Lock()
+		f.calls = append(f.calls, Call{Request: req, ContextDeadline: dl})
+		f.mu.Unlock()
+	}
+	switch {
+	case f.Func != nil:
+		return f.Func(ctx, req)
+	case f.Outcome != nil || f.UseOutcome:
+		return f.Outcome
+	}
+	return f.limit(ctx, req)
+}
+
+// Calls returns a copy of the recorded calls, oldest first.
+func (f *Fake) Calls() []Call {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return append([]Call(nil), f.calls...)
+}
+
+// Requests returns the recorded requests, oldest first.
+func (f *Fake) Requests() []ratelimit.Request {
+	calls := f.Calls()
+	out := make([]ratelimit.Request, len(calls))
+	for i, c := range calls {
+		out[i] = c.Request
+	}
+	return out
+}
+
+// limit is the default conformant limiter.
+func (f *Fake) limit(ctx context.Context, req ratelimit.Request) ratelimit.Outcome {
+	now := time.Now()
+	if f.Now != nil {
+		now = f.Now()
+	}
+	hint := time.Second
+	if ctx == nil {
+		return ratelimit.Unavailable{RetryAfter: hint, Category: ratelimit.CategoryInvalidRequest, Cause: fmt.Errorf("ratelimittest: nil context")}
+	}
+	if err := req.Validate(); err != nil {
+		return ratelimit.Unavailable{RetryAfter: hint, Category: ratelimit.CategoryInvalidRequest, Cause: err}
+	}
+	p, ok := f.policies[req.PolicyID]
+	if !ok {
+		return ratelimit.Unavailable{PolicyID: req.PolicyID, RetryAfter: hint, Category: ratelimit.CategoryUnknownPolicy, Cause: fmt.Errorf("ratelimittest: unknown policy %q", req.PolicyID)}
+	}
+	if err := req.ValidateFor(p); err != nil {
+		return ratelimit.Unavailable{PolicyID: req.PolicyID, RetryAfter: hint, Category: ratelimit.CategoryInvalidRequest, Cause: err}
+	}
+	deadline := req.Deadline
+	if d, ok := ctx.Deadline(); ok && d.Before(deadline) {
+		deadline = d
+	}
+	if ctx.Err() != nil || !deadline.After(now) {
+		return ratelimit.Unavailable{PolicyID: req.PolicyID, RetryAfter: hint, Category: ratelimit.CategoryDeadline, Cause: ratelimit.ErrDeadlinePassed}
+	}
+	key := string(p.ID()) + "\x00" + strconv.FormatInt(p.Revision(), 10) + "\x00" + string(req.SubjectDigest)
+	f.used.mu.Lock()
+	used := f.used.used[key]
+	allowed := used+req.Cost <= p.Limit()
+	if allowed {
+		used += req.Cost
+		f.used.used[key] = used
+	}
+	f.used.mu.Unlock()
+	window := time.Duration(p.WindowMillis()) * time.Millisecond
+	d := ratelimit.Decision{
+		Allowed:        allowed,
+		Limit:          p.Limit(),
+		Remaining:      p.Limit() - used,
+		ResetAt:        now.Add(window),
+		ServerNow:      now,
+		PolicyID:       p.ID(),
+		PolicyRevision: p.Revision(),
+		Source:         ratelimit.GlobalRedis,
+		Certainty:      p.Certainty(),
+	}
+	if !allowed {
+		d.RetryAfter = window
+	}
+	return ratelimit.Evaluated{Decision: d}
+}
