@@ -102,7 +102,7 @@ func luaConst(t *testing.T, src, name string) int64 {
 // that documents every ARGV and stored field the Go side names.
 func TestProgramSourceRules(t *testing.T) {
 	floatLit := regexp.MustCompile(`\b\d+\.\d+|\d[eE][+-]?\d`)
-	for _, p := range All() {
+	for _, p := range append(All(), Charges()...) {
 		t.Run(p.Name, func(t *testing.T) {
 			src := p.Source
 			require.True(t, strings.HasPrefix(src, "#!lua\n"), "first line is exactly #!lua")

@@ -31,6 +31,12 @@ var (
 	slidingCounterSource string
 	//go:embed rate-token-bucket-v1.lua
 	tokenBucketSource string
+	//go:embed rate-fixed-window-charge-v1.lua
+	fixedWindowChargeSource string
+	//go:embed rate-sliding-counter-charge-v1.lua
+	slidingCounterChargeSource string
+	//go:embed rate-token-bucket-charge-v1.lua
+	tokenBucketChargeSource string
 	//go:embed manifest.json
 	manifestJSON []byte
 )
@@ -64,13 +70,19 @@ type definition struct {
 	algorithm ratelimit.Algorithm
 	argCount  int
 	source    string
+	// charge marks a reconciliation program (ChargeFor), not a decision
+	// program (ForAlgorithm, All).
+	charge bool
 }
 
 func definitions() []definition {
 	return []definition{
-		{"rate-fixed-window-v1", 1, ratelimit.AlgorithmFixedWindow, ArgCountWindow, fixedWindowSource},
-		{"rate-sliding-counter-v1", 1, ratelimit.AlgorithmSlidingWindowCounter, ArgCountWindow, slidingCounterSource},
-		{"rate-token-bucket-v1", 1, ratelimit.AlgorithmTokenBucket, ArgCountTokenBucket, tokenBucketSource},
+		{"rate-fixed-window-v1", 1, ratelimit.AlgorithmFixedWindow, ArgCountWindow, fixedWindowSource, false},
+		{"rate-sliding-counter-v1", 1, ratelimit.AlgorithmSlidingWindowCounter, ArgCountWindow, slidingCounterSource, false},
+		{"rate-token-bucket-v1", 1, ratelimit.AlgorithmTokenBucket, ArgCountTokenBucket, tokenBucketSource, false},
+		{"rate-fixed-window-charge-v1", 1, ratelimit.AlgorithmFixedWindow, ArgCountWindow, fixedWindowChargeSource, true},
+		{"rate-sliding-counter-charge-v1", 1, ratelimit.AlgorithmSlidingWindowCounter, ArgCountWindow, slidingCounterChargeSource, true},
+		{"rate-token-bucket-charge-v1", 1, ratelimit.AlgorithmTokenBucket, ArgCountTokenBucket, tokenBucketChargeSource, true},
 	}
 }
 
@@ -127,6 +139,8 @@ func renderManifest(defs []definition) ([]byte, error) {
 type catalog struct {
 	byAlgorithm map[ratelimit.Algorithm]Program
 	all         []Program
+	charges     map[ratelimit.Algorithm]Program
+	allCharges  []Program
 }
 
 // buildCatalog decodes raw and checks it entry by entry against defs: same
@@ -144,7 +158,7 @@ func buildCatalog(raw []byte, defs []definition) (catalog, error) {
 	if len(m.Programs) != len(defs) {
 		return catalog{}, fmt.Errorf("%w: %d programs listed, %d embedded", ErrManifest, len(m.Programs), len(defs))
 	}
-	c := catalog{byAlgorithm: make(map[ratelimit.Algorithm]Program, len(defs))}
+	c := catalog{byAlgorithm: make(map[ratelimit.Algorithm]Program, len(defs)), charges: map[ratelimit.Algorithm]Program{}}
 	for i, d := range defs {
 		e := m.Programs[i]
 		switch {
@@ -167,6 +181,11 @@ func buildCatalog(raw []byte, defs []definition) (catalog, error) {
 			SHA1:            e.SHA1,
 			MinRedisVersion: e.MinRedisVersion,
 			ArgCount:        d.argCount,
+		}
+		if d.charge {
+			c.charges[d.algorithm] = p
+			c.allCharges = append(c.allCharges, p)
+			continue
 		}
 		c.byAlgorithm[d.algorithm] = p
 		c.all = append(c.all, p)
@@ -197,8 +216,32 @@ func ForAlgorithm(a ratelimit.Algorithm) (p Program, ok bool) {
 	return p, ok
 }
 
-// All returns every program in manifest order (fixed window, sliding
-// counter, token bucket), or nil when Verify fails. The slice is a copy.
+// ChargeFor returns the reconciliation program of a: the same state and
+// arguments as ForAlgorithm(a)'s, with ARGV cost the units to charge; it
+// consumes without denying and saturates at the limit (Charge is its
+// model). ok is false for an unsupported algorithm or when Verify fails.
+func ChargeFor(a ratelimit.Algorithm) (p Program, ok bool) {
+	c, err := loadCatalog()
+	if err != nil {
+		return Program{}, false
+	}
+	p, ok = c.charges[a]
+	return p, ok
+}
+
+// Charges returns the reconciliation programs in manifest order, or nil
+// when Verify fails. The slice is a copy.
+func Charges() []Program {
+	c, err := loadCatalog()
+	if err != nil {
+		return nil
+	}
+	return append([]Program(nil), c.allCharges...)
+}
+
+// All returns every decision program in manifest order (fixed window,
+// sliding counter, token bucket), or nil when Verify fails; the
+// reconciliation programs are Charges. The slice is a copy.
 func All() []Program {
 	c, err := loadCatalog()
 	if err != nil {

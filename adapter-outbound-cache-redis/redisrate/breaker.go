@@ -96,8 +96,8 @@ type breaker struct {
 	cb       *gobreaker.TwoStepCircuitBreaker[struct{}]
 	interval time.Duration
 	probe    func(ctx context.Context) error
-	// onChange, optional, is told every state change (after it happened).
-	onChange func(BreakerState)
+	// onChange are told every state change (after it happened).
+	onChange []func(BreakerState)
 
 	probing atomic.Bool // a PING of the prober is in flight
 	trips   atomic.Uint64
@@ -193,14 +193,17 @@ func (b *breaker) stateChanged(_ string, from, to gobreaker.State) {
 		b.trips.Add(1)
 		b.startProber()
 	}
-	if b.onChange == nil {
-		return
-	}
+	var s BreakerState
 	switch {
 	case to == gobreaker.StateClosed:
-		b.onChange(BreakerClosed)
+		s = BreakerClosed
 	case from == gobreaker.StateClosed:
-		b.onChange(BreakerOpen)
+		s = BreakerOpen
+	default:
+		return
+	}
+	for _, f := range b.onChange {
+		f(s)
 	}
 }
 
@@ -296,13 +299,13 @@ func (p *Provider) BreakerTrips() uint64 {
 	return p.breaker.trips.Load()
 }
 
-// OnBreakerChange registers f to be told every change of the breaker's
-// state (open, closed); call it before serving. It is called synchronously
-// on the goroutine that changed the state and must not block or call the
-// provider.
+// OnBreakerChange registers f (in addition to any registered before) to be
+// told every change of the breaker's state (open, closed); call it before
+// serving. It is called synchronously on the goroutine that changed the
+// state and must not block or call the provider.
 func (p *Provider) OnBreakerChange(f func(BreakerState)) {
 	if p.breaker != nil {
-		p.breaker.onChange = f
+		p.breaker.onChange = append(p.breaker.onChange, f)
 	}
 }
 

@@ -56,6 +56,14 @@ type Fallback struct {
 	mu        sync.Mutex
 	table     map[string]*localEntry // by state key
 	lastSweep time.Time
+
+	// Background reconciliation (started when the breaker closes).
+	bgMu      sync.Mutex
+	bgRunning bool
+	bgShut    bool
+	bgCtx     context.Context // cancelled by Close
+	bgCancel  context.CancelFunc
+	wg        sync.WaitGroup
 }
 
 var _ ratelimit.EdgePort = (*Fallback)(nil)
@@ -65,6 +73,7 @@ type localPolicy struct {
 	global ratelimit.Policy
 	share  ratelimit.Policy // the same algorithm with the limit of one instance
 	ps     *policyState
+	charge *script // the algorithm's reconciliation program
 }
 
 // localEntry is one subject's local state.
@@ -77,6 +86,8 @@ type localEntry struct {
 	// pending is what this instance admitted locally and has not charged
 	// to the global state yet.
 	pending int64
+	// charging: a charge of this entry is in flight (one at a time).
+	charging bool
 }
 
 // ErrFallbackFull is the cause added to an Unavailable outcome that the
@@ -97,6 +108,7 @@ func NewFallback(p *Provider, opts FallbackOptions) (*Fallback, error) {
 		return nil, fmt.Errorf("%w: FallbackOptions.MaxSubjects %d must be in 1..%d", ErrInvalidConfig, opts.MaxSubjects, MaxFallbackSubjects)
 	}
 	f := &Fallback{p: p, local: map[ratelimit.PolicyID]*localPolicy{}, max: opts.MaxSubjects, now: opts.Now, table: map[string]*localEntry{}}
+	f.bgCtx, f.bgCancel = context.WithCancel(context.Background())
 	if f.now == nil {
 		f.now = time.Now
 	}
@@ -108,7 +120,18 @@ func NewFallback(p *Provider, opts FallbackOptions) (*Fallback, error) {
 		if err != nil {
 			return nil, fmt.Errorf("%w: policy %q: local share: %w", ErrInvalidConfig, id, err)
 		}
-		f.local[id] = &localPolicy{global: ps.policy, share: share, ps: ps}
+		prog, ok := programs.ChargeFor(ps.policy.Algorithm())
+		if !ok {
+			return nil, fmt.Errorf("%w: policy %q: no charge program for %v", ErrInvalidConfig, id, ps.policy.Algorithm())
+		}
+		f.local[id] = &localPolicy{global: ps.policy, share: share, ps: ps, charge: newScript(prog)}
+	}
+	if len(f.local) > 0 {
+		p.OnBreakerChange(func(s BreakerState) {
+			if s == BreakerClosed {
+				f.reconcileInBackground()
+			}
+		})
 	}
 	return f, nil
 }
@@ -153,6 +176,13 @@ func SharePolicy(p ratelimit.Policy) (ratelimit.Policy, error) {
 // LocalFallback policy whose outcome is Unavailable{connection} or
 // Unavailable{circuit_open}, the local decision.
 func (f *Fallback) Evaluate(ctx context.Context, req ratelimit.Request) ratelimit.Outcome {
+	if lp := f.local[req.PolicyID]; lp != nil && f.p.BreakerState() != BreakerOpen && f.p.BreakerState() != BreakerHalfOpen {
+		// Redis may answer again: first charge what this subject was
+		// admitted locally, so the global decision below counts it.
+		if key, err := stateKey(f.p.keys, lp.ps.id, lp.ps.revision, lp.ps.algorithm, req.SubjectDigest); err == nil {
+			f.settle(ctx, lp, key)
+		}
+	}
 	out := f.p.Evaluate(ctx, req)
 	u, ok := out.(ratelimit.Unavailable)
 	if !ok || (u.Category != ratelimit.CategoryConnection && u.Category != ratelimit.CategoryCircuitOpen) {
@@ -256,4 +286,115 @@ func (f *Fallback) Subjects() int {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return len(f.table)
+}
+
+// settle charges key's pending local admits to the global state, if any
+// and no other charge of it is in flight. A charge that the server
+// answered (always "charged") clears what it carried; any failure keeps it
+// pending for a later attempt (after an Indeterminate one the same units
+// may be charged twice: the conservative direction, and the charge
+// saturates at the limit).
+func (f *Fallback) settle(ctx context.Context, lp *localPolicy, key string) ratelimit.Outcome {
+	f.mu.Lock()
+	e := f.table[key]
+	if e == nil || e.pending == 0 || e.charging {
+		f.mu.Unlock()
+		return nil
+	}
+	units := e.pending
+	e.charging = true
+	f.mu.Unlock()
+
+	out := f.charge(ctx, lp, key, min(units, lp.global.Limit()))
+
+	f.mu.Lock()
+	e.charging = false
+	if out.Kind() == ratelimit.KindEvaluated {
+		e.pending -= units
+	}
+	f.mu.Unlock()
+	return out
+}
+
+// charge runs lp's reconciliation program for units (1..limit) on key,
+// bounded by the command timeout.
+func (f *Fallback) charge(ctx context.Context, lp *localPolicy, key string, units int64) ratelimit.Outcome {
+	if f.p.closed.Load() {
+		return f.p.unavailable(lp.global.ID(), ratelimit.CategoryClosed, ErrClosed)
+	}
+	ctx, cancel := context.WithTimeout(ctx, 2*f.p.timeout)
+	defer cancel()
+	res := f.p.exec.run(ctx, lp.charge, key, lp.ps.argv, units, f.p.now().Add(f.p.timeout))
+	return f.p.outcome(lp.ps, res)
+}
+
+// Reconcile charges every pending local admit to the global state, one
+// subject at a time, and returns the units charged and the first failure
+// (the rest stay pending). It is what the fallback runs in the background
+// when the breaker closes; ctx bounds it.
+func (f *Fallback) Reconcile(ctx context.Context) (charged int64, err error) {
+	type item struct {
+		lp  *localPolicy
+		key string
+	}
+	f.mu.Lock()
+	var items []item
+	for k, e := range f.table {
+		if e.pending > 0 {
+			items = append(items, item{e.policy, k})
+		}
+	}
+	f.mu.Unlock()
+	for _, it := range items {
+		if err := ctx.Err(); err != nil {
+			return charged, err
+		}
+		var units int64
+		f.mu.Lock()
+		if e := f.table[it.key]; e != nil {
+			units = e.pending
+		}
+		f.mu.Unlock()
+		out := f.settle(ctx, it.lp, it.key)
+		switch {
+		case out == nil:
+		case out.Kind() == ratelimit.KindEvaluated:
+			charged += units
+		case err == nil:
+			err = fmt.Errorf("redisrate: reconcile %s: %v", it.lp.global.ID(), out)
+		}
+	}
+	return charged, err
+}
+
+// reconcileInBackground starts one Reconcile unless one runs or the
+// fallback is closed.
+func (f *Fallback) reconcileInBackground() {
+	f.bgMu.Lock()
+	defer f.bgMu.Unlock()
+	if f.bgShut || f.bgRunning {
+		return
+	}
+	f.bgRunning = true
+	f.wg.Add(1)
+	go func() {
+		defer f.wg.Done()
+		_, _ = f.Reconcile(f.bgCtx)
+		f.bgMu.Lock()
+		f.bgRunning = false
+		f.bgMu.Unlock()
+	}()
+}
+
+// Close stops a background reconciliation and waits for it (a charge in
+// flight ends within its command timeout). It does not close the
+// provider. Pending admits not charged by then are lost with the process.
+func (f *Fallback) Close() {
+	f.bgMu.Lock()
+	if !f.bgShut {
+		f.bgShut = true
+		f.bgCancel()
+	}
+	f.bgMu.Unlock()
+	f.wg.Wait()
 }

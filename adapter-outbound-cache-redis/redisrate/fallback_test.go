@@ -11,6 +11,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/tech-log/tech-log-backend/adapter-outbound-cache-redis/programs"
+
 	"github.com/tech-log/tech-log-backend/shared-contract/ratelimit"
 )
 
@@ -73,7 +75,9 @@ func TestFallbackDecidesLocallyOnTheShareWhileRedisIsUnreachable(t *testing.T) {
 	assert.Equal(t, 5, allowed)
 	assert.Equal(t, 3, denied)
 	assert.Equal(t, BreakerOpen, p.BreakerState())
-	assert.Equal(t, 2, countNamed(f, cmdEvalSha), "the breaker stopped the sends")
+	// Two program calls opened the breaker; between them, one charge of
+	// the first local admit was tried (and failed: it stays pending).
+	assert.Equal(t, 3, countNamed(f, cmdEvalSha), "the breaker stopped the sends")
 	assert.Equal(t, map[ratelimit.PolicyID]int64{"lf": 5}, fb.Pending())
 	// Another subject has its own share.
 	out := fb.Evaluate(context.Background(), request("lf", subjectB, 2, t0))
@@ -189,4 +193,60 @@ func TestSharePolicy(t *testing.T) {
 	}
 	_, err := SharePolicy(fixedPolicy(t, "fw", 5, time.Minute))
 	assert.Error(t, err, "fail-closed has no share")
+}
+
+// TestFallbackReconcileChargesPendingAdmits: after the outage, Reconcile
+// sends each subject's pending admits once with the charge program
+// (EVALSHA of its manifest digest, cost = the units) and clears them; a
+// charge that may have run (Indeterminate) stays pending; a subject's next
+// request charges its own pending admits before the global decision.
+func TestFallbackReconcileChargesPendingAdmits(t *testing.T) {
+	var healthy, lost bool
+	pol := fallbackPolicy(t, "lf", ratelimit.FixedWindow{Limit: 10, Window: time.Minute}, 2)
+	f := &fakeCommander{respond: func(_ int, c sentCommand) fakeReply {
+		switch {
+		case lost:
+			return fakeReply{err: errReadTimeout}
+		case !healthy:
+			return fakeReply{err: &dialError{err: io.EOF}, unwritten: true}
+		}
+		return fakeReply{val: modelReply(pol, t0, 1)}
+	}}
+	fb, _ := fallbackOver(t, f, BreakerOptions{}, FallbackOptions{})
+	for range 3 {
+		require.True(t, ratelimit.Admitted(fb.Evaluate(context.Background(), request("lf", subjectA, 1, t0))))
+	}
+	require.True(t, ratelimit.Admitted(fb.Evaluate(context.Background(), request("lf", subjectB, 2, t0))))
+	require.Equal(t, map[ratelimit.PolicyID]int64{"lf": 5}, fb.Pending())
+
+	charge, ok := programs.ChargeFor(ratelimit.AlgorithmFixedWindow)
+	require.True(t, ok)
+	f.mu.Lock()
+	lost = true
+	f.mu.Unlock()
+	_, err := fb.Reconcile(context.Background())
+	require.Error(t, err, "an Indeterminate charge is reported")
+	assert.Equal(t, map[ratelimit.PolicyID]int64{"lf": 5}, fb.Pending(), "and stays pending")
+
+	f.mu.Lock()
+	lost, healthy = false, true
+	f.sent = nil
+	f.mu.Unlock()
+	// Subject A's next request charges A's 3 first, then asks globally.
+	out := fb.Evaluate(context.Background(), request("lf", subjectA, 1, t0))
+	require.True(t, ratelimit.Admitted(out), "%v", out)
+	sent := f.commands()
+	require.Len(t, sent, 2)
+	assert.Equal(t, charge.SHA1, sent[0].program, "the charge program first")
+	assert.Equal(t, int64(3), sent[0].argv[programs.ArgCost], "A's pending units")
+	assert.NotEqual(t, charge.SHA1, sent[1].program, "then the decision")
+	assert.Equal(t, map[ratelimit.PolicyID]int64{"lf": 2}, fb.Pending())
+
+	n, err := fb.Reconcile(context.Background())
+	require.NoError(t, err)
+	assert.Equal(t, int64(2), n)
+	assert.Empty(t, fb.Pending())
+	n, err = fb.Reconcile(context.Background())
+	require.NoError(t, err)
+	assert.Zero(t, n, "nothing is charged twice")
 }

@@ -161,7 +161,7 @@ func (breakerOpenError) ReadinessDetail() string {
 
 var errBreakerOpen error = breakerOpenError{}
 
-func newEdgePort(c *coordination, m *metrics.Metrics, cfg config.Config) (*metrics.Edge, error) {
+func newEdgePort(lc fx.Lifecycle, c *coordination, m *metrics.Metrics, cfg config.Config) (*metrics.Edge, error) {
 	m.RegisterBreaker(func() string { return string(c.provider.BreakerState()) }, c.provider.BreakerTrips)
 	var port ratelimit.EdgePort = c.provider
 	for _, p := range cfg.RateLimit.Policies.Policies {
@@ -175,6 +175,9 @@ func newEdgePort(c *coordination, m *metrics.Metrics, cfg config.Config) (*metri
 		if err != nil {
 			return nil, fmt.Errorf("rate limit: local fallback: %w", err)
 		}
+		// Stops a background reconciliation before the provider closes
+		// (hooks stop in reverse order).
+		lc.Append(fx.Hook{OnStop: func(context.Context) error { fb.Close(); return nil }})
 		port = fb
 		break
 	}

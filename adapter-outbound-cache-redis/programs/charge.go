@@ -1,0 +1,102 @@
+package programs
+
+import "github.com/tech-log/tech-log-backend/shared-contract/ratelimit"
+
+// Charge is the reference model of the reconciliation programs
+// (ChargeFor): what the charge program for p answers, and the state it
+// leaves, when it runs on a key holding st at serverNowMillis for units.
+// It checks the state, the clock and the arguments exactly as Evaluate
+// does (the same StatusInvalid, StatusStateIncompatible and
+// StatusClockUnsafe replies, nothing written), and then consumes without
+// denying, saturating at the limit: the fixed window and the sliding
+// counter add units to the current window's count, at most the limit; the
+// token bucket takes units from the refilled level, at least 0. The reply
+// is always StatusAllowed ("charged") with RetryAfterMillis 0; its TTL is
+// Reply.ExpiryMillis, as for an allowed decision.
+func Charge(p ratelimit.Policy, st State, serverNowMillis, units int64) (Reply, State) {
+	var c calc
+	return charge(p, st, serverNowMillis, units, &c)
+}
+
+func charge(p ratelimit.Policy, st State, now, units int64, c *calc) (Reply, State) {
+	future := now < 0 || now > ratelimit.MaxServerMillis
+	if future {
+		now = 0
+	}
+	if p.IsZero() || units < 1 || units > p.Limit() {
+		return fail(StatusInvalid, now), st
+	}
+	if future {
+		return Reply{Status: StatusClockUnsafe}, st
+	}
+	n := numbersOf(p)
+	var f map[string]int64
+	if len(st) > 0 {
+		var ok bool
+		if f, ok = st.fields(n.alg); !ok || !n.validState(f, p.Revision(), c) {
+			return fail(StatusStateIncompatible, now), st
+		}
+	}
+	eff := now
+	if f != nil && now < f[FieldLastObserved] {
+		last := f[FieldLastObserved]
+		if c.sub(last, now) > n.reg {
+			return Reply{Status: StatusClockUnsafe, ServerNowMillis: now, EffectiveNowMillis: last,
+				RetryAfterMillis: c.sub(c.sub(last, now), n.reg)}, st
+		}
+		eff = last
+	}
+	rev := p.Revision()
+	var r Reply
+	var next State
+	switch n.alg {
+	case ratelimit.AlgorithmFixedWindow:
+		k := c.floor(eff, n.win)
+		var used int64
+		if f != nil && f[FieldWindow] == k {
+			used = f[FieldCount]
+		}
+		charged := min(c.add(used, units), n.limit)
+		reset := c.mul(c.add(k, 1), n.win)
+		next = encodeState(n.alg, SchemaVersion, int64(n.alg), rev, eff, k, charged)
+		r = Reply{StatusAllowed, now, eff, n.limit, c.sub(n.limit, charged), 0, reset}
+	case ratelimit.AlgorithmSlidingWindowCounter:
+		const q = ratelimit.WeightScale
+		k := c.floor(eff, n.win)
+		e := c.sub(eff, c.mul(k, n.win))
+		var prev, cur int64
+		if f != nil {
+			switch f[FieldWindow] {
+			case k:
+				prev, cur = f[FieldPrevious], f[FieldCount]
+			case k - 1:
+				prev = f[FieldCount]
+			}
+		}
+		charged := min(c.add(cur, units), n.limit)
+		weight := c.ceil(c.mul(c.sub(n.win, e), q), n.win)
+		remaining := max(0, c.sub(c.sub(n.limit, c.ceil(c.mul(prev, weight), q)), charged))
+		reset := c.mul(c.add(k, 2), n.win)
+		next = encodeState(n.alg, SchemaVersion, int64(n.alg), rev, eff, k, charged, prev)
+		r = Reply{StatusAllowed, now, eff, n.limit, remaining, 0, reset}
+	default:
+		full := c.mul(n.limit, n.per)
+		s := full
+		if f != nil {
+			s = c.add(c.mul(f[FieldTokens], n.per), f[FieldRemainder])
+			elapsed := c.sub(eff, f[FieldLastObserved])
+			if elapsed >= c.ceil(c.sub(full, s), n.rate) {
+				s = full
+			} else {
+				s = c.add(s, c.mul(elapsed, n.rate))
+			}
+		}
+		after := max(0, c.sub(s, c.mul(units, n.per)))
+		tokens := c.floor(after, n.per)
+		reset := c.add(eff, c.ceil(c.sub(full, after), n.rate))
+		next = encodeState(n.alg, SchemaVersion, int64(n.alg), rev, eff, tokens, c.sub(after, c.mul(tokens, n.per)))
+		r = Reply{StatusAllowed, now, eff, n.limit, tokens, 0, reset}
+	}
+	c.add(c.sub(r.ResetAtMillis, now), n.grace)
+	return r, next
+}
