@@ -146,6 +146,11 @@ test-partitions: ## partition lane (root, iproute2): each Redis node and sentine
 	@$(PREREQ) "make test-partitions" redis-server redis-sentinel
 	@cd adapter-outbound-cache-redis && go test -tags partitions -count=1 -race -run 'TestPartition' -v ./reliability/
 
+.PHONY: demo-fallback
+demo-fallback: ## the two-instance demo with the demo policy "local-fallback": with Redis down each instance decides locally on half the limit
+	@$(PREREQ) "make demo-fallback" redis-server
+	@cd tools && go run ./cmd/demo -root .. -fallback
+
 .PHONY: demo-cluster
 demo-cluster: ## the two-instance demo against a private 3-primary Redis Cluster: the global limit holds and the keys spread over the primaries
 	@$(PREREQ) "make demo-cluster" redis-server

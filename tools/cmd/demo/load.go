@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
@@ -70,6 +71,9 @@ type loadResult struct {
 	// samples holds the first response of each non-200 status: its
 	// rate-limit header fields and (for 503) its body.
 	samples map[int]sample
+	// categories counts the 503 responses by their problem category
+	// (connection, circuit_open, ...).
+	categories map[string]int
 }
 
 // sample is one response shown to the reader.
@@ -97,7 +101,7 @@ func apiKeysFile(n int) string {
 // runLoad drives spec and returns the tallies. It stops at the request
 // count, the duration, or ctx, whichever comes first.
 func runLoad(ctx context.Context, spec loadSpec) loadResult {
-	res := loadResult{perTarget: make([]counts, len(spec.targets)), perClient: make([]clientResult, spec.clients), samples: map[int]sample{}}
+	res := loadResult{perTarget: make([]counts, len(spec.targets)), perClient: make([]clientResult, spec.clients), samples: map[int]sample{}, categories: map[string]int{}}
 	for i := range res.perClient {
 		res.perClient[i].name = clientName(i)
 	}
@@ -128,6 +132,9 @@ func runLoad(ctx context.Context, spec loadSpec) loadResult {
 				mu.Lock()
 				if _, seen := res.samples[status]; err == nil && status != http.StatusOK && !seen {
 					res.samples[status] = smp
+				}
+				if err == nil && status == http.StatusServiceUnavailable {
+					res.categories[problemCategory(smp.body)]++
 				}
 				res.perTarget[t].add(status, err)
 				res.total.add(status, err)
@@ -180,4 +187,16 @@ func get(ctx context.Context, c *http.Client, url, apiKey string) (int, sample, 
 	body, _ := io.ReadAll(io.LimitReader(resp.Body, 4<<10))
 	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
 	return resp.StatusCode, sample{header: resp.Header, body: string(body)}, nil
+}
+
+// problemCategory is the "category" of a 503 problem body ("unknown" when
+// it has none).
+func problemCategory(body string) string {
+	var p struct {
+		Category string `json:"category"`
+	}
+	if json.Unmarshal([]byte(body), &p) != nil || p.Category == "" {
+		return "unknown"
+	}
+	return p.Category
 }

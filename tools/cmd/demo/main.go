@@ -28,6 +28,7 @@ type options struct {
 	window      time.Duration
 	keep        bool
 	cluster     bool
+	fallback    bool
 }
 
 func main() {
@@ -47,6 +48,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	fs.Int64Var(&o.limit, "limit", 20, "the demo policy's limit per client per window, 1..1000")
 	fs.DurationVar(&o.window, "window", 5*time.Second, "the demo policy's fixed window, whole seconds 1s..60s")
 	fs.BoolVar(&o.keep, "keep-logs", false, "keep the temporary directory with the instances' logs")
+	fs.BoolVar(&o.fallback, "fallback", false, `make the demo policy "failurePolicy": "local-fallback" with "fallbackInstances": 2: with Redis down each instance decides alone on half the limit (docs/degraded-mode.md)`)
 	fs.BoolVar(&o.cluster, "cluster", false, "run against a private 3-primary Redis Cluster (APP_RATE_LIMIT_REDIS_MODE=cluster) and show the keys spread over the primaries")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -213,14 +215,17 @@ func demo(ctx context.Context, o options, stdout, stderr io.Writer) (err error) 
 	if cluster != nil {
 		say("phase 2: every cluster node stopped; every limited request must now fail closed")
 		cluster.stop()
+	} else if o.fallback {
+		say("phase 2: redis-server stopped; each instance's breaker opens after 5 connection failures and the local-fallback policy decides locally on half the limit")
+		rs.stop()
 	} else {
-		say("phase 2: redis-server stopped; every limited request must now fail closed")
+		say("phase 2: redis-server stopped; every limited request must now fail closed (after 5 connection failures per instance the circuit breaker answers at once: circuit_open)")
 		rs.stop()
 	}
 	outage := runLoad(ctx, loadSpec{
 		targets:     instances,
 		clients:     1,
-		requests:    10,
+		requests:    30,
 		duration:    10 * time.Second,
 		rate:        20,
 		concurrency: 2,
@@ -229,10 +234,14 @@ func demo(ctx context.Context, o options, stdout, stderr io.Writer) (err error) 
 	if ctx.Err() != nil {
 		return ctx.Err()
 	}
-	printPhase2(stdout, outage)
+	printPhase2(stdout, o, outage)
 
 	if v := verdict(o, load, outage); v != nil {
 		return v
+	}
+	if o.fallback {
+		say("done: the global limit held across both instances, and without Redis each instance decided locally on its share")
+		return nil
 	}
 	say("done: the global limit held across both instances, and the limiter failed closed without Redis")
 	return nil

@@ -75,8 +75,10 @@ func result(perClientAllowed []int, failClosed int) loadResult {
 
 func TestVerdict(t *testing.T) {
 	o := options{limit: 20, window: 5 * time.Second}
-	outage := loadResult{total: counts{requests: 10, failClosed: 10}}
+	outage := loadResult{total: counts{requests: 10, failClosed: 10}, categories: map[string]int{"connection": 5, "circuit_open": 5}}
 	require.NoError(t, verdict(o, result([]int{20, 20}, 0), outage))
+	noBreaker := loadResult{total: counts{requests: 10, failClosed: 10}, categories: map[string]int{"connection": 10}}
+	assert.ErrorContains(t, verdict(o, result([]int{20, 20}, 0), noBreaker), "circuit_open", "the breaker must show")
 
 	err := verdict(o, result([]int{21, 20}, 0), outage)
 	require.Error(t, err, "one admit over the limit fails the demo")
@@ -108,4 +110,25 @@ func TestAPIKeysFileHoldsTheClientsDigests(t *testing.T) {
 		assert.Len(t, l, 64)
 		assert.NotContains(t, l, "demo-client")
 	}
+}
+
+func TestVerdictFallback(t *testing.T) {
+	o := options{limit: 20, window: 5 * time.Second, fallback: true}
+	t0 := time.UnixMilli(10_000)
+	local := func(allowed int) loadResult {
+		return loadResult{
+			total:     counts{requests: 30, allowed: allowed, denied: 30 - allowed},
+			perClient: []clientResult{{name: clientName(0), first: t0, last: t0.Add(time.Second)}},
+		}
+	}
+	require.NoError(t, verdict(o, result([]int{20}, 0), local(20)), "2 instances x share 10 in one window")
+	assert.ErrorContains(t, verdict(o, result([]int{20}, 0), local(21)), "phase 2: 21 allowed locally, want 1..20")
+	assert.ErrorContains(t, verdict(o, result([]int{20}, 0), local(0)), "phase 2: 0 allowed locally")
+	assert.Contains(t, policyFile(o), `"failurePolicy": "local-fallback", "fallbackInstances": 2`)
+}
+
+func TestProblemCategory(t *testing.T) {
+	assert.Equal(t, "circuit_open", problemCategory(`{"type":"about:blank","status":503,"outcome":"unavailable","category":"circuit_open"}`))
+	assert.Equal(t, "unknown", problemCategory(`not json`))
+	assert.Equal(t, "unknown", problemCategory(`{}`))
 }

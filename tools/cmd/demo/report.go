@@ -14,15 +14,26 @@ func policyFile(o options) string {
 	return fmt.Sprintf(`{"policies": [
   {"id": "demo", "revision": 1, "algorithm": "fixed_window",
    "limit": %d, "window": %q, "maxCost": 1, "cleanupGrace": "30s",
-   "maxClockRegression": "2s", "failurePolicy": "fail-closed",
+   "maxClockRegression": "2s", %s,
    "routes": ["GET %s"]},
   {"id": "login", "revision": 1, "algorithm": "fixed_window",
    "limit": 5, "window": "1m", "maxCost": 1, "cleanupGrace": "1m",
    "maxClockRegression": "2s", "failurePolicy": "fail-closed",
    "routes": ["POST /api/v1/login"]}
 ]}
-`, o.limit, o.window.String(), demoPath)
+`, o.limit, o.window.String(), demoFailurePolicy(o), demoPath)
 }
+
+// demoFailurePolicy is the demo policy's failure policy fields.
+func demoFailurePolicy(o options) string {
+	if o.fallback {
+		return `"failurePolicy": "local-fallback", "fallbackInstances": 2`
+	}
+	return `"failurePolicy": "fail-closed"`
+}
+
+// fallbackShare is each instance's share of the demo limit with -fallback.
+func fallbackShare(o options) int64 { return max(1, o.limit/2) }
 
 // windowsTouched is the number of fixed windows of length w (aligned to
 // the Unix epoch, as the limiter's are) that [from, to] overlaps.
@@ -67,7 +78,7 @@ func printPhase1(w io.Writer, o options, r loadResult) {
 	fmt.Fprintln(w)
 }
 
-func printPhase2(w io.Writer, r loadResult) {
+func printPhase2(w io.Writer, o options, r loadResult) {
 	fmt.Fprintf(w, "\nPhase 2: redis-server stopped, %d requests\n\n", r.total.requests)
 	printCounts(w, r, []countRow{
 		{"allowed (200)", func(c counts) int { return c.allowed }},
@@ -75,8 +86,20 @@ func printPhase2(w io.Writer, r loadResult) {
 		{"fail-closed (503)", func(c counts) int { return c.failClosed }},
 		{"other / errors", func(c counts) int { return c.other + c.errors }},
 	})
-	fmt.Fprintln(w, "\n  Without its coordination store the limiter refuses rather than letting unlimited traffic\n"+
-		"  through; /healthz stays 200 and /readyz turns 503.")
+	if len(r.categories) > 0 {
+		fmt.Fprintf(w, "\n  503 by category: connection %d, circuit_open %d (others %d)\n",
+			r.categories["connection"], r.categories["circuit_open"], r.failClosedOther())
+	}
+	if o.fallback {
+		fmt.Fprintf(w, "\n  The demo policy is local-fallback (2 instances): with Redis unreachable each instance\n"+
+			"  decided alone on its share, %d per client per %v window (decisions marked local_emergency,\n"+
+			"  counted in tlb_ratelimit_fallback_decisions_total); /readyz stays 200. When Redis returns, the\n"+
+			"  local admits are charged to the global count.\n", fallbackShare(o), o.window)
+	} else {
+		fmt.Fprintln(w, "\n  Without its coordination store the limiter refuses rather than letting unlimited traffic\n"+
+			"  through; /healthz stays 200 and /readyz turns 503. After 5 connection failures per instance\n"+
+			"  the circuit breaker opens: the rest are refused at once (circuit_open), nothing is sent or dialed.")
+	}
 	if s, ok := r.samples[503]; ok {
 		fmt.Fprintln(w, "\n  A 503 response carried:")
 		printSample(w, s, true)
@@ -121,8 +144,22 @@ func verdict(o options, load, outage loadResult) error {
 	if n := load.total.failClosed + load.total.other + load.total.errors; n > 0 {
 		errs = append(errs, fmt.Errorf("phase 1: %d responses were neither 200 nor 429", n))
 	}
-	if outage.total.requests == 0 || outage.total.failClosed != outage.total.requests {
+	switch {
+	case o.fallback:
+		// Local decisions: some admitted, never more than each instance's
+		// share per window (one client, two instances).
+		bound := int64(0)
+		if len(outage.perClient) > 0 {
+			c := outage.perClient[0]
+			bound = 2 * fallbackShare(o) * windowsTouched(c.first, c.last, o.window)
+		}
+		if outage.total.allowed == 0 || int64(outage.total.allowed) > bound {
+			errs = append(errs, fmt.Errorf("phase 2: %d allowed locally, want 1..%d (2 instances x share %d x windows)", outage.total.allowed, bound, fallbackShare(o)))
+		}
+	case outage.total.requests == 0 || outage.total.failClosed != outage.total.requests:
 		errs = append(errs, fmt.Errorf("phase 2: %d of %d requests failed closed (503), want all", outage.total.failClosed, outage.total.requests))
+	case !o.cluster && outage.categories["circuit_open"] == 0:
+		errs = append(errs, errors.New("phase 2: no 503 came from the open circuit breaker (circuit_open)"))
 	}
 	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("demo check failed:\n%s", indent(err.Error()))
@@ -138,3 +175,15 @@ func yesNo(ok bool) string {
 }
 
 func indent(s string) string { return "  " + strings.ReplaceAll(s, "\n", "\n  ") }
+
+// failClosedOther counts the 503s of categories other than connection and
+// circuit_open.
+func (r loadResult) failClosedOther() int {
+	n := 0
+	for c, k := range r.categories {
+		if c != "connection" && c != "circuit_open" {
+			n += k
+		}
+	}
+	return n
+}
