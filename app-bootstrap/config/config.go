@@ -96,6 +96,9 @@ type Cache struct {
 	DialTimeout    time.Duration
 	PoolTimeout    time.Duration
 	PoolSize       int
+	// Topology is the cache Redis topology (APP_CACHE_REDIS_MODE and
+	// friends): standalone (Redis.Addr), sentinel or cluster.
+	Topology Topology
 }
 
 // Redis is one Redis endpoint with its credentials and TLS settings.
@@ -231,7 +234,7 @@ func (c Config) String() string {
 	}
 	fmt.Fprintf(&b, "} cache{enabled=%v", c.Cache.Enabled)
 	if k := c.Cache; k.Enabled {
-		fmt.Fprintf(&b, " redis=%s key_prefix=%s key_secret=%s command_timeout=%v pool_size=%d", k.Redis, k.KeyPrefix, secretState(k.KeySecret), k.CommandTimeout, k.PoolSize)
+		fmt.Fprintf(&b, " redis=%s topology=%s key_prefix=%s key_secret=%s command_timeout=%v pool_size=%d", k.Redis, k.Topology, k.KeyPrefix, secretState(k.KeySecret), k.CommandTimeout, k.PoolSize)
 	}
 	fmt.Fprintf(&b, "} log{format=%s level=%s} shutdown_timeout=%v", c.Log.Format, c.Log.Level, c.ShutdownTimeout)
 	return b.String()

@@ -68,8 +68,9 @@ type rawTopology struct {
 }
 
 type rawCache struct {
-	Enabled bool          `env:"ENABLED" envDefault:"false"`
-	Redis   rawCacheRedis `envPrefix:"REDIS_"`
+	Enabled  bool          `env:"ENABLED" envDefault:"false"`
+	Redis    rawCacheRedis `envPrefix:"REDIS_"`
+	Topology rawTopology
 }
 
 type rawCacheRedis struct {

@@ -120,3 +120,45 @@ func TestLoadReplicationAcks(t *testing.T) {
 	assert.Equal(t, 2, cfg.RateLimit.ReplicationAcks)
 	assert.Equal(t, 20*time.Millisecond, cfg.RateLimit.ReplicationAckTimeout)
 }
+
+func cacheEnv(kv ...string) map[string]string {
+	base := map[string]string{
+		"APP_CACHE_ENABLED":          "true",
+		"APP_CACHE_REDIS_ADDR":       "127.0.0.1:6391",
+		"APP_CACHE_REDIS_KEY_SECRET": cacheSecret,
+		"APP_WEB_SUBJECT_SECRET":     subjectSecret,
+	}
+	return with(base, kv...)
+}
+
+// TestLoadCacheTopologies: the cache has the same mode family under
+// APP_CACHE_, with one line per invalid combination.
+func TestLoadCacheTopologies(t *testing.T) {
+	cfg, err := Load(cacheEnv())
+	require.NoError(t, err)
+	assert.Equal(t, ModeStandalone, cfg.Cache.Topology.Mode)
+
+	cfg, err = Load(cacheEnv("APP_CACHE_REDIS_ADDR", "<unset>", "APP_CACHE_REDIS_MODE", "sentinel",
+		"APP_CACHE_REDIS_ADDRS", "127.0.0.1:26379", "APP_CACHE_REDIS_MASTER_NAME", "cache",
+		"APP_CACHE_SENTINEL_PASSWORD", sentinelPassword))
+	require.NoError(t, err)
+	assert.Equal(t, Topology{Mode: ModeSentinel, Addrs: []string{"127.0.0.1:26379"}, MasterName: "cache", SentinelPassword: cfg.Cache.Topology.SentinelPassword}, cfg.Cache.Topology)
+	assert.NotContains(t, cfg.String(), sentinelPassword)
+
+	for _, tc := range []struct {
+		env      map[string]string
+		variable string
+	}{
+		{cacheEnv("APP_CACHE_REDIS_MODE", "cluster", "APP_CACHE_REDIS_ADDRS", "a:1"), "APP_CACHE_REDIS_ADDR"},
+		{cacheEnv("APP_CACHE_REDIS_ADDR", "<unset>", "APP_CACHE_REDIS_MODE", "cluster"), "APP_CACHE_REDIS_ADDRS"},
+		{cacheEnv("APP_CACHE_REDIS_ADDR", "<unset>", "APP_CACHE_REDIS_MODE", "cluster", "APP_CACHE_REDIS_ADDRS", "a:1", "APP_CACHE_REDIS_DB", "3"), "APP_CACHE_REDIS_DB"},
+		{cacheEnv("APP_CACHE_REDIS_MASTER_NAME", "m"), "APP_CACHE_REDIS_MASTER_NAME"},
+		{cacheEnv("APP_CACHE_REDIS_MODE", "ring"), "APP_CACHE_REDIS_MODE"},
+	} {
+		_, err := Load(tc.env)
+		require.Error(t, err)
+		ves := VarErrors(err)
+		require.Len(t, ves, 1, "%v", err)
+		assert.Equal(t, tc.variable, ves[0].Var)
+	}
+}

@@ -6,9 +6,14 @@ func (v *errs) cache(c rawCache) Cache {
 		return Cache{}
 	}
 	r := c.Redis
+	top := v.topologyIn(envCacheGroup, c.Topology, r.Conn.Addr)
+	if top.Mode == ModeCluster && r.DB != 0 {
+		v.add(g+"DB", ErrConflict, "%d: a cluster has database 0 only (%sREDIS_MODE=cluster)", r.DB, envCacheGroup)
+	}
 	return Cache{
 		Enabled:        true,
-		Redis:          v.redis(g, r.Conn),
+		Topology:       top,
+		Redis:          v.redisFor(g, r.Conn, top),
 		KeyPrefix:      v.keyPrefix(g+"KEY_PREFIX", r.KeyPrefix),
 		KeySecret:      v.keySecret(g+"KEY_SECRET", r.KeySecret, r.KeySecretFile),
 		DB:             v.between(g+"DB", r.DB, 0, maxDB),

@@ -51,10 +51,15 @@ func (t Topology) String() string {
 }
 
 // topology validates the APP_RATE_LIMIT_REDIS_MODE family; addr is
-// APP_RATE_LIMIT_REDIS_ADDR. Each invalid combination is one error naming
+// APP_RATE_LIMIT_REDIS_ADDR. The cache has the same family under APP_CACHE_. Each invalid combination is one error naming
 // the variable at fault.
 func (v *errs) topology(r rawTopology, addr string) Topology {
-	const g = envRateLimitGroup
+	return v.topologyIn(envRateLimitGroup, r, addr)
+}
+
+// topologyIn is topology for the variable group g (APP_RATE_LIMIT_ or
+// APP_CACHE_).
+func (v *errs) topologyIn(g string, r rawTopology, addr string) Topology {
 	out := Topology{Mode: strings.TrimSpace(r.Mode), MasterName: r.MasterName, SentinelUsername: r.SentinelUsername}
 	if out.Mode == "" {
 		out.Mode = ModeStandalone

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/redis/go-redis/v9"
 	"go.uber.org/fx"
 
 	"github.com/tech-log/tech-log-backend/adapter-outbound-cache-redis/rediscache"
@@ -27,17 +28,7 @@ func CacheModule() fx.Option {
 
 func newCacheStore(lc fx.Lifecycle, cfg config.Config, m *metrics.Metrics) (cache.Store, error) {
 	c := cfg.Cache
-	client, err := rediscache.NewClient(rediscache.Config{
-		Addr:           c.Redis.Addr,
-		Username:       c.Redis.Username,
-		Password:       c.Redis.Password.Reveal(),
-		DB:             c.DB,
-		TLSConfig:      c.Redis.TLSConfig(),
-		DialTimeout:    c.DialTimeout,
-		CommandTimeout: c.CommandTimeout,
-		PoolSize:       c.PoolSize,
-		PoolTimeout:    c.PoolTimeout,
-	})
+	client, err := cacheClient(c)
 	if err != nil {
 		return nil, fmt.Errorf("cache: client: %w", err)
 	}
@@ -55,4 +46,42 @@ func newCacheStore(lc fx.Lifecycle, cfg config.Config, m *metrics.Metrics) (cach
 		return nil, fmt.Errorf("cache: %w", err)
 	}
 	return failOpen, nil
+}
+
+// cacheClient builds the cache's go-redis client for its topology with
+// rediscache's own constructors.
+func cacheClient(c config.Cache) (redis.UniversalClient, error) {
+	rc := rediscache.Config{
+		Addr:           c.Redis.Addr,
+		Username:       c.Redis.Username,
+		Password:       c.Redis.Password.Reveal(),
+		DB:             c.DB,
+		TLSConfig:      c.Redis.TLSConfig(),
+		DialTimeout:    c.DialTimeout,
+		CommandTimeout: c.CommandTimeout,
+		PoolSize:       c.PoolSize,
+		PoolTimeout:    c.PoolTimeout,
+	}
+	switch c.Topology.Mode {
+	case config.ModeSentinel:
+		rc.Addr = ""
+		cl, err := rediscache.NewFailoverClient(rc, c.Topology.MasterName, c.Topology.Addrs, c.Topology.SentinelUsername, c.Topology.SentinelPassword.Reveal())
+		if err != nil {
+			return nil, err
+		}
+		return cl, nil
+	case config.ModeCluster:
+		rc.Addr = ""
+		cl, err := rediscache.NewClusterClient(rc, c.Topology.Addrs)
+		if err != nil {
+			return nil, err
+		}
+		return cl, nil
+	default:
+		cl, err := rediscache.NewClient(rc)
+		if err != nil {
+			return nil, err
+		}
+		return cl, nil
+	}
 }

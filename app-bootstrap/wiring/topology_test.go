@@ -46,3 +46,25 @@ func TestCoordinationClientPerMode(t *testing.T) {
 	assert.Equal(t, 0, c.(*redis.ClusterClient).Options().MaxRedirects)
 	assert.Equal(t, []string{"127.0.0.1:4"}, c.(*redis.ClusterClient).Options().Addrs)
 }
+
+// TestCacheClientPerMode: the cache gets rediscache's constructor for each
+// mode (no I/O).
+func TestCacheClientPerMode(t *testing.T) {
+	base := config.Cache{Enabled: true, CommandTimeout: 100 * time.Millisecond, DialTimeout: 100 * time.Millisecond,
+		PoolTimeout: 100 * time.Millisecond, PoolSize: 4}
+	standalone := base
+	standalone.Redis.Addr = "127.0.0.1:1"
+	sentinel := base
+	sentinel.Topology = config.Topology{Mode: config.ModeSentinel, Addrs: []string{"127.0.0.1:2"}, MasterName: "m"}
+	cluster := base
+	cluster.Topology = config.Topology{Mode: config.ModeCluster, Addrs: []string{"127.0.0.1:3"}}
+	for _, tc := range []struct {
+		cfg  config.Cache
+		want any
+	}{{standalone, &redis.Client{}}, {sentinel, &redis.Client{}}, {cluster, &redis.ClusterClient{}}} {
+		c, err := cacheClient(tc.cfg)
+		require.NoError(t, err)
+		t.Cleanup(func() { _ = c.Close() })
+		assert.IsType(t, tc.want, c)
+	}
+}
