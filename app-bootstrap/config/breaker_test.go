@@ -54,3 +54,16 @@ func TestLoadDisabledIgnoresBreakerVariables(t *testing.T) {
 	require.NoError(t, err)
 	assert.Zero(t, cfg.RateLimit.BreakerThreshold)
 }
+
+func TestLoadLocalFallbackNeedsTheBreaker(t *testing.T) {
+	file := writeFile(t, "p.json", `{"policies":[{"id":"api","revision":1,"algorithm":"fixed_window","limit":10,"window":"1m","maxCost":1,
+		"cleanupGrace":"1m","maxClockRegression":"2s","failurePolicy":"local-fallback","fallbackInstances":2}]}`)
+	_, err := Load(with(enabledEnv(), "APP_RATE_LIMIT_POLICIES_FILE", file))
+	require.NoError(t, err)
+	_, err = Load(with(enabledEnv(), "APP_RATE_LIMIT_POLICIES_FILE", file, "APP_RATE_LIMIT_BREAKER_THRESHOLD", "0"))
+	require.Error(t, err)
+	ves := VarErrors(err)
+	require.Len(t, ves, 1, "%v", err)
+	assert.Equal(t, "APP_RATE_LIMIT_BREAKER_THRESHOLD", ves[0].Var)
+	assert.Contains(t, err.Error(), `policy "api" is local-fallback`)
+}

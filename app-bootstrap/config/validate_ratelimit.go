@@ -80,6 +80,17 @@ func (v *errs) rateLimit(r rawRateLimit) RateLimit {
 		}
 	}
 	out.Policies = set
+	if out.BreakerThreshold == 0 && r.BreakerThreshold == 0 {
+		for _, p := range set.Policies {
+			if p.FailurePolicy() == ratelimit.LocalFallback {
+				// Without the breaker every request of a subject with
+				// uncharged local admits would first wait out a charge
+				// attempt against the unreachable server.
+				v.add(g+"BREAKER_THRESHOLD", ErrInvalid, "0 turns the circuit breaker off, but policy %q is local-fallback, which needs it", p.ID())
+				break
+			}
+		}
+	}
 	switch {
 	case r.DefaultPolicy == "":
 		v.add(g+"DEFAULT_POLICY", ErrRequired, "name the policy for API routes no policy's routes match")
