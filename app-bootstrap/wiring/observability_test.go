@@ -90,7 +90,8 @@ func TestObservabilityMetricsExist(t *testing.T) {
 	}
 	// The files cover what issue 15 asks for.
 	for _, name := range []string{"tlb_ratelimit_outcomes_total", "tlb_ratelimit_evaluation_seconds_bucket",
-		"tlb_ratelimit_in_flight", "tlb_ratelimit_max_in_flight", "tlb_ready"} {
+		"tlb_ratelimit_in_flight", "tlb_ratelimit_max_in_flight", "tlb_ready",
+		"tlb_ratelimit_breaker_state", "tlb_ratelimit_breaker_trips_total"} {
 		assert.True(t, used[name], "no expression uses %s", name)
 	}
 }
