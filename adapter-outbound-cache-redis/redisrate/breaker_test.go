@@ -293,3 +293,37 @@ func TestBreakerWaitIsJitteredWithinTheInterval(t *testing.T) {
 	}
 	assert.Greater(t, len(seen), 100, "the waits vary")
 }
+
+// BenchmarkBreakerAdmit is the breaker's cost per call: closed (admit and
+// record a success) and open (the refusal), on one goroutine and in
+// parallel.
+func BenchmarkBreakerAdmit(b *testing.B) {
+	ok := ratelimit.Evaluated{}
+	for _, tc := range []struct {
+		name string
+		open bool
+	}{{"closed", false}, {"open", true}} {
+		br := newBreaker(BreakerOptions{Threshold: 1, ProbeInterval: MaxProbeInterval}, func(context.Context) error { return io.EOF })
+		if tc.open {
+			done, _ := br.admit("fw", time.Second)
+			done(ratelimit.Unavailable{Category: ratelimit.CategoryConnection})
+		}
+		b.Run(tc.name, func(b *testing.B) {
+			for b.Loop() {
+				if done, _ := br.admit("fw", time.Second); done != nil {
+					done(ok)
+				}
+			}
+		})
+		b.Run(tc.name+"-parallel", func(b *testing.B) {
+			b.RunParallel(func(pb *testing.PB) {
+				for pb.Next() {
+					if done, _ := br.admit("fw", time.Second); done != nil {
+						done(ok)
+					}
+				}
+			})
+		})
+		br.shutdown()
+	}
+}
