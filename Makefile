@@ -142,9 +142,10 @@ demo: ## two instances + private redis-server + bounded load: the global limit a
 	@cd tools && go run ./cmd/demo -root ..
 
 .PHONY: test-partitions
-test-partitions: ## partition lane (root, iproute2): each Redis node and sentinel in its own network namespace the test creates; a primary cut off with a minority while the limiter still reaches it; lost acknowledged admissions measured with and without REPLICATION_ACKS
+test-partitions: ## partition lane (root, iproute2): each Redis node and sentinel in its own network namespace the test creates; a primary cut off with a minority while the limiter still reaches it; lost acknowledged admissions measured with and without REPLICATION_ACKS; then the Sentinel failover acks matrix (TLB_FAILOVER_MATRIX=1)
 	@$(PREREQ) "make test-partitions" redis-server redis-sentinel
 	@cd adapter-outbound-cache-redis && go test -tags partitions -count=1 -race -run 'TestPartition' -v ./reliability/
+	@cd adapter-outbound-cache-redis && TLB_FAILOVER_MATRIX=1 REDIS_REQUIRED=1 go test -count=1 -race -run 'TestSentinelFailoverUnderLoad' -v ./redisrate/
 
 .PHONY: demo-fallback
 demo-fallback: ## the two-instance demo with the demo policy "local-fallback": with Redis down each instance decides locally on half the limit

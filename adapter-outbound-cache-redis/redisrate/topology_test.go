@@ -3,6 +3,7 @@ package redisrate
 import (
 	"context"
 	"fmt"
+	"os"
 	"sync"
 	"testing"
 	"time"
@@ -149,14 +150,20 @@ func TestSentinelFailoverUnderLoad(t *testing.T) {
 		name string
 		acks int
 		kill bool
+		// matrix cases run only with TLB_FAILOVER_MATRIX=1 (make
+		// test-partitions): about 45 s together.
+		matrix bool
 	}{
-		{"SENTINEL FAILOVER", 0, false},
-		{"SENTINEL FAILOVER with REPLICATION_ACKS=1", 1, false},
-		{"SENTINEL FAILOVER with REPLICATION_ACKS=2", 2, false},
-		{"SIGKILL master", 0, true},
-		{"SIGKILL master with REPLICATION_ACKS=1", 1, true},
+		{"SENTINEL FAILOVER", 0, false, false},
+		{"SENTINEL FAILOVER with REPLICATION_ACKS=1", 1, false, true},
+		{"SENTINEL FAILOVER with REPLICATION_ACKS=2", 2, false, true},
+		{"SIGKILL master", 0, true, false},
+		{"SIGKILL master with REPLICATION_ACKS=1", 1, true, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
+			if tc.matrix && os.Getenv("TLB_FAILOVER_MATRIX") != "1" {
+				t.Skip("the acks matrix runs with TLB_FAILOVER_MATRIX=1 (make test-partitions)")
+			}
 			s := redistest.StartSentinel(t)
 			keys := randomKeys(t)
 			const limit = 1_000_000
