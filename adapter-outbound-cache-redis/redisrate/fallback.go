@@ -175,15 +175,28 @@ func SharePolicy(p ratelimit.Policy) (ratelimit.Policy, error) {
 // Evaluate implements ratelimit.EdgePort: the provider's outcome, or for a
 // LocalFallback policy whose outcome is Unavailable{connection} or
 // Unavailable{circuit_open}, the local decision.
-func (f *Fallback) Evaluate(ctx context.Context, req ratelimit.Request) ratelimit.Outcome {
-	if lp := f.local[req.PolicyID]; lp != nil && f.p.BreakerState() != BreakerOpen && f.p.BreakerState() != BreakerHalfOpen {
+// It never panics and never returns nil.
+func (f *Fallback) Evaluate(ctx context.Context, req ratelimit.Request) (out ratelimit.Outcome) {
+	defer func() {
+		if r := recover(); r != nil {
+			out = ratelimit.Incompatible{
+				PolicyID: knownID(req.PolicyID),
+				Category: ratelimit.CategoryProgramFault,
+				Cause:    fmt.Errorf("redisrate: fallback: %w: %s", errPanic, truncate(fmt.Sprint(r))),
+			}
+		}
+	}()
+	if lp := f.local[req.PolicyID]; lp != nil && ctx != nil && f.p.BreakerState() != BreakerOpen && f.p.BreakerState() != BreakerHalfOpen &&
+		!f.p.now().Add(2*f.p.timeout).After(earlierDeadline(ctx, req.Deadline)) {
 		// Redis may answer again: first charge what this subject was
-		// admitted locally, so the global decision below counts it.
+		// admitted locally, so the global decision below counts it (only
+		// when the deadline leaves room for both calls; else the
+		// background pass charges it).
 		if key, err := stateKey(f.p.keys, lp.ps.id, lp.ps.revision, lp.ps.algorithm, req.SubjectDigest); err == nil {
 			f.settle(ctx, lp, key)
 		}
 	}
-	out := f.p.Evaluate(ctx, req)
+	out = f.p.Evaluate(ctx, req)
 	u, ok := out.(ratelimit.Unavailable)
 	if !ok || (u.Category != ratelimit.CategoryConnection && u.Category != ratelimit.CategoryCircuitOpen) {
 		return out
@@ -397,4 +410,12 @@ func (f *Fallback) Close() {
 	}
 	f.bgMu.Unlock()
 	f.wg.Wait()
+}
+
+// earlierDeadline is the earlier of d and ctx's deadline.
+func earlierDeadline(ctx context.Context, d time.Time) time.Time {
+	if cd, ok := ctx.Deadline(); ok && cd.Before(d) {
+		return cd
+	}
+	return d
 }

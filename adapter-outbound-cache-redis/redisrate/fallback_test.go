@@ -250,3 +250,22 @@ func TestFallbackReconcileChargesPendingAdmits(t *testing.T) {
 	require.NoError(t, err)
 	assert.Zero(t, n, "nothing is charged twice")
 }
+
+// TestFallbackNilContextAndShortDeadline: a nil context is refused as by
+// the provider (no panic, even with a pending charge), and a deadline too
+// short for a charge and a decision skips the per-subject charge.
+func TestFallbackNilContextAndShortDeadline(t *testing.T) {
+	f := &fakeCommander{respond: down}
+	fb, _ := fallbackOver(t, f, BreakerOptions{}, FallbackOptions{})
+	require.True(t, ratelimit.Admitted(fb.Evaluate(context.Background(), request("lf", subjectA, 1, t0))))
+	//nolint:staticcheck // a nil context on purpose
+	out := fb.Evaluate(nil, request("lf", subjectA, 1, t0))
+	assert.Equal(t, ratelimit.CategoryInvalidRequest, ratelimit.CategoryOf(out))
+
+	before := len(f.commands())
+	req := request("lf", subjectA, 1, t0)
+	req.Deadline = t0.Add(testTimeout + testTimeout/2) // room for one call, not two
+	out = fb.Evaluate(context.Background(), req)
+	assert.True(t, ratelimit.Admitted(out), "decided locally: %v", out)
+	assert.Len(t, f.commands(), before+1, "no charge attempt, only the decision")
+}
