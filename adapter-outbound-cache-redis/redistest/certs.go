@@ -19,9 +19,9 @@ import (
 )
 
 // certValidity is how long a certificate issued without explicit times
-// stays valid: long enough for any test, short enough to be obviously
-// throw-away.
-const certValidity = 24 * time.Hour
+// stays valid: long enough for any test and beyond the two weeks in which
+// `tlbctl check` flags an expiring server certificate; still throw-away.
+const certValidity = 90 * 24 * time.Hour
 
 // caBackdate is how far back a CA's validity starts, so that a leaf issued
 // already expired (for a test) still lies inside its CA's validity.

@@ -2,11 +2,14 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
 	"flag"
 	"fmt"
 	"io"
+	"net"
 	"strings"
 	"text/tabwriter"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 
@@ -78,7 +81,7 @@ func checks(ctx context.Context, cfg config.Config, c *redis.Client, user string
 		return rows
 	}
 	rows = append(rows, row{"connection", statusOK, fmt.Sprintf("%s as %s", rl.Redis.Addr, user)})
-	rows = append(rows, tlsRow(rl.Redis))
+	rows = append(rows, tlsRow(ctx, rl.Redis, rl.DialTimeout))
 	rows = append(rows, versionRow(ctx, c))
 	rows = append(rows, roleRow(ctx, c))
 	rows = append(rows, evictionRow(ctx, c))
@@ -88,7 +91,14 @@ func checks(ctx context.Context, cfg config.Config, c *redis.Client, user string
 	return rows
 }
 
-func tlsRow(r config.Redis) row {
+// certWarning is how close to expiry the server certificate makes the
+// tls check a problem.
+const certWarning = 14 * 24 * time.Hour
+
+// tlsRow reports the TLS settings and, with TLS on, what a fresh handshake
+// negotiated: version and the server certificate's expiry (a problem
+// within certWarning).
+func tlsRow(ctx context.Context, r config.Redis, dialTimeout time.Duration) row {
 	if !r.TLS.Enabled {
 		return row{"tls", statusInfo, "off (" + config.Prefix + "RATE_LIMIT_REDIS_TLS_ENABLED=false)"}
 	}
@@ -100,7 +110,26 @@ func tlsRow(r config.Redis) row {
 	if r.TLS.CertFile != "" {
 		client = "client certificate " + r.TLS.CertFile
 	}
-	return row{"tls", statusOK, fmt.Sprintf("verified against %s, server name %s, %s", ca, r.TLSConfig().ServerName, client)}
+	cfg := r.TLSConfig()
+	d := tls.Dialer{NetDialer: &net.Dialer{Timeout: max(dialTimeout, commandTimeout)}, Config: cfg}
+	conn, err := d.DialContext(ctx, "tcp", r.Addr)
+	if err != nil {
+		err = wiring.ExplainConnError(config.Prefix+"RATE_LIMIT_REDIS_", r, err)
+		return row{"tls", statusProblem, fmt.Sprintf("handshake: %v", err)}
+	}
+	defer conn.Close()
+	st := conn.(*tls.Conn).ConnectionState()
+	detail := fmt.Sprintf("%s, verified against %s, server name %s, %s", tls.VersionName(st.Version), ca, cfg.ServerName, client)
+	if len(st.PeerCertificates) == 0 {
+		return row{"tls", statusOK, detail}
+	}
+	notAfter := st.PeerCertificates[0].NotAfter
+	left := time.Until(notAfter)
+	detail += fmt.Sprintf(", server certificate valid until %s", notAfter.UTC().Format(time.RFC3339))
+	if left < certWarning {
+		return row{"tls", statusProblem, detail + fmt.Sprintf(" (expires in %v: renew it)", left.Round(time.Hour))}
+	}
+	return row{"tls", statusOK, detail}
 }
 
 func info(ctx context.Context, c *redis.Client, section string) (string, error) {
