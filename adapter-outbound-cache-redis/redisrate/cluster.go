@@ -148,7 +148,7 @@ func (r *clusterRouter) refresh(ctx context.Context) error {
 			return err
 		}
 		cctx, cancel := context.WithTimeout(ctx, r.timeout)
-		slots, err := n.client.ClusterSlots(cctx).Result()
+		slots, err := n.client.ClusterSlots(cctx).Result() //nolint:staticcheck // SA1019: CLUSTER SHARDS needs Redis 7; CLUSTER SLOTS answers on every supported version
 		cancel()
 		if err != nil {
 			lastErr = fmt.Errorf("CLUSTER SLOTS on %s: %w", addr, err)

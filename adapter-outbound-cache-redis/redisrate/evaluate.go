@@ -140,6 +140,7 @@ func (p *Provider) outcome(ps *policyState, res result) ratelimit.Outcome {
 	if err != nil {
 		return ratelimit.Incompatible{PolicyID: id, Category: ratelimit.CategoryMalformedReply, Cause: err}
 	}
+	//exhaustive:enforce
 	switch r.Status {
 	case programs.StatusAllowed, programs.StatusDenied:
 		if r.Status == programs.StatusAllowed && p.exec.acks > 0 && (res.ackErr != nil || res.acked < p.exec.acks) {

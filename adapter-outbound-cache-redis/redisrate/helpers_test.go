@@ -224,8 +224,6 @@ func (serverError) RedisError()     {}
 
 var _ redis.Error = serverError("")
 
-func noScript() error { return redis.ErrNoScript }
-
 // waitGoroutineGone waits (bounded) until no goroutine has fn in its stack.
 // go-redis's pool starts a dial prober (tryDial) after PoolSize failed dials;
 // it notices Close only after its 1 s sleep.

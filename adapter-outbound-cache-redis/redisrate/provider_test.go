@@ -331,6 +331,7 @@ func TestEvaluateMapsCallFailures(t *testing.T) {
 			assert.Equal(t, ratelimit.PolicyID("sw"), policyIDOf(out))
 			var cause error
 			switch v := out.(type) {
+			case ratelimit.Evaluated: // no cause
 			case ratelimit.Unavailable:
 				assert.Equal(t, MinFailureRetryAfter, v.RetryAfter)
 				cause = v.Cause

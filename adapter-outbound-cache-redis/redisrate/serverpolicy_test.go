@@ -94,8 +94,8 @@ func TestServerChecksReplicaRefused(t *testing.T) {
 	replica := redistest.Start(t)
 	host, port, _ := strings.Cut(primary.Addr(), ":")
 	admin := replica.Client()
-	require.NoError(t, admin.SlaveOf(adminCtx(t), host, port).Err())
-	t.Cleanup(func() { _ = admin.SlaveOf(context.Background(), "NO", "ONE").Err() })
+	require.NoError(t, admin.ReplicaOf(adminCtx(t), host, port).Err())
+	t.Cleanup(func() { _ = admin.ReplicaOf(context.Background(), "NO", "ONE").Err() })
 
 	p := checkedProvider(t, replica, ServerChecks{}, nil)
 	err := p.Start(adminCtx(t))

@@ -501,8 +501,8 @@ func TestServiceReplicaRefusesWrites(t *testing.T) {
 	p := serviceProvider(t, replica, randomKeys(t), conformancePolicies(t, 1), nil)
 	host, port, _ := strings.Cut(primary.Addr(), ":")
 	admin := replica.Client()
-	require.NoError(t, admin.SlaveOf(adminCtx(t), host, port).Err())
-	t.Cleanup(func() { _ = admin.SlaveOf(context.Background(), "NO", "ONE").Err() })
+	require.NoError(t, admin.ReplicaOf(adminCtx(t), host, port).Err())
+	t.Cleanup(func() { _ = admin.ReplicaOf(context.Background(), "NO", "ONE").Err() })
 	for i := 0; i < 3; i++ {
 		out := ask(p, "c-sliding", randomSubject(t), 1)
 		assert.Equal(t, ratelimit.KindUnavailable, out.Kind(), "%v", out)

@@ -198,6 +198,8 @@ func TestWireFailureCertainty(t *testing.T) {
 
 func causeOf(o ratelimit.Outcome) error {
 	switch v := o.(type) {
+	case ratelimit.Evaluated:
+		return nil
 	case ratelimit.Unavailable:
 		return v.Cause
 	case ratelimit.Indeterminate:

@@ -64,6 +64,7 @@ func TestNoSecretsInOutcomesLogsOrRedis(t *testing.T) {
 		fmt.Fprintf(&rendered, "%v|%+v|%#v|%s\n", out, out, out, out)
 		var cause error
 		switch v := out.(type) {
+		case ratelimit.Evaluated: // no cause
 		case ratelimit.Unavailable:
 			cause = v.Cause
 		case ratelimit.Indeterminate:

@@ -86,7 +86,7 @@ func Example_netHTTP() {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	check(err)
 	go func() { _ = srv.Serve(ln) }()
-	defer srv.Shutdown(ctx)
+	defer func() { _ = srv.Shutdown(ctx) }()
 
 	for i := 1; i <= 4; i++ {
 		resp := post("http://" + ln.Addr().String() + "/orders")
@@ -165,7 +165,7 @@ func Example_fxModules() {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	check(app.Start(ctx))
-	defer app.Stop(ctx)
+	defer func() { _ = app.Stop(ctx) }()
 
 	for i := 1; i <= 4; i++ {
 		resp := post(base + "/orders")

@@ -207,15 +207,8 @@ func gaugeValue(t *testing.T, m *Metrics, name, s string) float64 {
 // conformant port (the EdgePort kit, run through the decorator).
 func TestInstrumentEdgeConforms(t *testing.T) {
 	m := New()
-	var mu sync.Mutex
-	var base *ratelimittest.Fake
+	fakes := ratelimittest.FakePorts()
 	ratelimittest.Run(t, func(t *testing.T, policies []ratelimit.Policy) ratelimit.EdgePort {
-		mu.Lock()
-		defer mu.Unlock()
-		if base == nil {
-			base = ratelimittest.NewFake(policies...)
-			return m.InstrumentEdge(base, nil)
-		}
-		return m.InstrumentEdge(base.With(policies...), nil)
+		return m.InstrumentEdge(fakes(t, policies), nil)
 	})
 }

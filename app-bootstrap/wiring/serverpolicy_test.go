@@ -89,8 +89,8 @@ func TestReplicaIsRefusedAtStart(t *testing.T) {
 	host, port, _ := strings.Cut(primary.Addr(), ":")
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	require.NoError(t, replica.Client().SlaveOf(ctx, host, port).Err())
-	t.Cleanup(func() { _ = replica.Client().SlaveOf(context.Background(), "NO", "ONE").Err() })
+	require.NoError(t, replica.Client().ReplicaOf(ctx, host, port).Err())
+	t.Cleanup(func() { _ = replica.Client().ReplicaOf(context.Background(), "NO", "ONE").Err() })
 
 	app := fx.New(Options(loadConfig(t, enabledKV(replica.Addr())...), quietLogger()), fx.NopLogger)
 	err := app.Start(ctx)

@@ -62,7 +62,6 @@ func FuzzNewPolicy(f *testing.F) {
 		d                                      int64 // window or refill period
 		maxCost, grace, regression, revision   int64
 		failOpen, dedup, pointer, mismatchAlgo bool
-		nanos                                  bool // durations in ns, else in ms
 	}
 	seeds := []seed{
 		{alg: 1, a: 5, d: int64(time.Second), maxCost: 5, grace: int64(time.Minute), revision: 1},

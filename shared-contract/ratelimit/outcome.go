@@ -11,6 +11,8 @@ import (
 // these four is exhaustive. Variants are values: a pointer to one (or a
 // foreign struct embedding one) also satisfies the interface but is not a
 // valid Outcome, and Admitted fails closed on it.
+//
+//sumtype:decl
 type Outcome interface {
 	// Kind names the variant; it is stable and used in metrics.
 	Kind() OutcomeKind
@@ -101,6 +103,8 @@ func Admitted(o Outcome) bool {
 // Incompatible value, and "" for Evaluated, nil and anything else.
 func CategoryOf(o Outcome) Category {
 	switch v := o.(type) {
+	case Evaluated:
+		return ""
 	case Unavailable:
 		return v.Category
 	case Indeterminate:

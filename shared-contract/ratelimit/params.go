@@ -48,6 +48,8 @@ func ParseAlgorithm(s string) (Algorithm, error) {
 
 // Params is the sealed set of algorithm parameter types: FixedWindow,
 // SlidingWindowCounter and TokenBucket. No other package can add a type.
+//
+//sumtype:decl
 type Params interface {
 	// Algorithm is the algorithm these parameters belong to.
 	Algorithm() Algorithm

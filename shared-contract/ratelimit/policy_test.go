@@ -308,6 +308,7 @@ func TestPolicyImmutable(t *testing.T) {
 		a := mustPolicy(t, fixedSpec(10, time.Second, 3))
 		b := a
 		before := snapshot(a)
+		assert.Equal(t, before, snapshot(b), "a copy is the same policy")
 		b = mustPolicy(t, slidingSpec(20, time.Minute, 4))
 		assert.Equal(t, before, snapshot(a))
 		assert.NotEqual(t, snapshot(a), snapshot(b))

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strconv"
 	"sync"
+	"testing"
 	"time"
 
 	"github.com/tech-log/tech-log-backend/shared-contract/ratelimit"
@@ -71,6 +72,23 @@ func (f *Fake) With(policies ...ratelimit.Policy) *Fake {
 		g.policies[p.ID()] = p
 	}
 	return g
+}
+
+// FakePorts returns a NewPort whose ports are Fakes sharing one store (the
+// first call builds it with NewFake, later calls use With), for running Run
+// over the Fake or over a decorator wrapping it.
+func FakePorts() NewPort {
+	var mu sync.Mutex
+	var base *Fake
+	return func(_ *testing.T, policies []ratelimit.Policy) ratelimit.EdgePort {
+		mu.Lock()
+		defer mu.Unlock()
+		if base == nil {
+			base = NewFake(policies...)
+			return base
+		}
+		return base.With(policies...)
+	}
 }
 
 // Evaluate implements ratelimit.EdgePort.

@@ -2,7 +2,6 @@ package ratelimittest_test
 
 import (
 	"context"
-	"sync"
 	"testing"
 	"time"
 
@@ -13,17 +12,7 @@ import (
 // TestFakeConforms: the Fake's default limiter passes the kit, so it can
 // stand in for a port wherever a caller needs real limiting.
 func TestFakeConforms(t *testing.T) {
-	var mu sync.Mutex
-	var base *ratelimittest.Fake
-	ratelimittest.Run(t, func(t *testing.T, policies []ratelimit.Policy) ratelimit.EdgePort {
-		mu.Lock()
-		defer mu.Unlock()
-		if base == nil {
-			base = ratelimittest.NewFake(policies...)
-			return base
-		}
-		return base.With(policies...)
-	})
+	ratelimittest.Run(t, ratelimittest.FakePorts())
 }
 
 func TestFakeScripted(t *testing.T) {
