@@ -343,6 +343,58 @@ func (c *Cluster) WaitHealthy() {
 	}
 }
 
+// WaitReplicated waits (bounded by the topology timeout) until every running
+// primary has at least one replica whose link is online and whose offset has
+// reached the primary's: after a failover or a restart, a WAIT 1 on any
+// primary can then be acknowledged. It fails the test when that does not
+// happen in time.
+func (c *Cluster) WaitReplicated() {
+	c.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), topologyTimeout)
+	defer cancel()
+	err := poll(ctx, func() error {
+		for _, s := range c.live() {
+			info, err := s.Client().Info(ctx, "replication").Result()
+			if err != nil {
+				return fmt.Errorf("node %s: INFO replication: %w", s.Addr(), err)
+			}
+			if !strings.Contains(info, "role:master\r\n") {
+				continue
+			}
+			if err := replicaCaughtUp(info); err != nil {
+				return fmt.Errorf("primary %s: %w", s.Addr(), err)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		c.t.Fatalf("redistest: cluster replicas not online within %v: %v", topologyTimeout, err)
+	}
+}
+
+// replicaCaughtUp reports whether a primary's INFO replication names at least
+// one replica with state=online and offset equal to master_repl_offset.
+func replicaCaughtUp(info string) error {
+	var primaryOffset string
+	for _, line := range strings.Split(info, "\r\n") {
+		if v, ok := strings.CutPrefix(line, "master_repl_offset:"); ok {
+			primaryOffset = v
+		}
+	}
+	if primaryOffset == "" {
+		return errors.New("no master_repl_offset in INFO replication")
+	}
+	for _, line := range strings.Split(info, "\r\n") {
+		if !strings.HasPrefix(line, "slave") || !strings.Contains(line, ":ip=") {
+			continue
+		}
+		if strings.Contains(line, ",state=online,") && strings.Contains(line, ",offset="+primaryOffset+",") {
+			return nil
+		}
+	}
+	return fmt.Errorf("no online replica at offset %s", primaryOffset)
+}
+
 func (c *Cluster) waitHealthy(ctx context.Context) error {
 	return poll(ctx, func() error { return c.healthy(ctx) })
 }
