@@ -93,7 +93,13 @@ func TestSentinelSwitchMaster(t *testing.T) {
 			t.Fatalf("unexpected outcome %v", out)
 		}
 	}
-	for range 20 {
+	// 20 decisions before the switch; a healthy server may still time out
+	// once on a loaded machine (counted as failed), so the count of tries
+	// is bounded, not exact.
+	for range 100 {
+		if evaluated == 20 {
+			break
+		}
 		check(ask(p, pol.ID(), subject, 1))
 	}
 	require.Equal(t, 20, evaluated)
