@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/tech-log/tech-log-backend/shared-contract/keyspace"
 )
 
 // Cluster routing bounds.
@@ -366,25 +368,5 @@ func isServerReply(err error) bool {
 	return errors.As(err, &rerr)
 }
 
-// keySlot is the Redis Cluster slot of key: CRC16 (XMODEM) of its hash tag
-// (the text between the first '{' and the next '}', when not empty) or of
-// the whole key, modulo 16384.
-func keySlot(key string) int {
-	if i := strings.IndexByte(key, '{'); i >= 0 {
-		if j := strings.IndexByte(key[i+1:], '}'); j > 0 {
-			key = key[i+1 : i+1+j]
-		}
-	}
-	var crc uint16
-	for i := 0; i < len(key); i++ {
-		crc ^= uint16(key[i]) << 8
-		for range 8 {
-			if crc&0x8000 != 0 {
-				crc = crc<<1 ^ 0x1021
-			} else {
-				crc <<= 1
-			}
-		}
-	}
-	return int(crc % clusterSlots)
-}
+// keySlot is the Redis Cluster slot of key (keyspace.Slot).
+func keySlot(key string) int { return keyspace.Slot(key) }

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/tech-log/tech-log-backend/adapter-outbound-cache-redis/redisinfo"
+	"github.com/tech-log/tech-log-backend/shared-contract/keyspace"
 )
 
 // ClusterSlots is the number of hash slots of a Redis Cluster.
@@ -557,31 +558,6 @@ func (c *Cluster) ReplicasOf(primary *Server) []*Server {
 	return out
 }
 
-// Slot returns the cluster hash slot of key: CRC16 (XMODEM) of the key, or
-// of its hash tag (the text between the first '{' and the next '}' when
-// not empty), modulo 16384.
-func Slot(key string) int {
-	if i := strings.IndexByte(key, '{'); i >= 0 {
-		if j := strings.IndexByte(key[i+1:], '}'); j > 0 {
-			key = key[i+1 : i+1+j]
-		}
-	}
-	return int(crc16(key) % ClusterSlots)
-}
-
-// crc16 is CRC-16/XMODEM (polynomial 0x1021, initial 0), Redis Cluster's
-// key hash.
-func crc16(s string) uint16 {
-	var crc uint16
-	for i := 0; i < len(s); i++ {
-		crc ^= uint16(s[i]) << 8
-		for range 8 {
-			if crc&0x8000 != 0 {
-				crc = crc<<1 ^ 0x1021
-			} else {
-				crc <<= 1
-			}
-		}
-	}
-	return crc
-}
+// Slot returns the cluster hash slot of key (keyspace.Slot: CRC16 XMODEM of
+// the key or of its hash tag, modulo 16384).
+func Slot(key string) int { return keyspace.Slot(key) }

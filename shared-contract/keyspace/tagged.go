@@ -139,11 +139,25 @@ func buildSlotTags() {
 	slotTags = &tags
 }
 
-// crc16 is CRC-16/XMODEM, Redis Cluster's key hash.
-func crc16(b []byte) uint16 {
+// Slot returns the Redis Cluster hash slot of key: CRC-16/XMODEM of its
+// hash tag (the text between the first '{' and the next '}', when not
+// empty) or of the whole key, modulo ClusterSlots. It is the one slot
+// function: the cluster routing of redisrate and redistest use it.
+func Slot(key string) int {
+	if i := strings.IndexByte(key, '{'); i >= 0 {
+		if j := strings.IndexByte(key[i+1:], '}'); j > 0 {
+			key = key[i+1 : i+1+j]
+		}
+	}
+	return int(crc16(key) % ClusterSlots)
+}
+
+// crc16 is CRC-16/XMODEM (polynomial 0x1021, initial 0), Redis Cluster's
+// key hash.
+func crc16[T string | []byte](b T) uint16 {
 	var crc uint16
-	for _, c := range b {
-		crc ^= uint16(c) << 8
+	for i := 0; i < len(b); i++ {
+		crc ^= uint16(b[i]) << 8
 		for range 8 {
 			if crc&0x8000 != 0 {
 				crc = crc<<1 ^ 0x1021
