@@ -24,15 +24,23 @@ import (
 	"github.com/tech-log/tech-log-backend/shared-contract/ratelimit/ratelimittest"
 )
 
+// clusterConfig is the client configuration of the cluster and sentinel
+// tests. Their exact counts (calls = evaluations, Remaining after each step)
+// need every call decided by its reply, so the command timeout leaves a
+// loaded machine ample room: a dead node answers at once (connection
+// refused or reset), so no test waits it out.
 func clusterConfig() ClientConfig {
 	return ClientConfig{
 		Protocol:       ProtocolRESP2,
-		CommandTimeout: serviceTimeout,
-		DialTimeout:    serviceTimeout,
+		CommandTimeout: clusterTimeout,
+		DialTimeout:    clusterTimeout,
 		PoolSize:       16,
-		PoolTimeout:    200 * time.Millisecond,
+		PoolTimeout:    time.Second,
 	}
 }
+
+// clusterTimeout is the command and dial timeout of clusterConfig.
+const clusterTimeout = 2 * time.Second
 
 // clusterProvider builds and starts a Provider on the cluster at addrs.
 func clusterProvider(t testing.TB, addrs []string, keys *keyspace.Builder, policies []ratelimit.Policy, mutate ...func(*ClientConfig)) *Provider {
