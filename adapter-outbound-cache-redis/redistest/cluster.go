@@ -28,6 +28,9 @@ const (
 	DefaultClusterNodeTimeout = 2 * time.Second
 	// topologyTimeout bounds every wait for a topology to settle.
 	topologyTimeout = 30 * time.Second
+	// failoverRetry is how long Failover waits for one CLUSTER FAILOVER
+	// before it asks again (Redis abandons a manual failover after 5 s).
+	failoverRetry = 7 * time.Second
 	// pollInterval is the pause between two polls of a topology wait.
 	pollInterval = 50 * time.Millisecond
 )
@@ -510,26 +513,53 @@ func commandCalls(info, cmd string) (int64, error) {
 }
 
 // Failover runs CLUSTER FAILOVER (coordinated, no data loss) on replica
-// and waits until it is a primary and the cluster is healthy.
+// and waits until it is a primary and the cluster is healthy. A manual
+// failover needs the replica's link to its primary up, and Redis abandons
+// it when it does not complete within its own timeout (5 s): so Failover
+// first waits for the link, and asks again each failoverRetry until the
+// replica is a primary, all within the topology timeout.
 func (c *Cluster) Failover(replica *Server) {
 	c.t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), topologyTimeout)
 	defer cancel()
-	if err := replica.Client().Do(ctx, "cluster", "failover").Err(); err != nil {
-		c.t.Fatalf("redistest: node %s: CLUSTER FAILOVER: %v", replica.Addr(), err)
-	}
 	err := poll(ctx, func() error {
-		role, err := nodeRole(ctx, replica)
+		info, err := replica.Client().Info(ctx, "replication").Result()
 		if err != nil {
-			return err
+			return fmt.Errorf("INFO replication: %w", err)
 		}
-		if role != "master" {
-			return fmt.Errorf("node %s is still a %s", replica.Addr(), role)
+		if !strings.Contains(info, "master_link_status:up\r\n") {
+			return fmt.Errorf("node %s: link to its primary is not up", replica.Addr())
 		}
-		return c.healthy(ctx)
+		return nil
 	})
 	if err != nil {
 		c.t.Fatalf("redistest: failover to %s: %v", replica.Addr(), err)
+	}
+	for attempt := 1; ; attempt++ {
+		if err := replica.Client().Do(ctx, "cluster", "failover").Err(); err != nil {
+			c.t.Fatalf("redistest: node %s: CLUSTER FAILOVER (attempt %d): %v", replica.Addr(), attempt, err)
+		}
+		try, cancelTry := context.WithTimeout(ctx, failoverRetry)
+		err = poll(try, func() error {
+			role, err := nodeRole(try, replica)
+			if err != nil {
+				return err
+			}
+			if role != "master" {
+				return fmt.Errorf("node %s is still a %s", replica.Addr(), role)
+			}
+			return nil
+		})
+		cancelTry()
+		if err == nil {
+			break
+		}
+		if ctx.Err() != nil {
+			c.t.Fatalf("redistest: failover to %s after %d attempts: %v", replica.Addr(), attempt, err)
+		}
+	}
+	if err := c.waitHealthy(ctx); err != nil {
+		c.t.Fatalf("redistest: cluster not healthy after the failover to %s: %v", replica.Addr(), err)
 	}
 }
 
