@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/tech-log/tech-log-backend/adapter-outbound-cache-redis/redisinfo"
 )
 
 // Environment variables read by [Start].
@@ -203,11 +205,11 @@ func Start(t testing.TB, opts ...Option) *Server {
 
 	ctx, cancel := context.WithTimeout(context.Background(), startTimeout)
 	defer cancel()
-	info, err := s.client.InfoMap(ctx, "server").Result()
+	info, err := s.client.Info(ctx, "server").Result()
 	if err != nil {
 		t.Fatalf("redistest: INFO server on %s: %v%s", l.addr(), err, s.tail())
 	}
-	s.version = info["Server"]["redis_version"]
+	s.version, _ = redisinfo.Field(info, "redis_version")
 	if s.version == "" {
 		t.Fatalf("redistest: INFO server on %s: no redis_version field%s", l.addr(), s.tail())
 	}
