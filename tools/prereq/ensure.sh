@@ -20,6 +20,7 @@ package_of() {
 	redis-cli | redis-benchmark) echo redis-tools ;;
 	redis-sentinel) echo redis-sentinel ;;
 	promtool) echo prometheus ;;
+	ip) echo iproute2 ;;
 	*) echo "$1" ;;
 	esac
 }
