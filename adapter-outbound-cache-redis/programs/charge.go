@@ -19,32 +19,9 @@ func Charge(p ratelimit.Policy, st State, serverNowMillis, units int64) (Reply, 
 }
 
 func charge(p ratelimit.Policy, st State, now, units int64, c *calc) (Reply, State) {
-	future := now < 0 || now > ratelimit.MaxServerMillis
-	if future {
-		now = 0
-	}
-	if p.IsZero() || units < 1 || units > p.Limit() {
-		return fail(StatusInvalid, now), st
-	}
-	if future {
-		return Reply{Status: StatusClockUnsafe}, st
-	}
-	n := numbersOf(p)
-	var f map[string]int64
-	if len(st) > 0 {
-		var ok bool
-		if f, ok = st.fields(n.alg); !ok || !n.validState(f, p.Revision(), c) {
-			return fail(StatusStateIncompatible, now), st
-		}
-	}
-	eff := now
-	if f != nil && now < f[FieldLastObserved] {
-		last := f[FieldLastObserved]
-		if c.sub(last, now) > n.reg {
-			return Reply{Status: StatusClockUnsafe, ServerNowMillis: now, EffectiveNowMillis: last,
-				RetryAfterMillis: c.sub(c.sub(last, now), n.reg)}, st
-		}
-		eff = last
+	n, f, eff, refusal, refused := admit(p, st, now, units, c)
+	if refused {
+		return refusal, st
 	}
 	rev := p.Revision()
 	var r Reply

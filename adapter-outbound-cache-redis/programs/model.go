@@ -69,33 +69,45 @@ func (c *calc) ceil(a, b int64) int64 {
 
 func fail(s Status, now int64) Reply { return Reply{Status: s, ServerNowMillis: now} }
 
-func evaluate(p ratelimit.Policy, st State, now, cost int64, c *calc) (Reply, State) {
+// admit is the part every program shares before it touches state: the
+// server clock within 0..MaxServerMillis, units in 1..limit, stored state
+// of this policy's algorithm and revision, and a clock regression within
+// the tolerance (the effective time is then the last observed one). When
+// refused is true, refusal is the reply and the state stays as it was.
+func admit(p ratelimit.Policy, st State, now, units int64, c *calc) (n numbers, f map[string]int64, eff int64, refusal Reply, refused bool) {
 	future := now < 0 || now > ratelimit.MaxServerMillis
 	if future {
 		now = 0
 	}
-	if p.IsZero() || cost < 1 || cost > p.Limit() {
-		return fail(StatusInvalid, now), st
+	if p.IsZero() || units < 1 || units > p.Limit() {
+		return n, nil, 0, fail(StatusInvalid, now), true
 	}
 	if future {
-		return Reply{Status: StatusClockUnsafe}, st
+		return n, nil, 0, Reply{Status: StatusClockUnsafe}, true
 	}
-	n := numbersOf(p)
-	var f map[string]int64
+	n = numbersOf(p)
 	if len(st) > 0 {
 		var ok bool
 		if f, ok = st.fields(n.alg); !ok || !n.validState(f, p.Revision(), c) {
-			return fail(StatusStateIncompatible, now), st
+			return n, nil, 0, fail(StatusStateIncompatible, now), true
 		}
 	}
-	eff := now
+	eff = now
 	if f != nil && now < f[FieldLastObserved] {
 		last := f[FieldLastObserved]
 		if c.sub(last, now) > n.reg {
-			return Reply{Status: StatusClockUnsafe, ServerNowMillis: now, EffectiveNowMillis: last,
-				RetryAfterMillis: c.sub(c.sub(last, now), n.reg)}, st
+			return n, nil, 0, Reply{Status: StatusClockUnsafe, ServerNowMillis: now, EffectiveNowMillis: last,
+				RetryAfterMillis: c.sub(c.sub(last, now), n.reg)}, true
 		}
 		eff = last
+	}
+	return n, f, eff, Reply{}, false
+}
+
+func evaluate(p ratelimit.Policy, st State, now, cost int64, c *calc) (Reply, State) {
+	n, f, eff, refusal, refused := admit(p, st, now, cost, c)
+	if refused {
+		return refusal, st
 	}
 	var r Reply
 	var next State
