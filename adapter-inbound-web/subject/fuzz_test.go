@@ -2,6 +2,7 @@ package subject
 
 import (
 	"errors"
+	"regexp"
 	"strings"
 	"testing"
 )
@@ -10,6 +11,9 @@ import (
 // each written in the file as 64 hex digits on its own line, or an error
 // wrapping ErrInvalidConfig that echoes no line of the file (a line may be
 // a raw key pasted by mistake). It never panics.
+// keysErrRe is every shape a ParseAPIKeyDigests error may take.
+var keysErrRe = regexp.MustCompile(`^invalid subject config: (larger than \d+ bytes|line \d+: want a SHA-256 digest of 64 hex digits(, got \d+ characters|: not hex)|line \d+: more than \d+ digests|line \d+ is too long|no digest \(every request would get 401\))$`)
+
 func FuzzParseAPIKeyDigests(f *testing.F) {
 	for _, s := range []string{
 		DigestAPIKey("a").String() + "\n",
@@ -21,9 +25,6 @@ func FuzzParseAPIKeyDigests(f *testing.F) {
 	} {
 		f.Add([]byte(s))
 	}
-	// The fixed phrases of the errors, which an input line may happen to
-	// repeat without being echoed.
-	const phrases = "invalid subject config: line : want a SHA-256 digest of 64 hex digits, got characters: not hex more than digests no digest (every request would get 401) is too long larger than bytes"
 	f.Fuzz(func(t *testing.T, data []byte) {
 		got, err := ParseAPIKeyDigests(strings.NewReader(string(data)))
 		text := strings.ToLower(string(data))
@@ -34,11 +35,10 @@ func FuzzParseAPIKeyDigests(f *testing.F) {
 			if got != nil {
 				t.Fatalf("an error with %d digests", len(got))
 			}
-			for _, line := range strings.Split(string(data), "\n") {
-				line = strings.TrimSpace(line)
-				if len(line) >= 24 && !strings.Contains(phrases, line) && strings.Contains(err.Error(), line) {
-					t.Fatalf("the error echoes the line %q: %v", line, err)
-				}
+			// The error has a fixed shape (line numbers and counts only),
+			// so it cannot echo a line of the file.
+			if !keysErrRe.MatchString(err.Error()) {
+				t.Fatalf("the error is not one of the fixed shapes: %v", err)
 			}
 			return
 		}
