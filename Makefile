@@ -71,7 +71,8 @@ lint: ## gofmt, go vet (workspace and GOWORK=off per module), golangci-lint (.go
 
 # golangci-lint, pinned and built from the module proxy with go install (no
 # prebuilt download); the binary is kept in LINT_CACHE. One run per module
-# with the repository's .golangci.yml.
+# with the repository's .golangci.yml; a run waits for another one on the
+# machine (--allow-serial-runners) instead of failing.
 LINT_VERSION ?= v2.15.0
 LINT_CACHE ?= $(HOME)/.cache/tlb-lint
 
@@ -81,7 +82,7 @@ golangci: ## golangci-lint $(LINT_VERSION) on every module (govet, staticcheck, 
 		[ -x "$$bin/golangci-lint" ] || (cd / && GOBIN="$$bin" GOFLAGS=-mod=mod go install github.com/golangci/golangci-lint/v2/cmd/golangci-lint@$(LINT_VERSION)); \
 		for m in $(MODULES); do \
 			echo "== golangci-lint $${m#$(CURDIR)/}"; \
-			(cd $$m && "$$bin/golangci-lint" run --config $(CURDIR)/.golangci.yml ./...) || exit 1; \
+			(cd $$m && "$$bin/golangci-lint" run --allow-serial-runners --config $(CURDIR)/.golangci.yml ./...) || exit 1; \
 		done
 
 # govulncheck, offline. The golang.org/x/vulndb module (served by the module

@@ -104,16 +104,15 @@ func StartCluster(t testing.TB, opts ...ClusterOption) *Cluster {
 	requireProcessLane(t, "a cluster")
 
 	n := cfg.primaries * (1 + cfg.replicas)
-	busPorts, err := freePorts(n)
-	if err != nil {
-		t.Fatal(err)
-	}
 	c := &Cluster{t: t, primaries: cfg.primaries}
-	for i := range n {
+	for range n {
+		// The bus port is chosen with the client port on each start
+		// attempt (withClusterBus): chosen up front, it could be handed
+		// to another node as its client port before this node binds it.
 		nodeOpts := append([]Option{
+			withClusterBus(),
 			WithConfig("cluster-enabled", "yes"),
-			WithConfig("cluster-config-file", "nodes.conf"),
-			WithConfig("cluster-port", strconv.Itoa(busPorts[i])),
+			WithConfig("cluster-config-file", clusterConfigFile),
 			WithConfig("cluster-node-timeout", strconv.FormatInt(cfg.nodeTimeout.Milliseconds(), 10)),
 			WithConfig("cluster-replica-validity-factor", "0"),
 			WithConfig("cluster-allow-replica-migration", "no"),
@@ -124,7 +123,7 @@ func StartCluster(t testing.TB, opts ...ClusterOption) *Cluster {
 
 	ctx, cancel := context.WithTimeout(context.Background(), topologyTimeout)
 	defer cancel()
-	if err := c.create(ctx, busPorts, cfg.replicas); err != nil {
+	if err := c.create(ctx, cfg.replicas); err != nil {
 		t.Fatalf("redistest: create cluster: %v", err)
 	}
 	if err := c.waitHealthy(ctx); err != nil {
@@ -148,25 +147,25 @@ func requireProcessLane(t testing.TB, what string) {
 	}
 }
 
-// freePorts returns n distinct free loopback ports, all held open until
-// every one is chosen.
-func freePorts(n int) ([]int, error) {
-	ports := make([]int, 0, n)
-	for range n {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			return nil, fmt.Errorf("redistest: pick a free port: %w", err)
-		}
-		defer ln.Close()
-		ports = append(ports, ln.Addr().(*net.TCPAddr).Port)
-	}
-	return ports, nil
-}
+// clusterConfigFile is the cluster state file of each node, in its own
+// directory.
+const clusterConfigFile = "nodes.conf"
+
+// withClusterBus has the process lane choose the node's cluster bus port.
+func withClusterBus() Option { return func(c *config) { c.clusterBus = true } }
 
 // create joins the nodes: distinct config epochs, MEET, even slot ranges
 // on the primaries, then REPLICATE.
-func (c *Cluster) create(ctx context.Context, busPorts []int, replicas int) error {
+func (c *Cluster) create(ctx context.Context, replicas int) error {
+	busPorts := make([]string, len(c.nodes))
 	for i, s := range c.nodes {
+		bus, err := s.Client().ConfigGet(ctx, "cluster-port").Result()
+		if err != nil {
+			return fmt.Errorf("node %s: CONFIG GET cluster-port: %w", s.Addr(), err)
+		}
+		if busPorts[i] = bus["cluster-port"]; busPorts[i] == "" {
+			return fmt.Errorf("node %s: CONFIG GET cluster-port: no value", s.Addr())
+		}
 		id, err := s.Client().Do(ctx, "cluster", "myid").Text()
 		if err != nil {
 			return fmt.Errorf("node %s: CLUSTER MYID: %w", s.Addr(), err)

@@ -5,7 +5,9 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"io/fs"
 	"net"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
@@ -47,16 +49,29 @@ func startProcess(t testing.TB, cfg *config) (l lane, missing string, err error)
 	dir := t.TempDir()
 	p := &processLane{
 		bin:     bin,
-		args:    processArgs(dir, cfg),
 		logPath: filepath.Join(dir, "redis.log"),
 		tls:     cfg.probeTLS(),
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), startTimeout)
 	defer cancel()
 	for attempt := 1; ; attempt++ {
-		p.port, err = freePort()
+		// Every port is chosen again on every attempt: a port another
+		// process took between our choice and the bind stays taken.
+		p.port, err = pickPort()
 		if err != nil {
 			return nil, "", err
+		}
+		p.args = processArgs(dir, cfg)
+		if cfg.clusterBus {
+			bus, err := pickPortOtherThan(p.port)
+			if err != nil {
+				return nil, "", err
+			}
+			p.args = append(p.args, "--cluster-port", strconv.Itoa(bus))
+			// A failed attempt may have written nodes.conf with its ports.
+			if err := os.Remove(filepath.Join(dir, clusterConfigFile)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+				return nil, "", fmt.Errorf("redistest: remove the failed attempt's %s: %w", clusterConfigFile, err)
+			}
 		}
 		err = p.start(ctx)
 		if err == nil {
@@ -79,6 +94,23 @@ func processArgs(dir string, cfg *config) []string {
 		args = append(args, "--"+d.name, d.value)
 	}
 	return args
+}
+
+// pickPort chooses a port for a server to bind; tests replace it to force a
+// collision.
+var pickPort = freePort
+
+// pickPortOtherThan is pickPort, never returning taken (the kernel may hand
+// out a port again once its probe listener is closed). It gives up after
+// bindAttempts picks.
+func pickPortOtherThan(taken int) (int, error) {
+	for range bindAttempts {
+		port, err := pickPort()
+		if err != nil || port != taken {
+			return port, err
+		}
+	}
+	return 0, fmt.Errorf("redistest: no free port other than %d in %d picks", taken, bindAttempts)
 }
 
 // freePort asks the kernel for a free loopback port (redisserver.FreePort).

@@ -82,6 +82,9 @@ type directive struct{ name, value string }
 type config struct {
 	directives []directive
 	tls        *tlsSetup // WithTLS; nil for plaintext
+	// clusterBus makes the process lane choose a free cluster bus port
+	// (--cluster-port) with the client port on every start attempt.
+	clusterBus bool
 }
 
 // WithConfig sets a redis.conf directive on the server, for example

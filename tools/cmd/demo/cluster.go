@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"net"
 	"os"
 	"path/filepath"
@@ -44,18 +45,11 @@ func startCluster(ctx context.Context, dir string) (c *redisCluster, err error) 
 	ctx, cancel := context.WithTimeout(ctx, clusterReadyWait)
 	defer cancel()
 	for i := range clusterPrimaries {
-		bus, err := redisserver.FreePort()
-		if err != nil {
-			return c, err
-		}
 		nodeDir := filepath.Join(dir, "node-"+strconv.Itoa(i))
 		if err := os.MkdirAll(nodeDir, 0o700); err != nil {
 			return c, err
 		}
-		p, err := redisserver.Launch(ctx, redisserver.Config{Dir: nodeDir, Args: []string{
-			"--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf",
-			"--cluster-port", strconv.Itoa(bus), "--cluster-node-timeout", "2000",
-		}})
+		p, bus, err := launchNode(ctx, nodeDir)
 		if errors.Is(err, redisserver.ErrNotFound) {
 			return c, errors.New("redis-server is not on PATH; install it (Debian/Ubuntu: apt-get install redis-server) and run again")
 		}
@@ -144,4 +138,27 @@ func clusterEnv(env []string, addrs []string) []string {
 		}
 	}
 	return append(out, "APP_RATE_LIMIT_REDIS_MODE=cluster", "APP_RATE_LIMIT_REDIS_ADDRS="+strings.Join(addrs, ","))
+}
+
+// launchNode starts one cluster-enabled redis-server in nodeDir and returns
+// it with its cluster bus port. A bus port taken between choosing it and the
+// bind (Launch retries only the client port) is chosen again, with the
+// failed attempt's nodes.conf removed, up to redisserver.BindAttempts times.
+func launchNode(ctx context.Context, nodeDir string) (*redisserver.Process, int, error) {
+	for attempt := 1; ; attempt++ {
+		bus, err := redisserver.FreePort()
+		if err != nil {
+			return nil, 0, err
+		}
+		if err := os.Remove(filepath.Join(nodeDir, "nodes.conf")); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return nil, 0, err
+		}
+		p, err := redisserver.Launch(ctx, redisserver.Config{Dir: nodeDir, Args: []string{
+			"--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf",
+			"--cluster-port", strconv.Itoa(bus), "--cluster-node-timeout", "2000",
+		}})
+		if err == nil || !errors.Is(err, redisserver.ErrAddrInUse) || attempt == redisserver.BindAttempts {
+			return p, bus, err
+		}
+	}
 }
