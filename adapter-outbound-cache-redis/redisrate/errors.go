@@ -36,6 +36,9 @@ var (
 	errInFlightFull = errors.New("in-flight bound reached")
 	// errNilContext: Evaluate was called with a nil context.
 	errNilContext = errors.New("nil context")
+	// errDedupUnavailable: New was given a policy with a dedup window
+	// before the dedup programs exist.
+	errDedupUnavailable = errors.New("evaluation dedup is not available in this provider yet")
 	// errPanic: Evaluate recovered from a panic.
 	errPanic = errors.New("panic while evaluating")
 	// errClockUnsafe, errStateIncompatible and errInvalidArguments are the

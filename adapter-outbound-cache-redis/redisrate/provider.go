@@ -231,6 +231,13 @@ func newProvider(client coordinationClient, keys *keyspace.Builder, policies []r
 			bad("policies[%d]: duplicate policy id %q", i, pol.ID())
 			continue
 		}
+		if pol.DedupWindow() != 0 {
+			// The dedup programs (rate-<alg>-dedup-v1) are not built yet;
+			// a dedup policy must not be served by programs that ignore
+			// the evaluation ID.
+			bad("policies[%d] %q: dedup window %v: %v", i, pol.ID(), pol.DedupWindow(), errDedupUnavailable)
+			continue
+		}
 		prog, ok := programs.ForAlgorithm(pol.Algorithm())
 		if !ok {
 			bad("policies[%d] %q: no program for algorithm %v", i, pol.ID(), pol.Algorithm())

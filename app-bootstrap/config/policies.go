@@ -105,6 +105,7 @@ type policyJSON struct {
 	MaxClockRegression *duration `json:"maxClockRegression"`
 	FailurePolicy      *string   `json:"failurePolicy"`
 	FallbackInstances  *int64    `json:"fallbackInstances"`
+	DedupWindow        *duration `json:"dedupWindow"`
 	Routes             []string  `json:"routes"`
 }
 
@@ -277,6 +278,14 @@ func (p policyJSON) spec() (ratelimit.PolicySpec, []error) {
 		// names a missing or a stray one.
 		if p.FallbackInstances != nil {
 			spec.FallbackInstances = *p.FallbackInstances
+		}
+	}
+	if p.DedupWindow != nil {
+		// Optional: absent means no dedup; "0s" is refused, so that a
+		// window is either meant or absent.
+		spec.DedupWindow = parseDuration("dedupWindow", p.DedupWindow, &problems)
+		if spec.DedupWindow == 0 {
+			problems = append(problems, fmt.Errorf("dedupWindow: %q must be positive (omit the field for no dedup)", *p.DedupWindow))
 		}
 	}
 	if p.Algorithm == nil {

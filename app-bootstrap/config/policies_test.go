@@ -263,3 +263,33 @@ func TestParsePoliciesLocalFallback(t *testing.T) {
 		})
 	}
 }
+
+func TestParsePoliciesDedupWindow(t *testing.T) {
+	const head = `{"policies":[{"id":"api","revision":1,"algorithm":"fixed_window","limit":10,"window":"1m","maxCost":1,"cleanupGrace":"1m","maxClockRegression":"2s","failurePolicy":"fail-closed"`
+	set, err := ParsePolicies(strings.NewReader(head + `,"dedupWindow":"10m"}]}`))
+	require.NoError(t, err)
+	api, _ := set.Policy("api")
+	assert.Equal(t, 10*time.Minute, api.DedupWindow())
+
+	set, err = ParsePolicies(strings.NewReader(head + `}]}`))
+	require.NoError(t, err)
+	api, _ = set.Policy("api")
+	assert.Zero(t, api.DedupWindow(), "a policy without the field has no dedup")
+
+	for _, tt := range []struct{ name, extra, want string }{
+		{"zero", `"dedupWindow":"0s"`, "dedupWindow"},
+		{"negative", `"dedupWindow":"-1m"`, "DedupWindow"},
+		{"not a duration", `"dedupWindow":"10 minutes"`, "dedupWindow"},
+		{"sub-millisecond", `"dedupWindow":"1.5ms"`, "dedupWindow"},
+		{"above the maximum", `"dedupWindow":"25h"`, "DedupWindow"},
+		{"a number", `"dedupWindow":600`, "dedupWindow"},
+		{"wrong case", `"DedupWindow":"10m"`, "DedupWindow"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := ParsePolicies(strings.NewReader(head + `,` + tt.extra + `}]}`))
+			require.Error(t, err)
+			assert.ErrorIs(t, err, ErrPolicyFile)
+			assert.Contains(t, err.Error(), tt.want)
+		})
+	}
+}

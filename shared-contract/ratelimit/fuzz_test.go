@@ -14,6 +14,7 @@ import (
 
 var (
 	digestRe    = regexp.MustCompile(`^[A-Za-z0-9_-]{16,128}$`)
+	evalIDRe    = regexp.MustCompile(`^[A-Za-z0-9._-]{1,64}$`)
 	digestErrRe = regexp.MustCompile(`^request SubjectDigest: invalid subject digest: (length \d+ outside \d+\.\.\d+|byte \d+ is not in \[A-Za-z0-9_-\])$`)
 )
 
@@ -36,14 +37,14 @@ func FuzzRequestValidate(f *testing.F) {
 	f.Fuzz(func(t *testing.T, id, digest string, cost int64, evalID string, deadlineOffset int64) {
 		r := ratelimit.Request{
 			PolicyID: ratelimit.PolicyID(id), SubjectDigest: ratelimit.SubjectDigest(digest),
-			Cost: cost, EvaluationID: evalID,
+			Cost: cost, EvaluationID: ratelimit.EvaluationID(evalID),
 		}
 		if deadlineOffset != math.MinInt64 { // MinInt64 stands for "no deadline"
 			r.Deadline = t0.Add(time.Duration(deadlineOffset))
 		}
 		err := r.Validate()
 		valid := policyIDRe.MatchString(id) && digestRe.MatchString(digest) &&
-			cost >= 1 && cost <= ratelimit.MaxExactInt && evalID == "" && !r.Deadline.IsZero()
+			cost >= 1 && cost <= ratelimit.MaxExactInt && (evalID == "" || evalIDRe.MatchString(evalID)) && !r.Deadline.IsZero()
 		if valid {
 			require.NoError(t, err)
 			// Valid implies every field is within its bound.
@@ -73,6 +74,19 @@ func FuzzRequestValidate(f *testing.F) {
 		}
 		require.Equal(t, want, got)
 		require.Equal(t, strings.Join(all, "\n"), err.Error(), "every part of the error is a RequestError")
+		// No evaluation-ID leak, by the same structure: the error is the same
+		// for another ID of the same length and validity class.
+		if len(evalID) > 0 {
+			same := []byte(evalID)
+			for i := range same {
+				if evalIDRe.MatchString(string(same[i])) {
+					same[i] = 'A'
+				}
+			}
+			other := r
+			other.EvaluationID = ratelimit.EvaluationID(same)
+			require.Equal(t, errorsWithoutDigest(other.Validate()), errorsWithoutDigest(err))
+		}
 	})
 }
 
@@ -123,10 +137,14 @@ func FuzzNewPolicy(f *testing.F) {
 		spec := ratelimit.PolicySpec{
 			ID: "fuzz", Revision: revision, Algorithm: ratelimit.Algorithm(alg % 5), MaxCost: maxCost,
 			CleanupGrace: time.Duration(grace), MaxClockRegression: time.Duration(regression),
-			FailurePolicy: ratelimit.FailClosed, Dedup: dedup,
+			FailurePolicy: ratelimit.FailClosed,
 		}
 		if failOpen {
 			spec.FailurePolicy = ratelimit.FailOpen
+		}
+		if dedup {
+			// Any duration: the oracle accepts 1ms..MaxDedupWindow, whole ms.
+			spec.DedupWindow = time.Duration(regression) + time.Duration(revision%3)*ms
 		}
 		switch alg % 4 {
 		case 1:
@@ -154,4 +172,16 @@ func FuzzNewPolicy(f *testing.F) {
 		requireWorstCaseFits(t, p)
 		require.LessOrEqual(t, p.MaxCost(), p.Limit())
 	})
+}
+
+// errorsWithoutDigest lists the texts of err's RequestErrors other than the
+// SubjectDigest one (which fuzzers vary separately).
+func errorsWithoutDigest(err error) []string {
+	var out []string
+	for _, e := range requestErrors(err) {
+		if e.Field != "SubjectDigest" {
+			out = append(out, e.Error())
+		}
+	}
+	return out
 }

@@ -47,6 +47,50 @@ const (
 	MaxSubjectDigestLen = 128
 )
 
+// EvaluationID names one evaluation for deduplication (Request.EvaluationID):
+// 1 to MaxEvaluationIDLen characters of [A-Za-z0-9._-]. The HTTP edge derives
+// it from the Idempotency-Key header as an HMAC keyed by the subject, so it
+// is as private as a subject digest: every fmt verb, GoString and slog print
+// only its length.
+type EvaluationID string
+
+// MaxEvaluationIDLen is the longest accepted EvaluationID: it is stored,
+// once per admitted evaluation, in the subject's dedup record.
+const MaxEvaluationIDLen = 64
+
+// String returns "[evaluation id, N bytes]", never the ID.
+func (e EvaluationID) String() string {
+	return "[evaluation id, " + strconv.Itoa(len(e)) + " bytes]"
+}
+
+// GoString implements fmt.GoStringer without the ID.
+func (e EvaluationID) GoString() string { return e.String() }
+
+// Format implements fmt.Formatter so that no verb prints the ID.
+func (e EvaluationID) Format(f fmt.State, _ rune) { _, _ = f.Write([]byte(e.String())) }
+
+// LogValue implements slog.LogValuer without the ID.
+func (e EvaluationID) LogValue() slog.Value { return slog.StringValue(e.String()) }
+
+// ErrInvalidEvaluationID is wrapped by EvaluationID.Validate's errors.
+var ErrInvalidEvaluationID = errors.New("invalid evaluation id")
+
+// Validate reports whether e has the EvaluationID syntax; the empty ID (no
+// dedup requested) is invalid here, Request.Validate skips it. The error
+// names the length or the position at fault, never the ID.
+func (e EvaluationID) Validate() error {
+	n := len(e)
+	if n < 1 || n > MaxEvaluationIDLen {
+		return fmt.Errorf("%w: length %d outside 1..%d", ErrInvalidEvaluationID, n, MaxEvaluationIDLen)
+	}
+	for i := 0; i < n; i++ {
+		if c := e[i]; !isBase64URL(c) && c != '.' {
+			return fmt.Errorf("%w: byte %d is not in [A-Za-z0-9._-]", ErrInvalidEvaluationID, i)
+		}
+	}
+	return nil
+}
+
 // ErrInvalidPolicyID and ErrInvalidSubjectDigest are wrapped by the errors
 // Validate returns for malformed identifiers.
 var (

@@ -205,7 +205,10 @@ func oracleAccepts(s ratelimit.PolicySpec) bool {
 	if !policyIDRe.MatchString(string(s.ID)) || s.Revision < 1 || s.Revision > ratelimit.MaxExactInt {
 		return false
 	}
-	if s.FailurePolicy != ratelimit.FailClosed || s.Dedup || s.MaxCost < 1 {
+	if s.FailurePolicy != ratelimit.FailClosed || s.MaxCost < 1 {
+		return false
+	}
+	if s.DedupWindow != 0 && (s.DedupWindow%time.Millisecond != 0 || s.DedupWindow < time.Millisecond || s.DedupWindow > 24*time.Hour) {
 		return false
 	}
 	g, ok := wholeMillis(s.CleanupGrace, 1)

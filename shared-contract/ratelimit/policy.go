@@ -65,6 +65,7 @@ var (
 	ErrArithmeticRange   = errors.New("value or intermediate result exceeds the exact integer range")
 	ErrMaxCostAboveLimit = errors.New("max cost exceeds the limit or capacity")
 	ErrUnsupported       = errors.New("not supported in v1")
+	ErrDedupWindow       = errors.New("dedup window above the maximum")
 )
 
 // PolicyError names the PolicySpec field at fault and why.
@@ -108,9 +109,16 @@ type PolicySpec struct {
 	// limit, 1..MaxFallbackInstances, with LocalFallback; it must be 0
 	// otherwise.
 	FallbackInstances int64
-	// Dedup must be false: evaluation deduplication is not supported in v1.
-	Dedup bool
+	// DedupWindow, when not 0, enables evaluation dedup: a Request may carry
+	// an EvaluationID, and a repeat of an admitted ID within DedupWindow
+	// answers the recorded decision and consumes nothing. Whole
+	// milliseconds, 0 (off) or 1ms..MaxDedupWindow.
+	DedupWindow time.Duration
 }
+
+// MaxDedupWindow bounds PolicySpec.DedupWindow: how long a subject's dedup
+// records are kept (docs/degraded-mode.md has the memory per subject).
+const MaxDedupWindow = 24 * time.Hour
 
 // Policy is an immutable, validated rate-limit policy. Build it with
 // NewPolicy; the zero value is invalid (IsZero) and no provider accepts it.
@@ -125,6 +133,7 @@ type Policy struct {
 	maxClockRegression int64
 	failurePolicy      FailurePolicy
 	fallbackInstances  int64
+	dedupWindowMs      int64
 }
 
 // NewPolicy validates spec and freezes it. It returns every violation joined
@@ -156,8 +165,12 @@ func NewPolicy(spec PolicySpec) (Policy, error) {
 	default:
 		v.fail("FailurePolicy", ErrUnsupported, "%v is not fail-closed or local-fallback", spec.FailurePolicy)
 	}
-	if spec.Dedup {
-		v.fail("Dedup", ErrUnsupported, "evaluation deduplication is not supported in v1")
+	var dedup int64
+	if spec.DedupWindow != 0 {
+		dedup = v.millis("DedupWindow", spec.DedupWindow, false)
+		if spec.DedupWindow > MaxDedupWindow {
+			v.fail("DedupWindow", ErrDedupWindow, "%v > %v", spec.DedupWindow, MaxDedupWindow)
+		}
 	}
 	v.positive("MaxCost", spec.MaxCost)
 	if !spec.Algorithm.Valid() {
@@ -202,6 +215,7 @@ func NewPolicy(spec PolicySpec) (Policy, error) {
 		maxClockRegression: regression,
 		failurePolicy:      spec.FailurePolicy,
 		fallbackInstances:  spec.FallbackInstances,
+		dedupWindowMs:      dedup,
 	}, nil
 }
 
@@ -356,6 +370,12 @@ func (p Policy) FailurePolicy() FailurePolicy {
 // FallbackInstances is the number of instances sharing the limit of a
 // LocalFallback policy, and 0 for any other.
 func (p Policy) FallbackInstances() int64 { return p.fallbackInstances }
+
+// DedupWindow is how long an admitted evaluation's ID is remembered; 0 when
+// the policy has no dedup (an EvaluationID is then refused).
+func (p Policy) DedupWindow() time.Duration {
+	return time.Duration(p.dedupWindowMs) * time.Millisecond
+}
 
 // FallbackShare is one instance's share of the limit (or capacity) while it
 // decides locally: Limit / FallbackInstances rounded down, at least 1; 0

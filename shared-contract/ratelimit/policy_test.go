@@ -161,7 +161,9 @@ func TestNewPolicyRejects(t *testing.T) {
 		{"fail-open", with(fw, func(s *ratelimit.PolicySpec) { s.FailurePolicy = ratelimit.FailOpen }), []violation{{"FailurePolicy", ratelimit.ErrUnsupported}}},
 		{"zero failure policy", with(fw, func(s *ratelimit.PolicySpec) { s.FailurePolicy = 0 }), []violation{{"FailurePolicy", ratelimit.ErrUnsupported}}},
 		{"unknown failure policy", with(fw, func(s *ratelimit.PolicySpec) { s.FailurePolicy = 7 }), []violation{{"FailurePolicy", ratelimit.ErrUnsupported}}},
-		{"dedup", with(fw, func(s *ratelimit.PolicySpec) { s.Dedup = true }), []violation{{"Dedup", ratelimit.ErrUnsupported}}},
+		{"dedup window negative", with(fw, func(s *ratelimit.PolicySpec) { s.DedupWindow = -time.Second }), []violation{{"DedupWindow", ratelimit.ErrNonPositive}}},
+		{"dedup window sub-millisecond", with(fw, func(s *ratelimit.PolicySpec) { s.DedupWindow = time.Second + 1 }), []violation{{"DedupWindow", ratelimit.ErrNotWholeMillis}}},
+		{"dedup window above max", with(fw, func(s *ratelimit.PolicySpec) { s.DedupWindow = ratelimit.MaxDedupWindow + ms }), []violation{{"DedupWindow", ratelimit.ErrDedupWindow}}},
 
 		// arithmetic bounds, each just outside (docs/arithmetic.md)
 		{"F1 fixed limit MaxExactInt/2+1", fixedSpec(fwLimitMax+1, time.Second, 1), []violation{{"Params.Limit", ratelimit.ErrArithmeticRange}}},
@@ -201,13 +203,13 @@ func TestNewPolicyRejects(t *testing.T) {
 
 // TestNewPolicyJoinsEveryViolation: the zero spec reports every field.
 func TestNewPolicyJoinsEveryViolation(t *testing.T) {
-	_, err := ratelimit.NewPolicy(ratelimit.PolicySpec{Dedup: true, FailurePolicy: ratelimit.FailOpen})
+	_, err := ratelimit.NewPolicy(ratelimit.PolicySpec{DedupWindow: -1, FailurePolicy: ratelimit.FailOpen})
 	require.Error(t, err)
 	var fields []string
 	for _, v := range policyErrors(t, err) {
 		fields = append(fields, v.field)
 	}
-	assert.ElementsMatch(t, []string{"ID", "Revision", "CleanupGrace", "FailurePolicy", "Dedup", "MaxCost", "Algorithm", "Params"}, fields)
+	assert.ElementsMatch(t, []string{"ID", "Revision", "CleanupGrace", "FailurePolicy", "DedupWindow", "MaxCost", "Algorithm", "Params"}, fields)
 }
 
 // TestNewPolicyAcceptsExtremes: the largest values just inside every bound
@@ -460,4 +462,17 @@ func TestNewPolicyTokenBucketReducedRate(t *testing.T) {
 	_, err := ratelimit.NewPolicy(bucketSpec(1<<52, 1<<40+1, 2*ms, 1))
 	require.ErrorIs(t, err, ratelimit.ErrArithmeticRange)
 	assert.Contains(t, err.Error(), "Params.Capacity")
+}
+
+// TestNewPolicyDedupWindow: a dedup window is kept in whole milliseconds, 0
+// means off, and MaxDedupWindow itself is accepted.
+func TestNewPolicyDedupWindow(t *testing.T) {
+	for _, w := range []time.Duration{0, time.Millisecond, 10 * time.Minute, ratelimit.MaxDedupWindow} {
+		spec := fixedSpec(10, time.Second, 5)
+		spec.DedupWindow = w
+		p, err := ratelimit.NewPolicy(spec)
+		require.NoError(t, err, w)
+		assert.Equal(t, w, p.DedupWindow())
+		assert.True(t, oracleAccepts(spec))
+	}
 }

@@ -28,8 +28,15 @@ type Request struct {
 	SubjectDigest SubjectDigest
 	// Cost is the number of units to take, 1..policy.MaxCost().
 	Cost int64
-	// EvaluationID must be empty: deduplication is not supported in v1.
-	EvaluationID string
+	// EvaluationID, optional, names this evaluation so that a retry of it is
+	// charged once: 1..MaxEvaluationIDLen characters of [A-Za-z0-9._-]
+	// (EvaluationID.Validate). It is accepted only for a policy with a
+	// dedup window (Policy.DedupWindow); for any other policy a non-empty ID
+	// is refused (ErrDedupNotSupported), as in v1. Within the window, a
+	// repeat of an admitted ID answers the recorded decision and consumes
+	// nothing (docs/degraded-mode.md). Like the subject digest, it never
+	// appears in an error, a log line or a metric.
+	EvaluationID EvaluationID
 	// Deadline is required: the inbound adapter sets it (the earlier of its
 	// evaluation timeout and the context's deadline). A provider's precheck
 	// alone decides whether it, or an earlier context deadline, leaves
@@ -42,7 +49,7 @@ type Request struct {
 // Request validation errors, wrapped by the error Validate returns.
 var (
 	ErrInvalidRequest    = errors.New("invalid rate-limit request")
-	ErrDedupNotSupported = errors.New("evaluation id given but deduplication is not supported")
+	ErrDedupNotSupported = errors.New("evaluation id given but the policy has no dedup window")
 	ErrDeadlineMissing   = errors.New("deadline is required")
 	// ErrDeadlinePassed is not a validation error: a provider's precheck
 	// wraps it in the cause of Unavailable{deadline}.
@@ -69,7 +76,9 @@ func (r Request) Validate() error {
 		errs = append(errs, requestError("Cost", fmt.Errorf("%w: %d not in 1..%d", ErrCostOutOfRange, r.Cost, MaxExactInt)))
 	}
 	if r.EvaluationID != "" {
-		errs = append(errs, requestError("EvaluationID", ErrDedupNotSupported))
+		if err := r.EvaluationID.Validate(); err != nil {
+			errs = append(errs, requestError("EvaluationID", err))
+		}
 	}
 	if r.Deadline.IsZero() {
 		errs = append(errs, requestError("Deadline", ErrDeadlineMissing))
@@ -78,8 +87,9 @@ func (r Request) Validate() error {
 }
 
 // ValidateFor checks r against p: p must be a policy built by NewPolicy, it
-// must be the one r names and the cost must not exceed p.MaxCost(). Call it
-// after Validate. Errors wrap ErrInvalidRequest and a specific sentinel.
+// must be the one r names, the cost must not exceed p.MaxCost() and an
+// evaluation ID needs a dedup window (ErrDedupNotSupported). Call it after
+// Validate. Errors wrap ErrInvalidRequest and a specific sentinel.
 func (r Request) ValidateFor(p Policy) error {
 	if p.IsZero() {
 		return requestError("Policy", fmt.Errorf("%w: the zero Policy is not a policy", ErrPolicyMismatch))
@@ -90,6 +100,9 @@ func (r Request) ValidateFor(p Policy) error {
 	}
 	if r.Cost > p.MaxCost() {
 		errs = append(errs, requestError("Cost", fmt.Errorf("%w: %d > %d", ErrCostAboveMaxCost, r.Cost, p.MaxCost())))
+	}
+	if r.EvaluationID != "" && p.DedupWindow() == 0 {
+		errs = append(errs, requestError("EvaluationID", fmt.Errorf("%w: policy %q", ErrDedupNotSupported, p.ID())))
 	}
 	return errors.Join(errs...)
 }

@@ -85,8 +85,12 @@ func TestRequestValidate(t *testing.T) {
 		{"cost MaxExactInt+1", func(r *ratelimit.Request) { r.Cost = ratelimit.MaxExactInt + 1 }, "Cost", ratelimit.ErrCostOutOfRange},
 		{"cost MaxInt64", func(r *ratelimit.Request) { r.Cost = math.MaxInt64 }, "Cost", ratelimit.ErrCostOutOfRange},
 
-		{"evaluation id set", func(r *ratelimit.Request) { r.EvaluationID = "e-1" }, "EvaluationID", ratelimit.ErrDedupNotSupported},
-		{"evaluation id whitespace", func(r *ratelimit.Request) { r.EvaluationID = " " }, "EvaluationID", ratelimit.ErrDedupNotSupported},
+		{"evaluation id set", func(r *ratelimit.Request) { r.EvaluationID = "e-1" }, "", nil},
+		{"evaluation id 64", func(r *ratelimit.Request) { r.EvaluationID = ratelimit.EvaluationID(strings.Repeat("a.", 32)) }, "", nil},
+		{"evaluation id 65", func(r *ratelimit.Request) { r.EvaluationID = ratelimit.EvaluationID(strings.Repeat("a", 65)) }, "EvaluationID", ratelimit.ErrInvalidEvaluationID},
+		{"evaluation id whitespace", func(r *ratelimit.Request) { r.EvaluationID = " " }, "EvaluationID", ratelimit.ErrInvalidEvaluationID},
+		{"evaluation id colon", func(r *ratelimit.Request) { r.EvaluationID = "a:b" }, "EvaluationID", ratelimit.ErrInvalidEvaluationID},
+		{"evaluation id non-ascii", func(r *ratelimit.Request) { r.EvaluationID = "é" }, "EvaluationID", ratelimit.ErrInvalidEvaluationID},
 
 		{"deadline 1ns ahead", func(r *ratelimit.Request) { r.Deadline = t0.Add(time.Nanosecond) }, "", nil},
 		{"deadline far ahead", func(r *ratelimit.Request) { r.Deadline = t0.AddDate(100, 0, 0) }, "", nil},
@@ -122,7 +126,7 @@ func TestRequestValidate(t *testing.T) {
 // TestRequestValidateJoinsEveryViolation: the zero Request is invalid and
 // every violated field is reported, not only the first.
 func TestRequestValidateJoinsEveryViolation(t *testing.T) {
-	r := ratelimit.Request{EvaluationID: "x"}
+	r := ratelimit.Request{EvaluationID: "x y"}
 	err := r.Validate()
 	require.Error(t, err)
 	var fields []string
@@ -130,13 +134,16 @@ func TestRequestValidateJoinsEveryViolation(t *testing.T) {
 		fields = append(fields, re.Field)
 	}
 	assert.ElementsMatch(t, []string{"PolicyID", "SubjectDigest", "Cost", "EvaluationID", "Deadline"}, fields)
-	for _, s := range []error{ratelimit.ErrInvalidPolicyID, ratelimit.ErrInvalidSubjectDigest, ratelimit.ErrCostOutOfRange, ratelimit.ErrDedupNotSupported, ratelimit.ErrDeadlineMissing} {
+	for _, s := range []error{ratelimit.ErrInvalidPolicyID, ratelimit.ErrInvalidSubjectDigest, ratelimit.ErrCostOutOfRange, ratelimit.ErrInvalidEvaluationID, ratelimit.ErrDeadlineMissing} {
 		assert.ErrorIs(t, err, s)
 	}
 }
 
 func TestRequestValidateFor(t *testing.T) {
 	p := mustPolicy(t, fixedSpec(10, time.Second, 5))
+	dedupSpec := fixedSpec(10, time.Second, 5)
+	dedupSpec.DedupWindow = 10 * time.Minute
+	dedupPolicy := mustPolicy(t, dedupSpec)
 	tests := []struct {
 		name    string
 		mutate  func(*ratelimit.Request)
@@ -150,6 +157,9 @@ func TestRequestValidateFor(t *testing.T) {
 		{"cost far above", func(r *ratelimit.Request) { r.Cost = ratelimit.MaxExactInt }, p, "Cost", ratelimit.ErrCostAboveMaxCost},
 		{"other policy id", func(r *ratelimit.Request) { r.PolicyID = "login" }, p, "PolicyID", ratelimit.ErrPolicyMismatch},
 		{"zero policy", func(*ratelimit.Request) {}, ratelimit.Policy{}, "Policy", ratelimit.ErrPolicyMismatch},
+		{"evaluation id without dedup window", func(r *ratelimit.Request) { r.EvaluationID = "e-1" }, p, "EvaluationID", ratelimit.ErrDedupNotSupported},
+		{"evaluation id with dedup window", func(r *ratelimit.Request) { r.EvaluationID = "e-1" }, dedupPolicy, "", nil},
+		{"no evaluation id with dedup window", func(*ratelimit.Request) {}, dedupPolicy, "", nil},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -190,6 +200,14 @@ func TestRequestPrintingHidesDigest(t *testing.T) {
 	}
 	assert.Contains(t, buf.String(), "subject_digest_len")
 	assert.Equal(t, "[subject digest, 32 bytes]", r.SubjectDigest.String())
+	// An evaluation ID prints as its length only, too.
+	r.EvaluationID = "idempotency-secret-1"
+	buf.Reset()
+	slog.New(slog.NewJSONHandler(&buf, nil)).Info("evaluate", "req", r, "id", r.EvaluationID)
+	for _, out := range []string{buf.String(), fmt.Sprintf("%v %+v %#v %s %q", r, r, r, r.EvaluationID, r.EvaluationID), r.EvaluationID.GoString()} {
+		assert.NotContains(t, out, "idempotency-secret-1")
+	}
+	assert.Equal(t, "[evaluation id, 20 bytes]", r.EvaluationID.String())
 	// The digest itself is still reachable as a string where it is needed.
 	assert.Equal(t, secret, string(r.SubjectDigest))
 }
