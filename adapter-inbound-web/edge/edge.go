@@ -60,7 +60,8 @@ type Config struct {
 	Timeout time.Duration
 	// Policies, optional, are the policies the port enforces; when given,
 	// every route's policy and DefaultPolicy must be among them, and
-	// RateLimit-Policy carries the window (w=).
+	// RateLimit-Policy carries the window (w=). The Idempotency-Key header
+	// is read only on routes whose policy, given here, has a dedup window.
 	Policies []ratelimit.Policy
 	// Cost, optional, prices a request; nil means 1.
 	Cost CostFunc
@@ -153,15 +154,17 @@ func New(cfg Config) (*Middleware, error) {
 		return nil, err
 	}
 	windows := map[ratelimit.PolicyID]int64{}
+	dedup := map[ratelimit.PolicyID]bool{}
 	for _, p := range cfg.Policies {
 		windows[p.ID()] = windowSeconds(p)
+		dedup[p.ID()] = p.DedupWindow() > 0
 	}
 	m := &Middleware{
 		port:     cfg.Port,
 		subjects: cfg.Subjects,
 		pseudo:   cfg.Pseudonymizer,
 		routes:   NewPatterns(),
-		deflt:    &target{policy: cfg.DefaultPolicy, window: windows[cfg.DefaultPolicy]},
+		deflt:    &target{policy: cfg.DefaultPolicy, window: windows[cfg.DefaultPolicy], dedup: dedup[cfg.DefaultPolicy]},
 		timeout:  cfg.Timeout,
 		cost:     cfg.Cost,
 		observer: cfg.Observer,
@@ -173,7 +176,7 @@ func New(cfg Config) (*Middleware, error) {
 	}
 	var errs []error
 	for i, r := range cfg.Routes {
-		t := &target{policy: r.Policy, window: windows[r.Policy]}
+		t := &target{policy: r.Policy, window: windows[r.Policy], dedup: dedup[r.Policy]}
 		if err := m.routes.add(r.Pattern, t); err != nil {
 			errs = append(errs, fmt.Errorf("%w: Routes[%d].Pattern: %w", ErrInvalidConfig, i, err))
 		}

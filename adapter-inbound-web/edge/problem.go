@@ -1,6 +1,7 @@
 package edge
 
 import (
+	"errors"
 	"net/http"
 
 	"github.com/tech-log/tech-log-backend/adapter-inbound-web/internal/problem"
@@ -37,6 +38,28 @@ func writeIdentityError(w http.ResponseWriter, policy ratelimit.PolicyID, err er
 	p.Policy = string(policy)
 	problem.Write(w, p)
 	return status
+}
+
+// writeBadIdempotencyKey is the 400 of a malformed Idempotency-Key: the
+// port is not asked, nothing is charged. The detail is the fixed reason
+// (never the key).
+func writeBadIdempotencyKey(w http.ResponseWriter, policy ratelimit.PolicyID, err error) {
+	p := problem.New(http.StatusBadRequest, "invalid Idempotency-Key")
+	p.Policy = string(policy)
+	for _, reason := range []error{errKeyRepeated, errKeyNotSFStr, errKeyEmpty, errKeyTooLong} {
+		if errors.Is(err, reason) {
+			p.Detail = reason.Error()
+		}
+	}
+	problem.Write(w, p)
+}
+
+// writeKeyReused is the 422 of an Idempotency-Key the client already used,
+// within the dedup window, for a request of another cost or policy.
+func writeKeyReused(w http.ResponseWriter, policy ratelimit.PolicyID) {
+	p := problem.New(http.StatusUnprocessableEntity, "Idempotency-Key reused for another request")
+	p.Outcome, p.Category, p.Policy = string(ratelimit.KindIncompatible), string(ratelimit.CategoryDedupConflict), string(policy)
+	problem.Write(w, p)
 }
 
 // writeInternalError is the 500 when the digest cannot be derived.

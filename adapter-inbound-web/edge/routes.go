@@ -15,6 +15,9 @@ type target struct {
 	// window is the policy window in whole seconds for RateLimit-Policy;
 	// 0 when unknown.
 	window int64
+	// dedup: the policy has a dedup window, so an Idempotency-Key header
+	// becomes the request's evaluation ID; otherwise the header is ignored.
+	dedup bool
 }
 
 func (*target) ServeHTTP(http.ResponseWriter, *http.Request) {}

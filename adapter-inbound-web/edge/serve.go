@@ -27,6 +27,22 @@ func (m *Middleware) serve(w http.ResponseWriter, r *http.Request, next http.Han
 		writeInternalError(w, t.policy)
 		return
 	}
+	var evalID ratelimit.EvaluationID
+	if t.dedup {
+		key, present, err := idempotencyKey(r.Header)
+		if err != nil {
+			m.observe(Observation{Policy: t.policy, Status: http.StatusBadRequest})
+			writeBadIdempotencyKey(w, t.policy, err)
+			return
+		}
+		if present {
+			if evalID, err = m.pseudo.EvaluationID(digest, key); err != nil {
+				m.observe(Observation{Policy: t.policy, Status: http.StatusInternalServerError})
+				writeInternalError(w, t.policy)
+				return
+			}
+		}
+	}
 	cost := int64(1)
 	if m.cost != nil {
 		cost = m.cost(r, t.policy)
@@ -36,7 +52,7 @@ func (m *Middleware) serve(w http.ResponseWriter, r *http.Request, next http.Han
 	if d, ok := r.Context().Deadline(); ok && d.Before(deadline) {
 		deadline = d
 	}
-	req := ratelimit.Request{PolicyID: t.policy, SubjectDigest: digest, Cost: cost, Deadline: deadline}
+	req := ratelimit.Request{PolicyID: t.policy, SubjectDigest: digest, Cost: cost, EvaluationID: evalID, Deadline: deadline}
 
 	start := time.Now()
 	out := m.port.Evaluate(r.Context(), req)
@@ -66,6 +82,14 @@ func (m *Middleware) serve(w http.ResponseWriter, r *http.Request, next http.Han
 		m.failClosed(w, obs, o.RetryAfter)
 	case ratelimit.Incompatible:
 		obs.Kind, obs.Category = ratelimit.KindIncompatible, o.Category
+		if o.Category == ratelimit.CategoryDedupConflict && evalID != "" {
+			// The client reused its Idempotency-Key for another request
+			// (another cost or policy): the draft's 422, nothing charged.
+			obs.Status = http.StatusUnprocessableEntity
+			m.observe(obs)
+			writeKeyReused(w, t.policy)
+			return
+		}
 		m.failClosed(w, obs, 0)
 	default: // nil, or a pointer to an outcome: the port is broken
 		obs.Kind = ratelimit.KindUnknown

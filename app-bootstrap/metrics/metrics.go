@@ -37,6 +37,21 @@ const (
 	// FallbackDecisionsTotal counts local emergency decisions (Source
 	// LocalEmergency) per policy and decision.
 	FallbackDecisionsTotal = "tlb_ratelimit_fallback_decisions_total"
+	// DedupTotal counts evaluation-dedup events per policy and result:
+	// "replayed" (a recorded decision answered again, nothing consumed)
+	// and "conflict" (an evaluation ID reused with another cost or policy,
+	// Incompatible{dedup_conflict}).
+	DedupTotal = "tlb_ratelimit_dedup_total"
+	// DedupRetriesTotal counts the provider's one retry of an
+	// Indeterminate call with the same evaluation ID, by result: "decided"
+	// (the retry got a decision) or "failed" (it did not).
+	DedupRetriesTotal = "tlb_ratelimit_dedup_retries_total"
+)
+
+// Values of DedupTotal's result label.
+const (
+	DedupReplayed = "replayed"
+	DedupConflict = "conflict"
 )
 
 // BreakerStates are the values of the state label of BreakerState.
@@ -73,6 +88,7 @@ type Metrics struct {
 	ready    prometheus.Gauge
 	maxIn    prometheus.Gauge
 	fallback *prometheus.CounterVec
+	dedup    *prometheus.CounterVec
 }
 
 // New returns Metrics with its own registry holding the Go runtime and
@@ -122,8 +138,12 @@ func New() *Metrics {
 		Name: FallbackDecisionsTotal,
 		Help: "Local emergency decisions (the coordination Redis unreachable, a local-fallback policy decided on this instance's share), by policy and decision (allowed, denied).",
 	}, []string{"policy", "decision"})
+	m.dedup = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: DedupTotal,
+		Help: "Evaluation dedup (policies with a dedupWindow) by policy and result: replayed (a retry answered with the decision recorded for its evaluation ID, nothing consumed), conflict (the ID reused with another cost or policy).",
+	}, []string{"policy", "result"})
 	m.registry.MustRegister(
-		m.fallback,
+		m.fallback, m.dedup,
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		m.outcomes, m.latency, m.inFlight, m.cacheErr, m.edgeResp, m.localRes, m.identRes, m.ready, m.maxIn,
@@ -193,7 +213,7 @@ func resultLabel(admitted bool, status int) string {
 		return "admitted"
 	}
 	switch status {
-	case 400, 401, 429, 500, 503:
+	case 400, 401, 422, 429, 500, 503:
 		return strconv.Itoa(status)
 	}
 	return "other"
@@ -244,6 +264,12 @@ func (e *Edge) Evaluate(ctx context.Context, req ratelimit.Request) ratelimit.Ou
 	if category == localCategory {
 		e.m.fallback.WithLabelValues(policy, decision).Inc()
 	}
+	if v, ok := out.(ratelimit.Evaluated); ok && v.Decision.Replayed {
+		e.m.dedup.WithLabelValues(policy, DedupReplayed).Inc()
+	}
+	if category == string(ratelimit.CategoryDedupConflict) {
+		e.m.dedup.WithLabelValues(policy, DedupConflict).Inc()
+	}
 	e.m.latency.WithLabelValues(policy, kind).Observe(elapsed.Seconds())
 	return out
 }
@@ -292,4 +318,17 @@ func (m *Metrics) RegisterBreaker(state func() string, trips func() uint64) {
 		Name: BreakerTripsTotal,
 		Help: "Times the rate-limit provider's circuit breaker opened after a run of connection failures or timeouts.",
 	}, func() float64 { return float64(trips()) }))
+}
+
+// RegisterDedupRetries exports the provider's retries of Indeterminate
+// calls with the same evaluation ID, read at scrape time: decided and
+// failed are running totals. Call it once.
+func (m *Metrics) RegisterDedupRetries(decided, failed func() uint64) {
+	for result, f := range map[string]func() uint64{"decided": decided, "failed": failed} {
+		m.registry.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Name:        DedupRetriesTotal,
+			Help:        "Retries of an Indeterminate rate-limit call with the same evaluation ID (dedup policies only), by result: decided (the retry got a decision, charged at most once) or failed (no decision; the request fails closed).",
+			ConstLabels: prometheus.Labels{"result": result},
+		}, func() float64 { return float64(f()) }))
+	}
 }

@@ -212,3 +212,35 @@ func TestInstrumentEdgeConforms(t *testing.T) {
 		return m.InstrumentEdge(fakes(t, policies), nil)
 	})
 }
+
+// TestDedupMetrics: a replayed decision and a dedup conflict are counted
+// per policy; other outcomes leave the dedup counter alone; the retry
+// counters are read at scrape time.
+func TestDedupMetrics(t *testing.T) {
+	m := New()
+	replay := m.InstrumentEdge(fixed(ratelimit.Evaluated{Decision: ratelimit.Decision{Allowed: true, Limit: 5, Remaining: 4, Replayed: true}}), []ratelimit.PolicyID{"api"})
+	conflict := m.InstrumentEdge(fixed(ratelimit.Incompatible{Category: ratelimit.CategoryDedupConflict}), []ratelimit.PolicyID{"api"})
+	plain := m.InstrumentEdge(fixed(ratelimit.Evaluated{Decision: ratelimit.Decision{Allowed: true, Limit: 5, Remaining: 4}}), []ratelimit.PolicyID{"api"})
+	for range 2 {
+		replay.Evaluate(context.Background(), req("api"))
+	}
+	conflict.Evaluate(context.Background(), req("api"))
+	plain.Evaluate(context.Background(), req("api"))
+	assert.Equal(t, 2.0, testutil.ToFloat64(m.dedup.WithLabelValues("api", DedupReplayed)))
+	assert.Equal(t, 1.0, testutil.ToFloat64(m.dedup.WithLabelValues("api", DedupConflict)))
+	assert.Equal(t, 2, testutil.CollectAndCount(m.dedup))
+
+	var decided, failed uint64 = 3, 1
+	m.RegisterDedupRetries(func() uint64 { return decided }, func() uint64 { return failed })
+	families, err := m.Registry().Gather()
+	require.NoError(t, err)
+	got := map[string]float64{}
+	for _, f := range families {
+		if f.GetName() == DedupRetriesTotal {
+			for _, mt := range f.GetMetric() {
+				got[mt.GetLabel()[0].GetValue()] = mt.GetCounter().GetValue()
+			}
+		}
+	}
+	assert.Equal(t, map[string]float64{"decided": 3, "failed": 1}, got)
+}

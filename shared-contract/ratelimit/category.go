@@ -59,4 +59,8 @@ const (
 	CategoryProgramFault Category = "program_fault"
 	// CategoryServerVersion: the server is older than the programs require.
 	CategoryServerVersion Category = "server_version"
+	// CategoryDedupConflict: the request's EvaluationID was recorded, within
+	// the policy's dedup window, for an evaluation with another cost or
+	// another policy (ID or revision); nothing was consumed.
+	CategoryDedupConflict Category = "dedup_conflict"
 )

@@ -81,6 +81,11 @@ type Decision struct {
 	PolicyRevision int64
 	Source         Source
 	Certainty      Certainty
+	// Replayed is true when the port answered a decision it had recorded
+	// for the request's EvaluationID within the policy's dedup window: the
+	// same decision, ServerNow and ResetAt included, and nothing consumed
+	// by this call.
+	Replayed bool
 }
 
 // ResetAfter is the time from the decision to ResetAt on the server's own

@@ -18,9 +18,12 @@ import (
 // field is a fixed token chosen by the adapter: never client data, a
 // subject or an error's text.
 type Problem struct {
-	Type     string `json:"type"`
-	Title    string `json:"title"`
-	Status   int    `json:"status"`
+	Type   string `json:"type"`
+	Title  string `json:"title"`
+	Status int    `json:"status"`
+	// Detail is a fixed explanation chosen by the adapter (RFC 9457
+	// "detail"), never client data.
+	Detail   string `json:"detail,omitempty"`
 	Outcome  string `json:"outcome,omitempty"`
 	Category string `json:"category,omitempty"`
 	Policy   string `json:"policy,omitempty"`

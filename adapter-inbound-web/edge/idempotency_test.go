@@ -1,0 +1,171 @@
+package edge
+
+import (
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/tech-log/tech-log-backend/shared-contract/ratelimit"
+)
+
+func TestParseSFString(t *testing.T) {
+	long := strings.Repeat("k", MaxIdempotencyKeyLen)
+	for _, tt := range []struct {
+		in, want string
+		err      error
+	}{
+		{`"8e03978e-40d5-43e8-bc93-6894a57f9324"`, "8e03978e-40d5-43e8-bc93-6894a57f9324", nil},
+		{`  "a b"  `, "a b", nil},
+		{`"a\"b\\c"`, `a"b\c`, nil},
+		{`"` + long + `"`, long, nil},
+		{`"` + long + `k"`, "", errKeyTooLong},
+		{`""`, "", errKeyEmpty},
+		{`abc`, "", errKeyNotSFStr},
+		{`"abc`, "", errKeyNotSFStr},
+		{`"abc"x`, "", errKeyNotSFStr},
+		{`"abc";p=1`, "", errKeyNotSFStr},
+		{`"a\nb"`, "", errKeyNotSFStr},
+		{"\"a\tb\"", "", errKeyNotSFStr},
+		{"\"a\x7fb\"", "", errKeyNotSFStr},
+		{"\"é\"", "", errKeyNotSFStr},
+		{`"a\x"`, "", errKeyNotSFStr},
+		{`"a\"`, "", errKeyNotSFStr},
+		{`:YWJj:`, "", errKeyNotSFStr},
+		{``, "", errKeyNotSFStr},
+		{`"`, "", errKeyNotSFStr},
+	} {
+		got, err := parseSFString(tt.in)
+		if tt.err != nil {
+			assert.ErrorIs(t, err, tt.err, tt.in)
+			assert.ErrorIs(t, err, ErrInvalidIdempotencyKey, tt.in)
+			continue
+		}
+		require.NoError(t, err, tt.in)
+		assert.Equal(t, tt.want, got, tt.in)
+	}
+}
+
+// dedupConfig is baseConfig with policy "api" having a dedup window and
+// "plain" none, routed under /plain/.
+func dedupConfig(t *testing.T, port ratelimit.EdgePort) Config {
+	cfg := baseConfig(t, port, t0)
+	spec := func(id ratelimit.PolicyID, window time.Duration) ratelimit.PolicySpec {
+		return ratelimit.PolicySpec{ID: id, Revision: 1, Algorithm: ratelimit.AlgorithmFixedWindow,
+			Params: ratelimit.FixedWindow{Limit: 10, Window: time.Second}, MaxCost: 5, CleanupGrace: time.Second,
+			FailurePolicy: ratelimit.FailClosed, DedupWindow: window}
+	}
+	cfg.Policies = []ratelimit.Policy{mustPolicy(t, spec("api", 10*time.Minute)), mustPolicy(t, spec("plain", 0))}
+	cfg.Routes = []Route{{Pattern: "/plain/", Policy: "plain"}}
+	return cfg
+}
+
+// TestIdempotencyKey: on a dedup route the header becomes an evaluation ID
+// keyed by the subject (same key + same client = same ID; another client
+// gets another ID; the key itself never reaches the port); on a route
+// without dedup and without the header nothing changes.
+func TestIdempotencyKey(t *testing.T) {
+	port := &fakePort{out: decision(true, 10, 9, 0, time.Second)}
+	m, err := New(dedupConfig(t, port))
+	require.NoError(t, err)
+	var calls atomic.Int64
+	h := m.Wrap(okHandler(&calls))
+	do := func(path, remote string, keys ...string) (*httptest.ResponseRecorder, ratelimit.Request) {
+		req := httptest.NewRequest(http.MethodGet, path, nil)
+		req.RemoteAddr = remote
+		for _, k := range keys {
+			req.Header.Add(IdempotencyKeyHeader, k)
+		}
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, req)
+		reqs := port.requests()
+		if len(reqs) == 0 {
+			return rec, ratelimit.Request{}
+		}
+		return rec, reqs[len(reqs)-1]
+	}
+
+	_, a1 := do("/api/x", "192.0.2.1:1", `"key-1"`)
+	_, a2 := do("/api/x", "192.0.2.1:2", `"key-1"`)
+	_, b1 := do("/api/x", "192.0.2.2:1", `"key-1"`)
+	_, a3 := do("/api/x", "192.0.2.1:1", `"key-2"`)
+	require.NoError(t, a1.EvaluationID.Validate())
+	assert.Equal(t, a1.EvaluationID, a2.EvaluationID, "same client, same key: same ID")
+	assert.NotEqual(t, a1.EvaluationID, b1.EvaluationID, "another client cannot reach this client's ID")
+	assert.NotEqual(t, a1.EvaluationID, a3.EvaluationID)
+	assert.NotContains(t, string(a1.EvaluationID), "key-1")
+	require.NoError(t, a1.ValidateFor(dedupConfig(t, port).Policies[0]))
+
+	_, none := do("/api/x", "192.0.2.1:1")
+	assert.Empty(t, none.EvaluationID, "without the header nothing changes")
+	rec, plain := do("/plain/x", "192.0.2.1:1", `"key-1"`)
+	assert.Equal(t, http.StatusOK, rec.Code)
+	assert.Equal(t, ratelimit.PolicyID("plain"), plain.PolicyID)
+	assert.Empty(t, plain.EvaluationID, "a route without dedup ignores the header")
+	rec, _ = do("/plain/x", "192.0.2.1:1", `not an sf-string`)
+	assert.Equal(t, http.StatusOK, rec.Code, "ignored even when malformed")
+	assert.Equal(t, int64(7), calls.Load())
+}
+
+// TestIdempotencyKeyInvalid: a malformed key on a dedup route is a 400
+// problem naming the rule, the port is not asked (nothing charged), and
+// neither the key nor the subject appear in the body.
+func TestIdempotencyKeyInvalid(t *testing.T) {
+	var seen []Observation
+	port := &fakePort{out: decision(true, 10, 9, 0, time.Second)}
+	cfg := dedupConfig(t, port)
+	cfg.Observer = ObserverFunc(func(o Observation) { seen = append(seen, o) })
+	m, err := New(cfg)
+	require.NoError(t, err)
+	var calls atomic.Int64
+	h := m.Wrap(okHandler(&calls))
+	for _, keys := range [][]string{{`secret-token`}, {`""`}, {`"a"`, `"b"`}, {`"` + strings.Repeat("s", MaxIdempotencyKeyLen+1) + `"`}, {`"secret";x=1`}} {
+		req := httptest.NewRequest(http.MethodPost, "/api/x", nil)
+		req.RemoteAddr = "192.0.2.1:1"
+		for _, k := range keys {
+			req.Header.Add(IdempotencyKeyHeader, k)
+		}
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, req)
+		assert.Equal(t, http.StatusBadRequest, rec.Code, keys)
+		assert.Equal(t, "application/problem+json", rec.Header().Get("Content-Type"))
+		var body map[string]any
+		require.NoError(t, json.Unmarshal(rec.Body.Bytes(), &body))
+		assert.Equal(t, "invalid Idempotency-Key", body["title"])
+		assert.Contains(t, body["detail"], "Idempotency-Key")
+		assert.NotContains(t, rec.Body.String(), "secret")
+	}
+	assert.Empty(t, port.requests(), "nothing reached the port")
+	assert.Zero(t, calls.Load())
+	require.Len(t, seen, 5)
+	assert.Equal(t, http.StatusBadRequest, seen[0].Status)
+}
+
+// TestIdempotencyKeyReused: the port's Incompatible{dedup_conflict} for a
+// request carrying a key is the draft's 422; without a key it stays 503.
+func TestIdempotencyKeyReused(t *testing.T) {
+	port := &fakePort{out: ratelimit.Incompatible{PolicyID: "api", Category: ratelimit.CategoryDedupConflict}}
+	m, err := New(dedupConfig(t, port))
+	require.NoError(t, err)
+	var calls atomic.Int64
+	h := m.Wrap(okHandler(&calls))
+	req := httptest.NewRequest(http.MethodPost, "/api/x", nil)
+	req.RemoteAddr = "192.0.2.1:1"
+	req.Header.Set(IdempotencyKeyHeader, `"k"`)
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, req)
+	assert.Equal(t, http.StatusUnprocessableEntity, rec.Code)
+	assert.Contains(t, rec.Body.String(), `"category":"dedup_conflict"`)
+
+	req.Header.Del(IdempotencyKeyHeader)
+	rec = httptest.NewRecorder()
+	h.ServeHTTP(rec, req)
+	assert.Equal(t, http.StatusServiceUnavailable, rec.Code)
+	assert.Zero(t, calls.Load())
+}
