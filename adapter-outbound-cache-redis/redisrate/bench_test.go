@@ -2,6 +2,9 @@ package redisrate
 
 import (
 	"context"
+	"fmt"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -118,4 +121,82 @@ func BenchmarkBareEvalShaParallel(b *testing.B) {
 			}
 		}
 	})
+}
+
+// benchPool is the pool and in-flight bound of the concurrency benchmarks
+// (the highest concurrency measured), as in make bench.
+const benchPool = 64
+
+// benchProvider is a started Provider on srv with pool and in-flight
+// bound benchPool and the given PipelineMaxBatch (0: every call alone).
+func benchProvider(b *testing.B, srv *redistest.Server, pol ratelimit.Policy, maxBatch int) *Provider {
+	b.Helper()
+	cfg := serviceConfig(srv)
+	cfg.PoolSize = benchPool
+	client, err := NewClient(cfg)
+	require.NoError(b, err)
+	p, err := New(client, randomKeys(b), []ratelimit.Policy{pol}, Options{CommandTimeout: cfg.CommandTimeout, MaxInFlight: benchPool, PipelineMaxBatch: maxBatch})
+	require.NoError(b, err)
+	b.Cleanup(func() { _ = p.Close() })
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	require.NoError(b, p.Start(ctx))
+	return p
+}
+
+// runConcurrent runs op b.N times in total from c goroutines.
+func runConcurrent(b *testing.B, c int, op func(worker int) error) {
+	b.Helper()
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	b.ResetTimer()
+	for w := range c {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for next.Add(1) <= int64(b.N) {
+				if err := op(w); err != nil {
+					b.Error(err)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+}
+
+// BenchmarkProviderPipelined compares the provider with batching off
+// ("unbatched") and on ("pipelined", PipelineMaxBatch 16) at concurrency
+// 1, 16 and 64, every caller its own subject, every call an allowed
+// write. Compare the two with benchstat or by ns/op at the same c.
+func BenchmarkProviderPipelined(b *testing.B) {
+	srv := redistest.Start(b)
+	pol := mustPolicy(b, ratelimit.PolicySpec{ID: "bench", Params: ratelimit.FixedWindow{Limit: 1 << 40, Window: time.Hour}, MaxCost: 1})
+	for _, mode := range []struct {
+		name     string
+		maxBatch int
+	}{{"unbatched", 0}, {"pipelined", 16}} {
+		p := benchProvider(b, srv, pol, mode.maxBatch)
+		for _, c := range []int{1, 16, 64} {
+			b.Run(fmt.Sprintf("%s/c=%d", mode.name, c), func(b *testing.B) {
+				reqs := make([]ratelimit.Request, c)
+				for i := range reqs {
+					reqs[i] = ratelimit.Request{PolicyID: pol.ID(), SubjectDigest: randomSubject(b), Cost: 1, Deadline: time.Now().Add(time.Hour)}
+				}
+				b.ReportAllocs()
+				runConcurrent(b, c, func(w int) error {
+					if out := p.Evaluate(context.Background(), reqs[w]); !ratelimit.Admitted(out) {
+						return fmt.Errorf("not admitted: %v", out)
+					}
+					return nil
+				})
+				if p.exec.batch != nil {
+					n, k := p.exec.batch.batches.Load(), p.exec.batch.batched.Load()
+					if n > 0 {
+						b.ReportMetric(float64(k)/float64(n), "calls/batch")
+					}
+				}
+			})
+		}
+	}
 }

@@ -40,6 +40,9 @@ type clusterNode struct {
 	client    *redis.Client
 	mu        sync.Mutex // serializes qualification
 	qualified atomic.Bool
+	// batch batches first attempts to this node when batching is on.
+	batchOnce sync.Once
+	batch     *batcher
 }
 
 // clusterRouter maps slots to primaries itself and sends each program call
@@ -302,7 +305,17 @@ func (x *executor) runCluster(ctx context.Context, c *call, s *script, argv []an
 		if err := r.ensure(ctx, node); err != nil {
 			return result{err: err, command: command, fellBack: fellBack}
 		}
-		res := x.send(ctx, node.client, c, command, program, text, argv, asking)
+		var res result
+		if hop == 0 && x.maxBatch > 1 {
+			// First attempts batch per node; redirects and the EVAL
+			// fallback go alone.
+			res = x.nodeBatcher(node).do(ctx, c, batchReq{s: s, argv: argv, sendBy: sendBy})
+			if res.expired {
+				return res
+			}
+		} else {
+			res = x.send(ctx, node.client, c, command, program, text, argv, asking)
+		}
 		res.fellBack = fellBack
 		if res.err == nil {
 			return res
@@ -359,6 +372,12 @@ func (x *executor) runCluster(ctx context.Context, c *call, s *script, argv []an
 			}
 		}
 	}
+}
+
+// nodeBatcher returns n's batcher, creating it on first use.
+func (x *executor) nodeBatcher(n *clusterNode) *batcher {
+	n.batchOnce.Do(func() { n.batch = newBatcher(x, n.client, x.slots, x.maxBatch) })
+	return n.batch
 }
 
 // isServerReply reports whether err is an error reply of the server (the

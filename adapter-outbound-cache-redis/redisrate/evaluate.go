@@ -124,6 +124,11 @@ func (p *Provider) precheck(ctx context.Context, req ratelimit.Request) (checked
 // classifier, a reply through programs.Decode and its status.
 func (p *Provider) outcome(ps *policyState, res result) ratelimit.Outcome {
 	id := ps.policy.ID()
+	if res.expired {
+		// Queued for a batch; when its turn came the caller had gone or
+		// too little deadline was left. Nothing was sent.
+		return p.unavailable(id, ratelimit.CategoryDeadline, fmt.Errorf("redisrate: waiting for a batch: %w", res.err))
+	}
 	if res.fallbackTooLate {
 		// NOSCRIPT ran nothing, and too little deadline is left for EVAL.
 		return p.unavailable(id, ratelimit.CategoryDeadline, fmt.Errorf("redisrate: after NOSCRIPT: %w", errDeadlineTooShort))

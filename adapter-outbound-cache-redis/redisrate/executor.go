@@ -74,6 +74,15 @@ type call struct {
 	key     string
 	cost    int64
 	args    [maxArgs]any
+
+	// A call queued in a batcher (batch.go): what it sends, its caller's
+	// context, its result, and ready, signalled once per queueing: true
+	// when the slot passed to it (it leads the next batch), false when
+	// another call's batch has stored res.
+	req   batchReq
+	ctx   context.Context
+	res   result
+	ready chan bool
 }
 
 // result is what the executor reports about one program call: what it
@@ -93,6 +102,10 @@ type result struct {
 	// fallbackTooLate: EVALSHA answered NOSCRIPT (the server ran nothing),
 	// and the time to send the EVAL had passed, so it was not sent.
 	fallbackTooLate bool
+	// expired: the call waited for a batch and, when its turn came, its
+	// context was done or its sendBy had passed; nothing was sent (err is
+	// the context's error or errDeadlineTooShort).
+	expired bool
 	// acked is WAIT's reply (replicas that acknowledged) when the executor
 	// requires acks; ackErr its error.
 	acked  int64
@@ -112,14 +125,32 @@ type executor struct {
 	ackTimeoutMs int64
 	now          func() time.Time
 	calls        sync.Pool // of *call
+	// maxBatch > 1 turns batching on (batch.go): at most slots program
+	// calls or batches at once per connection target (the client, or each
+	// cluster node), at most maxBatch calls per batch.
+	maxBatch, slots int
+	batch           *batcher // standalone and failover; nil when off
 }
 
 // newExecutor returns an executor over client; now is the clock the EVAL
 // fallback's sendBy is compared with.
 func newExecutor(client commander, now func() time.Time) *executor {
 	x := &executor{client: client, now: now}
-	x.calls.New = func() any { return new(call) }
+	x.calls.New = func() any { return &call{ready: make(chan bool, 1)} }
 	return x
+}
+
+// enableBatching turns batching on with at most maxBatch calls per batch
+// and slots connection turns per target; maxBatch <= 1 leaves it off, as
+// does a client that cannot pipeline (then every call is sent alone).
+func (x *executor) enableBatching(slots, maxBatch int) {
+	if maxBatch <= 1 || slots < 1 {
+		return
+	}
+	x.maxBatch, x.slots = maxBatch, slots
+	if pl, ok := x.client.(pipeliner); ok {
+		x.batch = newBatcher(x, pl, slots, maxBatch)
+	}
 }
 
 // run sends s for key with argv (the policy's ARGV; argv[programs.ArgCost]
@@ -133,7 +164,12 @@ func (x *executor) run(ctx context.Context, s *script, key string, argv []any, c
 		return x.runCluster(ctx, c, s, argv, sendBy)
 	}
 
-	r := x.send(ctx, x.client, c, cmdEvalSha, s.sha, s.shaHex, argv, false)
+	var r result
+	if x.batch != nil {
+		r = x.batch.do(ctx, c, batchReq{s: s, argv: argv, sendBy: sendBy})
+	} else {
+		r = x.send(ctx, x.client, c, cmdEvalSha, s.sha, s.shaHex, argv, false)
+	}
 	if r.err == nil || !r.written || !isNoScript(r.err) {
 		return r
 	}
@@ -151,14 +187,7 @@ func (x *executor) run(ctx context.Context, s *script, key string, argv []any, c
 // must be a *redis.Client: ASKING and the command go in one pipeline, so on
 // one connection, as the redirect requires.
 func (x *executor) send(ctx context.Context, to commander, c *call, command string, program []byte, text string, argv []any, asking bool) result {
-	c.program.payload, c.program.text = program, text
-	c.program.serialized.Store(false)
-	args := c.args[:0]
-	args = append(args, command, &c.program, programs.NumKeys, &c.key)
-	n := len(args)
-	args = append(args, argv...)
-	args[n+programs.ArgCost] = &c.cost
-	cmd := redis.NewCmd(ctx, args...)
+	cmd := x.command(ctx, c, command, program, text, argv)
 	var wait *redis.IntCmd
 	if cl, ok := to.(*redis.Client); ok && (asking || x.acks > 0) {
 		pipe := cl.Pipeline()
@@ -174,7 +203,34 @@ func (x *executor) send(ctx context.Context, to commander, c *call, command stri
 	} else {
 		_ = to.Process(ctx, cmd)
 	}
+	return x.collect(c, cmd, command, wait)
+}
+
+// command builds c's program command: command (evalsha or eval) with
+// program (digest or source) through c's wireArg, c's key, argv with c's
+// cost.
+func (x *executor) command(ctx context.Context, c *call, command string, program []byte, text string, argv []any) *redis.Cmd {
+	c.program.payload, c.program.text = program, text
+	c.program.serialized.Store(false)
+	args := c.args[:0]
+	args = append(args, command, &c.program, programs.NumKeys, &c.key)
+	n := len(args)
+	args = append(args, argv...)
+	args[n+programs.ArgCost] = &c.cost
+	return redis.NewCmd(ctx, args...)
+}
+
+// collect reads the result of c's cmd once go-redis has processed it;
+// wait is the WAIT pipelined behind it (nil if none was sent).
+func (x *executor) collect(c *call, cmd *redis.Cmd, command string, wait *redis.IntCmd) result {
 	val, err := cmd.Result()
+	if arr, ok := val.([]any); ok && arr != nil && err != nil && !isServerReply(err) {
+		// The whole array reply was read (go-redis keeps no partial
+		// array), then the connection failed on a command behind it, and
+		// go-redis stamped that failure on every command of the pipeline.
+		// This command is decided by its reply.
+		err = nil
+	}
 	r := result{reply: val, err: err, written: c.program.serialized.Load(), command: command}
 	if x.acks > 0 {
 		r.ackErr = errNoWait
@@ -194,5 +250,6 @@ func (x *executor) release(c *call) {
 	c.program.serialized.Store(false)
 	c.key = ""
 	clear(c.args[:])
+	c.req, c.ctx, c.res = batchReq{}, nil, result{}
 	x.calls.Put(c)
 }

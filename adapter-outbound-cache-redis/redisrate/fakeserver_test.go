@@ -23,6 +23,8 @@ type respAction struct {
 	hang bool
 	// delay waits before answering.
 	delay time.Duration
+	// gate, when set, is waited for (closed) before answering.
+	gate <-chan struct{}
 }
 
 // respServer is a fake RESP endpoint on 127.0.0.1 for driving a real
@@ -154,6 +156,9 @@ func (s *respServer) serve(c net.Conn) {
 		}
 		if a.delay > 0 {
 			time.Sleep(a.delay)
+		}
+		if a.gate != nil {
+			<-a.gate
 		}
 		if a.reply != "" {
 			if _, err := io.WriteString(c, a.reply); err != nil {

@@ -39,6 +39,17 @@ type Options struct {
 	// ReplicationAckTimeout bounds WAIT: 1ms..CommandTimeout/2 when
 	// ReplicationAcks > 0 (the program and WAIT share the read timeout).
 	ReplicationAckTimeout time.Duration
+	// PipelineMaxBatch, when > 1, writes concurrent program calls together
+	// (optional; 0 and 1 send every call alone): at most
+	// ceil(MaxInFlight/PipelineMaxBatch) calls or batches are on the wire
+	// at once per target (the server, or each cluster primary); a call
+	// that finds them all busy is queued and written with the calls queued
+	// beside it, at most PipelineMaxBatch per batch, as one pipeline when
+	// a turn frees. A lone call is sent at once. Per-command failure
+	// certainty and the at-most-once rule hold (docs/failure-certainty.md,
+	// "Pipelined calls"; docs/adr/0012-pipelined-program-calls.md).
+	// 0..MaxPoolSize.
+	PipelineMaxBatch int
 	// ServerChecks, when set, makes Start and Ready check the server's
 	// own policies (role, eviction policy) and record its status
 	// (ServerStatus). Optional; nil checks nothing. See serverpolicy.go.
@@ -201,6 +212,9 @@ func newProvider(client coordinationClient, keys *keyspace.Builder, policies []r
 	case opts.ReplicationAcks == 0 && opts.ReplicationAckTimeout != 0:
 		bad("Options.ReplicationAckTimeout %v is set but ReplicationAcks is 0", opts.ReplicationAckTimeout)
 	}
+	if opts.PipelineMaxBatch < 0 || opts.PipelineMaxBatch > MaxPoolSize {
+		bad("Options.PipelineMaxBatch %d must be in 0..%d (0 and 1: off)", opts.PipelineMaxBatch, MaxPoolSize)
+	}
 	if err := programs.Verify(); err != nil {
 		errs = append(errs, fmt.Errorf("redisrate: programs: %w", err))
 	}
@@ -274,6 +288,10 @@ func newProvider(client coordinationClient, keys *keyspace.Builder, policies []r
 		return nil, err
 	}
 	p.sem = make(chan struct{}, opts.MaxInFlight)
+	if opts.PipelineMaxBatch > 1 {
+		// Slots enough to carry MaxInFlight calls in full batches.
+		p.exec.enableBatching((opts.MaxInFlight+opts.PipelineMaxBatch-1)/opts.PipelineMaxBatch, opts.PipelineMaxBatch)
+	}
 	p.breaker = newBreaker(opts.Breaker, p.probePing)
 	return p, nil
 }

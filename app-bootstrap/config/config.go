@@ -47,6 +47,9 @@ type RateLimit struct {
 	MaxInFlight int
 	// PoolSize bounds the coordination client's connection pool.
 	PoolSize int
+	// PipelineMaxBatch bounds the program calls written together as one
+	// pipeline (APP_RATE_LIMIT_PIPELINE_MAX_BATCH; 1: every call alone).
+	PipelineMaxBatch int
 	// DefaultPolicy applies to API routes no policy's routes match.
 	DefaultPolicy ratelimit.PolicyID
 	// Policies is the parsed policy file.
@@ -229,8 +232,8 @@ func (c Config) String() string {
 	fmt.Fprintf(&b, " ratelimit_legacy_headers=%v}", c.Web.LegacyRateLimitHeaders)
 	fmt.Fprintf(&b, " rate_limit{enabled=%v", c.RateLimit.Enabled)
 	if r := c.RateLimit; r.Enabled {
-		fmt.Fprintf(&b, " redis=%s topology=%s default_policy=%s policies=%d source=%s key_prefix=%s key_secret=%s command_timeout=%v max_in_flight=%d pool_size=%d replication_acks=%d",
-			r.Redis, r.Topology, r.DefaultPolicy, len(r.Policies.Policies), r.PoliciesSource, r.KeyPrefix, secretState(r.KeySecret), r.CommandTimeout, r.MaxInFlight, r.PoolSize, r.ReplicationAcks)
+		fmt.Fprintf(&b, " redis=%s topology=%s default_policy=%s policies=%d source=%s key_prefix=%s key_secret=%s command_timeout=%v max_in_flight=%d pool_size=%d pipeline_max_batch=%d replication_acks=%d",
+			r.Redis, r.Topology, r.DefaultPolicy, len(r.Policies.Policies), r.PoliciesSource, r.KeyPrefix, secretState(r.KeySecret), r.CommandTimeout, r.MaxInFlight, r.PoolSize, r.PipelineMaxBatch, r.ReplicationAcks)
 	}
 	fmt.Fprintf(&b, "} cache{enabled=%v", c.Cache.Enabled)
 	if k := c.Cache; k.Enabled {

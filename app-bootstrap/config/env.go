@@ -26,22 +26,24 @@ type rawConfig struct {
 }
 
 type rawRateLimit struct {
-	Enabled          bool          `env:"ENABLED" envDefault:"false"`
-	Provider         string        `env:"PROVIDER"`
-	Role             string        `env:"ROLE" envDefault:"coordination"`
-	FailurePolicy    string        `env:"FAILURE_POLICY" envDefault:"fail-closed"`
-	Redis            rawRedis      `envPrefix:"REDIS_"`
-	KeySecret        Secret        `env:"KEY_SECRET"`
-	KeySecretFile    string        `env:"KEY_SECRET_FILE"`
-	KeyPrefix        string        `env:"KEY_PREFIX" envDefault:"tlb"`
-	CommandTimeout   time.Duration `env:"COMMAND_TIMEOUT" envDefault:"250ms"`
-	DialTimeout      time.Duration `env:"DIAL_TIMEOUT" envDefault:"250ms"`
-	PoolTimeout      time.Duration `env:"POOL_TIMEOUT" envDefault:"250ms"`
-	MaxInFlight      *int          `env:"MAX_IN_FLIGHT"` // unset: PoolSize
-	PoolSize         int           `env:"POOL_SIZE" envDefault:"64"`
-	DefaultPolicy    string        `env:"DEFAULT_POLICY"`
-	PoliciesFile     string        `env:"POLICIES_FILE"`
-	AllowSharedRedis bool          `env:"ALLOW_SHARED_REDIS" envDefault:"false"`
+	Enabled        bool          `env:"ENABLED" envDefault:"false"`
+	Provider       string        `env:"PROVIDER"`
+	Role           string        `env:"ROLE" envDefault:"coordination"`
+	FailurePolicy  string        `env:"FAILURE_POLICY" envDefault:"fail-closed"`
+	Redis          rawRedis      `envPrefix:"REDIS_"`
+	KeySecret      Secret        `env:"KEY_SECRET"`
+	KeySecretFile  string        `env:"KEY_SECRET_FILE"`
+	KeyPrefix      string        `env:"KEY_PREFIX" envDefault:"tlb"`
+	CommandTimeout time.Duration `env:"COMMAND_TIMEOUT" envDefault:"250ms"`
+	DialTimeout    time.Duration `env:"DIAL_TIMEOUT" envDefault:"250ms"`
+	PoolTimeout    time.Duration `env:"POOL_TIMEOUT" envDefault:"250ms"`
+	MaxInFlight    *int          `env:"MAX_IN_FLIGHT"` // unset: PoolSize
+	PoolSize       int           `env:"POOL_SIZE" envDefault:"64"`
+	// PipelineMaxBatch bounds a batch of pipelined program calls; 1 is off.
+	PipelineMaxBatch int    `env:"PIPELINE_MAX_BATCH" envDefault:"1"`
+	DefaultPolicy    string `env:"DEFAULT_POLICY"`
+	PoliciesFile     string `env:"POLICIES_FILE"`
+	AllowSharedRedis bool   `env:"ALLOW_SHARED_REDIS" envDefault:"false"`
 	Topology         rawTopology
 	// Circuit breaker (docs/degraded-mode.md).
 	BreakerThreshold     int           `env:"BREAKER_THRESHOLD" envDefault:"5"`

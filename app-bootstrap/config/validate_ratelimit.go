@@ -46,6 +46,7 @@ func (v *errs) rateLimit(r rawRateLimit) RateLimit {
 	if out.PoolSize > 0 && out.MaxInFlight > out.PoolSize {
 		v.add(g+"MAX_IN_FLIGHT", ErrInvalid, "%d exceeds %sPOOL_SIZE (%d): every admitted evaluation needs a connection", out.MaxInFlight, g, out.PoolSize)
 	}
+	out.PipelineMaxBatch = v.between(g+"PIPELINE_MAX_BATCH", r.PipelineMaxBatch, 1, maxRateLimitPool)
 	out.ReplicationAcks, out.ReplicationAckTimeout = v.replicationAcks(r.ReplicationAcks, r.ReplicationAckTimeout, out.CommandTimeout)
 	v.notAbove(g+"DIAL_TIMEOUT", out.DialTimeout, g+"COMMAND_TIMEOUT", out.CommandTimeout)
 	v.notAbove(g+"POOL_TIMEOUT", out.PoolTimeout, g+"COMMAND_TIMEOUT", out.CommandTimeout)

@@ -64,6 +64,7 @@ func newCoordination(lc fx.Lifecycle, cfg config.Config, log *slog.Logger) (*coo
 	provider, err := redisrate.New(client, keys, rl.Policies.Policies, redisrate.Options{
 		CommandTimeout:        rl.CommandTimeout,
 		MaxInFlight:           rl.MaxInFlight,
+		PipelineMaxBatch:      rl.PipelineMaxBatch,
 		Breaker:               redisrate.BreakerOptions{Threshold: rl.BreakerThreshold, ProbeInterval: rl.BreakerProbeInterval},
 		ReplicationAcks:       rl.ReplicationAcks,
 		ReplicationAckTimeout: rl.ReplicationAckTimeout,
