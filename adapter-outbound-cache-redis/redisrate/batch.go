@@ -189,3 +189,41 @@ func (b *batcher) sendBatch(ctx context.Context, calls []*call) {
 		c.res = x.collect(c, cmds[i], cmdEvalSha, wait)
 	}
 }
+
+// PipelineStats counts the pipelined program calls of a Provider
+// (Options.PipelineMaxBatch): batches written, the calls in them (a call
+// sent alone is in neither), and the calls queued right now.
+type PipelineStats struct {
+	Batches int64
+	Calls   int64
+	Queued  int
+}
+
+// PipelineStats returns the provider's batching counters, summed over the
+// cluster's primaries in cluster mode; zero with batching off.
+func (p *Provider) PipelineStats() PipelineStats {
+	var s PipelineStats
+	add := func(b *batcher) {
+		if b == nil {
+			return
+		}
+		s.Batches += b.batches.Load()
+		s.Calls += b.batched.Load()
+		b.mu.Lock()
+		s.Queued += len(b.queue)
+		b.mu.Unlock()
+	}
+	add(p.exec.batch)
+	if p.router != nil {
+		p.router.mu.Lock()
+		nodes := make([]*clusterNode, 0, len(p.router.nodes))
+		for _, n := range p.router.nodes {
+			nodes = append(nodes, n)
+		}
+		p.router.mu.Unlock()
+		for _, n := range nodes {
+			add(n.batch.Load())
+		}
+	}
+	return s
+}

@@ -42,7 +42,7 @@ type clusterNode struct {
 	qualified atomic.Bool
 	// batch batches first attempts to this node when batching is on.
 	batchOnce sync.Once
-	batch     *batcher
+	batch     atomic.Pointer[batcher]
 }
 
 // clusterRouter maps slots to primaries itself and sends each program call
@@ -376,8 +376,11 @@ func (x *executor) runCluster(ctx context.Context, c *call, s *script, argv []an
 
 // nodeBatcher returns n's batcher, creating it on first use.
 func (x *executor) nodeBatcher(n *clusterNode) *batcher {
-	n.batchOnce.Do(func() { n.batch = newBatcher(x, n.client, x.slots, x.maxBatch) })
-	return n.batch
+	if b := n.batch.Load(); b != nil {
+		return b
+	}
+	n.batchOnce.Do(func() { n.batch.Store(newBatcher(x, n.client, x.slots, x.maxBatch)) })
+	return n.batch.Load()
 }
 
 // isServerReply reports whether err is an error reply of the server (the
