@@ -29,6 +29,7 @@ var (
 	colorRate    = color.RGBA{R: 0x94, G: 0x67, B: 0xbd, A: 0xff}
 	colorUlule   = color.RGBA{R: 0xff, G: 0x7f, B: 0x0e, A: 0xff}
 	colorTrivial = color.RGBA{R: 0x7f, G: 0x7f, B: 0x7f, A: 0xff}
+	colorPiped   = color.RGBA{R: 0x8c, G: 0x56, B: 0x4b, A: 0xff}
 	colorCeiling = color.RGBA{A: 0xff}
 )
 
@@ -40,6 +41,8 @@ func chartColor(name string) color.Color {
 		return colorSliding
 	case providerName("token_bucket"), bareName("token_bucket"):
 		return colorToken
+	case pipelinedName:
+		return colorPiped
 	case FamilyRedisRate:
 		return colorRate
 	case FamilyUlule:

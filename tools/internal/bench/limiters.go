@@ -28,7 +28,16 @@ const (
 	FamilyRedisRate = "redis_rate" // github.com/go-redis/redis_rate/v10 Allow (GCRA)
 	FamilyUlule     = "ulule"      // github.com/ulule/limiter/v3 + its go-redis v9 store
 	FamilyTrivial   = "trivial"    // EvalSha of a trivial INCR+PEXPIRE script
+	// FamilyPipelined is the Provider with pipelined program calls
+	// (Options.PipelineMaxBatch benchPipelineBatch), token bucket only.
+	FamilyPipelined = "provider_pipelined"
 )
+
+// benchPipelineBatch is the pipelined provider's PipelineMaxBatch.
+const benchPipelineBatch = 16
+
+// pipelinedName is the pipelined provider's limiter (token bucket).
+var pipelinedName = FamilyPipelined + "/" + ratelimit.AlgorithmTokenBucket.String()
 
 // Algorithm wire names, as ratelimit.Algorithm.String prints them.
 var algorithms = []ratelimit.Algorithm{
@@ -237,6 +246,37 @@ func newLimiters(ctx context.Context, addr string, subs subjects) (set *limiterS
 			},
 		})
 	}
+
+	// The same Provider with pipelined program calls, token bucket only.
+	plKeys, err := keyBuilder("pipelined")
+	if err != nil {
+		return set, err
+	}
+	plc, err := newClient()
+	if err != nil {
+		return set, err
+	}
+	tb := pols[2]
+	pl, err := redisrate.New(plc, plKeys, []ratelimit.Policy{tb}, redisrate.Options{CommandTimeout: cfg.CommandTimeout, MaxInFlight: cfg.PoolSize, PipelineMaxBatch: benchPipelineBatch})
+	if err != nil {
+		_ = plc.Close()
+		return set, fmt.Errorf("bench: pipelined provider: %w", err)
+	}
+	if err := pl.Start(ctx); err != nil {
+		_ = pl.Close()
+		return set, fmt.Errorf("bench: pipelined provider start: %w", err)
+	}
+	set.add(&limiter{
+		Name: pipelinedName, Family: FamilyPipelined, Algorithm: tb.Algorithm().String(),
+		op: func(ctx context.Context, i int) error {
+			out := pl.Evaluate(ctx, ratelimit.Request{PolicyID: tb.ID(), SubjectDigest: subs[i], Cost: 1, Deadline: deadline})
+			if !ratelimit.Admitted(out) {
+				return fmt.Errorf("pipelined provider: not admitted: %#v", out)
+			}
+			return nil
+		},
+		close: pl.Close,
+	})
 
 	// Bare go-redis EvalSha of the same programs, same client options,
 	// precomputed keys of the same length (no derivation, no parsing).

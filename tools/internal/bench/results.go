@@ -383,6 +383,7 @@ const (
 	CmpProviderVsBareAllocs  = "provider-bare allocs/op"
 	CmpProviderVsBareBytes   = "provider-bare bytes/op"
 	CmpTokenVsRedisRateOps   = "provider token bucket/redis_rate throughput"
+	CmpPipelinedVsRedisRate  = "provider (pipelined) token bucket/redis_rate throughput"
 	CmpFixedVsUluleOps       = "provider fixed window/ulule throughput"
 	CmpScriptVsTrivialUsec   = "program/trivial evalsha usec_per_call"
 	CmpServerVsTrivialCPU    = "program/trivial server CPU per call"
@@ -404,6 +405,7 @@ func comparisons(runs []RunResult) []Comparison {
 	tb := providerName(ratelimit.AlgorithmTokenBucket.String())
 	fw := providerName(ratelimit.AlgorithmFixedWindow.String())
 	out = append(out, compare(runs, CmpTokenVsRedisRateOps, KindRatio, "opsPerSec", tb, FamilyRedisRate)...)
+	out = append(out, compare(runs, CmpPipelinedVsRedisRate, KindRatio, "opsPerSec", pipelinedName, FamilyRedisRate)...)
 	out = append(out, compare(runs, CmpFixedVsUluleOps, KindRatio, "opsPerSec", fw, FamilyUlule)...)
 	out = append(out, compare(runs, CmpRedisRateVsTrivialCPU, KindRatio, "evalshaUsecPerCall", FamilyRedisRate, FamilyTrivial)...)
 	return out
