@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/tech-log/tech-log-backend/adapter-outbound-cache-redis/programs/luasrc"
 	"github.com/tech-log/tech-log-backend/shared-contract/ratelimit"
 )
 
@@ -163,4 +164,32 @@ func stripLuaComments(src string) string {
 		b.WriteByte('\n')
 	}
 	return b.String()
+}
+
+// TestSourcesAreRendered fails when a checked-in program file differs from
+// what luasrc renders from the per-algorithm templates (go generate), and
+// when a rendered program is not embedded or an embedded one not rendered.
+func TestSourcesAreRendered(t *testing.T) {
+	files, err := luasrc.Render()
+	require.NoError(t, err)
+	rendered := make([]string, len(files))
+	sources := make(map[string]string, len(files))
+	for i, f := range files {
+		rendered[i] = f.Name
+		sources[f.Name] = string(f.Source)
+	}
+	require.Equal(t, Names(), rendered, "luasrc renders exactly the embedded programs, in manifest order")
+	for _, d := range definitions() {
+		require.Equal(t, sources[d.name], d.source, "%s.lua is stale: run go generate", d.name)
+	}
+	m, err := ManifestFor(sources)
+	require.NoError(t, err)
+	require.Equal(t, string(manifestJSON), string(m))
+
+	delete(sources, rendered[0])
+	_, err = ManifestFor(sources)
+	require.Error(t, err, "a missing source")
+	sources["rate-other-v1"] = "#!lua\n"
+	_, err = ManifestFor(sources)
+	require.ErrorContains(t, err, rendered[0], "an unknown name instead of a defined one")
 }

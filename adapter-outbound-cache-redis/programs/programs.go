@@ -111,9 +111,40 @@ func sha1Hex(s string) string {
 }
 
 // GenerateManifest renders the manifest for the embedded sources: the bytes
-// manifest.json must hold. cmd/genmanifest writes it.
+// manifest.json must hold.
 func GenerateManifest() ([]byte, error) {
 	return renderManifest(definitions())
+}
+
+// ManifestFor renders the manifest for sources (program name -> source
+// text) instead of the embedded ones: what cmd/genmanifest writes after
+// rendering the program files, before they are compiled in. Every program
+// must be given, and nothing else.
+func ManifestFor(sources map[string]string) ([]byte, error) {
+	defs := definitions()
+	if len(sources) != len(defs) {
+		return nil, fmt.Errorf("manifest for %d sources: %d programs are defined", len(sources), len(defs))
+	}
+	for i := range defs {
+		src, ok := sources[defs[i].name]
+		if !ok {
+			return nil, fmt.Errorf("manifest: no source for program %s", defs[i].name)
+		}
+		defs[i].source = src
+	}
+	return renderManifest(defs)
+}
+
+// Names returns the names of every embedded program in manifest order,
+// decision and reconciliation programs alike; the file of each is name +
+// ".lua".
+func Names() []string {
+	defs := definitions()
+	names := make([]string, len(defs))
+	for i, d := range defs {
+		names[i] = d.name
+	}
+	return names
 }
 
 func renderManifest(defs []definition) ([]byte, error) {

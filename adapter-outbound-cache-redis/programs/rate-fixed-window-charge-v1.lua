@@ -1,11 +1,12 @@
 #!lua
---[[ rate-fixed-window-charge-v1: charge units to a fixed window without denying
-(reconciliation of local emergency admits, docs/degraded-mode.md).
+--[[ rate-fixed-window-charge-v1: charge units without denying (reconciliation of
+local emergency admits, docs/degraded-mode.md); otherwise as one fixed-window
+admission decision.
 Spec: docs/programs.md and CONTRACT.md 4/4a. Bounds cite ratelimit/policy.go.
 M = 2^53-1 (MaxExactInt), S = 2^45 (MaxServerMillis), H = MaxHorizonMillis.
 KEYS[1]  the state hash (one key, nothing else is touched)
 ARGV[1]  policy revision             1..M                       (A2)
-ARGV[2]  units to charge              1..limit                   (A4)
+ARGV[2]  units to charge             1..limit                   (A4)
 ARGV[3]  maxClockRegressionMillis    0..H                       (A3)
 ARGV[4]  cleanupGraceMillis          1..H
 ARGV[5]  limit                       1..floor(M/2)              (F1)

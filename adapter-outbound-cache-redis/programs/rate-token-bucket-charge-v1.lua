@@ -1,13 +1,14 @@
 #!lua
---[[ rate-token-bucket-charge-v1: (reconciliation of local emergency admits,
-docs/degraded-mode.md) charge units without denying; otherwise as one token-bucket admission decision.
+--[[ rate-token-bucket-charge-v1: charge units without denying (reconciliation of
+local emergency admits, docs/degraded-mode.md); otherwise as one token-bucket
+admission decision.
 Spec: docs/programs.md and CONTRACT.md 4/4a. Bounds cite ratelimit/policy.go.
 M = 2^53-1 (MaxExactInt), S = 2^45 (MaxServerMillis), H = MaxHorizonMillis.
 The level is kept exactly, scaled by the period P: level = t + m/P, and the
 scaled level s = t*P + m never exceeds the full level C*P <= M (T1).
 KEYS[1]  the state hash (one key, nothing else is touched)
 ARGV[1]  policy revision             1..M                       (A2)
-ARGV[2]  units to charge              1..capacity                (A4)
+ARGV[2]  units to charge             1..capacity                (A4)
 ARGV[3]  maxClockRegressionMillis    0..H                       (A3)
 ARGV[4]  cleanupGraceMillis          1..H
 ARGV[5]  capacity C                  1..floor(M/P)              (T1)

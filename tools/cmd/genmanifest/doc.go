@@ -1,8 +1,11 @@
-// Command genmanifest writes the rate-limit program manifest
-// (adapter-outbound-cache-redis/programs/manifest.json) from the embedded Lua
-// sources: name, version, algorithm, SHA1 of the exact bytes and the minimum
-// Redis version. It runs from `go generate` in the programs package; with
-// -check it writes nothing and exits 1 when the file is stale.
+// Command genmanifest renders the rate-limit program files and their manifest
+// (adapter-outbound-cache-redis/programs/rate-*.lua and manifest.json): each
+// program from the one template source of its algorithm and its variant's
+// layout (programs/luasrc), and the manifest from the rendered bytes (name,
+// version, algorithm, SHA1 of the exact bytes and the minimum Redis
+// version). The files are written beside the manifest. It runs from `go
+// generate` in the programs package; with -check it writes nothing and exits
+// 1 when a program file or the manifest differs from what it would write.
 //
 // Like everything under tools/, it may import any module of the workspace;
 // no product module may import it.

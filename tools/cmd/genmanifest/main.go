@@ -2,16 +2,19 @@ package main
 
 import (
 	"bytes"
+	"errors"
 	"flag"
 	"fmt"
 	"os"
+	"path/filepath"
 
 	"github.com/tech-log/tech-log-backend/adapter-outbound-cache-redis/programs"
+	"github.com/tech-log/tech-log-backend/adapter-outbound-cache-redis/programs/luasrc"
 )
 
 func main() {
-	out := flag.String("o", "manifest.json", "manifest path to write")
-	check := flag.Bool("check", false, "only compare the file with the generated manifest")
+	out := flag.String("o", "manifest.json", "manifest path to write; the program files go beside it")
+	check := flag.Bool("check", false, "only compare the program files and the manifest with what would be written")
 	flag.Parse()
 	if err := run(*out, *check); err != nil {
 		fmt.Fprintln(os.Stderr, "genmanifest:", err)
@@ -19,23 +22,56 @@ func main() {
 	}
 }
 
+// output is one file genmanifest writes.
+type output struct {
+	path string
+	data []byte
+}
+
+// render returns every file for the manifest at path: the programs in
+// manifest order, then the manifest.
+func render(path string) ([]output, error) {
+	files, err := luasrc.Render()
+	if err != nil {
+		return nil, err
+	}
+	dir := filepath.Dir(path)
+	sources := make(map[string]string, len(files))
+	outs := make([]output, 0, len(files)+1)
+	for _, f := range files {
+		sources[f.Name] = string(f.Source)
+		outs = append(outs, output{filepath.Join(dir, f.Name+".lua"), f.Source})
+	}
+	manifest, err := programs.ManifestFor(sources)
+	if err != nil {
+		return nil, err
+	}
+	return append(outs, output{path, manifest}), nil
+}
+
 func run(path string, check bool) error {
-	want, err := programs.GenerateManifest()
+	outs, err := render(path)
 	if err != nil {
 		return err
 	}
 	if check {
-		got, err := os.ReadFile(path)
-		if err != nil {
-			return fmt.Errorf("read manifest %s: %w", path, err)
+		var stale []error
+		for _, o := range outs {
+			got, err := os.ReadFile(o.path)
+			if err != nil {
+				stale = append(stale, fmt.Errorf("read %s: %w", o.path, err))
+				continue
+			}
+			if !bytes.Equal(got, o.data) {
+				stale = append(stale, fmt.Errorf("%s is stale: run go generate ./... in adapter-outbound-cache-redis/programs", o.path))
+			}
 		}
-		if !bytes.Equal(got, want) {
-			return fmt.Errorf("manifest %s is stale: run go generate ./... in adapter-outbound-cache-redis/programs", path)
-		}
-		return nil
+		return errors.Join(stale...)
 	}
-	if err := os.WriteFile(path, want, 0o644); err != nil {
-		return fmt.Errorf("write manifest %s: %w", path, err)
+	for _, o := range outs {
+		if err := os.WriteFile(o.path, o.data, 0o644); err != nil {
+			return fmt.Errorf("write %s: %w", o.path, err)
+		}
 	}
 	return nil
 }

@@ -1,0 +1,122 @@
+// Package luasrc is the one source of every rate-limit program: per algorithm
+// one template file (fixed-window.lua.tmpl, sliding-counter.lua.tmpl,
+// token-bucket.lua.tmpl) holding its arguments, state checks and one step per
+// variant, the parts all algorithms share (common.lua.tmpl), and per variant
+// one layout (variant-<name>.lua.tmpl) that composes them. Render produces
+// the program files byte for byte; the checked-in rate-*.lua files and
+// manifest.json beside the programs package are its output, written by
+// tools/cmd/genmanifest (go generate in the programs package) and compared
+// with it by the programs package's tests.
+//
+// Adding a variant: write variant-<name>.lua.tmpl (defining "program",
+// "cost-arg", "before" and "exit"; see common.lua.tmpl), define the step it
+// calls in each algorithm file unless it reuses "decide" or "charge", add it
+// to Variants (its KEYS count and extra ARGV), register the new files in
+// programs.definitions (embed, name, argument count) and run go generate in
+// the programs package.
+//
+// It depends on the standard library only; only tests and tools import it
+// (the product embeds the rendered files, not the templates).
+package luasrc
+
+import (
+	"bytes"
+	"embed"
+	"fmt"
+	"text/template"
+)
+
+//go:embed *.lua.tmpl
+var templates embed.FS
+
+// Algorithm is one algorithm's template source.
+type Algorithm struct {
+	// Slug names the template file <Slug>.lua.tmpl and the programs
+	// rate-<Slug><Suffix>-v1.
+	Slug string
+	// Args is the ARGV count of its decision program.
+	Args int
+}
+
+// Algorithms lists the algorithms in manifest order.
+var Algorithms = []Algorithm{
+	{Slug: "fixed-window", Args: 6},
+	{Slug: "sliding-counter", Args: 6},
+	{Slug: "token-bucket", Args: 7},
+}
+
+// Variant is one kind of program rendered for every algorithm.
+type Variant struct {
+	// Name selects the layout file variant-<Name>.lua.tmpl.
+	Name string
+	// Suffix is inserted into the program name before "-v1" ("" or
+	// "-charge").
+	Suffix string
+	// Keys is the KEYS count the variant's programs require.
+	Keys int
+	// ExtraArgs is the number of ARGV entries the variant appends after the
+	// algorithm's.
+	ExtraArgs int
+}
+
+// Variants lists the program variants in manifest order.
+var Variants = []Variant{
+	{Name: "decide", Suffix: "", Keys: 1},
+	{Name: "charge", Suffix: "-charge", Keys: 1},
+}
+
+// File is one rendered program.
+type File struct {
+	// Name is the program name; the file is Name + ".lua".
+	Name string
+	// Algorithm is the algorithm the program was rendered from.
+	Algorithm Algorithm
+	// Variant is the variant the program was rendered for.
+	Variant Variant
+	// Source is the program text, byte for byte.
+	Source []byte
+}
+
+// data is what the templates see.
+type data struct {
+	Name    string // the program name
+	Variant string // the variant name
+	Keys    int    // the KEYS count the program requires
+	Args    int    // the ARGV count the program requires
+}
+
+// ProgramName is the program name of algorithm alg in variant v.
+func ProgramName(alg Algorithm, v Variant) string {
+	return "rate-" + alg.Slug + v.Suffix + "-v1"
+}
+
+// Render renders every program: for each variant in order, every algorithm
+// in order (the manifest order).
+func Render() ([]File, error) {
+	var out []File
+	for _, v := range Variants {
+		for _, alg := range Algorithms {
+			f, err := RenderOne(alg, v)
+			if err != nil {
+				return nil, err
+			}
+			out = append(out, f)
+		}
+	}
+	return out, nil
+}
+
+// RenderOne renders the program of algorithm alg in variant v.
+func RenderOne(alg Algorithm, v Variant) (File, error) {
+	name := ProgramName(alg, v)
+	t, err := template.New(name).Option("missingkey=error").ParseFS(templates,
+		"common.lua.tmpl", alg.Slug+".lua.tmpl", "variant-"+v.Name+".lua.tmpl")
+	if err != nil {
+		return File{}, fmt.Errorf("parse templates of %s: %w", name, err)
+	}
+	var b bytes.Buffer
+	if err := t.ExecuteTemplate(&b, "program", data{Name: name, Variant: v.Name, Keys: v.Keys, Args: alg.Args + v.ExtraArgs}); err != nil {
+		return File{}, fmt.Errorf("render %s: %w", name, err)
+	}
+	return File{Name: name, Algorithm: alg, Variant: v, Source: b.Bytes()}, nil
+}
