@@ -18,13 +18,18 @@ import (
 var redisBenchmarkArgs = []string{"EVAL", "return 1", "0"}
 
 // runRedisBenchmark runs redis-benchmark against addr at the given
-// concurrency and returns its throughput and latency.
-func runRedisBenchmark(ctx context.Context, bin, addr string, concurrency, requests int) (RedisBenchRun, error) {
+// concurrency, with -P pipeline when pipeline > 1, and returns its
+// throughput and latency.
+func runRedisBenchmark(ctx context.Context, bin, addr string, concurrency, pipeline, requests int) (RedisBenchRun, error) {
 	host, port, err := net.SplitHostPort(addr)
 	if err != nil {
 		return RedisBenchRun{}, fmt.Errorf("bench: redis-benchmark addr %q: %w", addr, err)
 	}
-	args := append([]string{"-h", host, "-p", port, "-c", strconv.Itoa(concurrency), "-n", strconv.Itoa(requests), "--csv"}, redisBenchmarkArgs...)
+	args := []string{"-h", host, "-p", port, "-c", strconv.Itoa(concurrency), "-n", strconv.Itoa(requests), "--csv"}
+	if pipeline > 1 {
+		args = append(args, "-P", strconv.Itoa(pipeline))
+	}
+	args = append(args, redisBenchmarkArgs...)
 	cmd := exec.CommandContext(ctx, bin, args...)
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
@@ -36,6 +41,9 @@ func runRedisBenchmark(ctx context.Context, bin, addr string, concurrency, reque
 		return RedisBenchRun{}, err
 	}
 	r.Concurrency, r.Requests = concurrency, requests
+	if pipeline > 1 {
+		r.Pipeline = pipeline
+	}
 	return r, nil
 }
 
@@ -97,7 +105,7 @@ func redisBenchmarkCells(runs []RedisBenchRun) []RedisBenchRun {
 			return median(vs)
 		}
 		out = append(out, RedisBenchRun{
-			Concurrency: c, Requests: rs[0].Requests, Rep: len(rs),
+			Concurrency: c, Pipeline: rs[0].Pipeline, Requests: rs[0].Requests, Rep: len(rs),
 			OpsPerSec: pick(func(r RedisBenchRun) float64 { return r.OpsPerSec }),
 			P50Micros: pick(func(r RedisBenchRun) float64 { return r.P50Micros }),
 			P99Micros: pick(func(r RedisBenchRun) float64 { return r.P99Micros }),

@@ -179,14 +179,21 @@ func renderThroughput(b *strings.Builder, res *Results) {
 	if len(res.RedisBenchmark.Cells) > 0 {
 		fmt.Fprintf(b, "| redis-benchmark trivial EVAL (C client) |")
 		for _, c := range cs {
-			fmt.Fprintf(b, " %s |", redisBenchOps(res, c))
+			fmt.Fprintf(b, " %s |", redisBenchOps(res.RedisBenchmark.Cells, c))
+		}
+		b.WriteString(strings.Repeat(" - |", len(cs)) + "\n")
+	}
+	if len(res.RedisBenchmark.PipelinedCells) > 0 {
+		fmt.Fprintf(b, "| redis-benchmark -P %d trivial EVAL (pipelined ceiling) |", RedisBenchPipeline)
+		for _, c := range cs {
+			fmt.Fprintf(b, " %s |", redisBenchOps(res.RedisBenchmark.PipelinedCells, c))
 		}
 		b.WriteString(strings.Repeat(" - |", len(cs)) + "\n")
 	}
 }
 
-func redisBenchOps(res *Results, c int) string {
-	for _, r := range res.RedisBenchmark.Cells {
+func redisBenchOps(cells []RedisBenchRun, c int) string {
+	for _, r := range cells {
 		if r.Concurrency == c {
 			return fmt.Sprintf("%.0f", r.OpsPerSec)
 		}
@@ -355,6 +362,13 @@ func renderRedisBenchmark(b *strings.Builder, res *Results) {
 	fmt.Fprintf(b, "`%s` (C client, one request in flight per connection), median of %d.\n\n| concurrency | requests | ops/s | p50 µs | p99 µs |\n|---:|---:|---:|---:|---:|\n", rb.Command, len(rb.Runs)/max(len(rb.Cells), 1))
 	for _, c := range rb.Cells {
 		fmt.Fprintf(b, "| %d | %d | %.0f | %.0f | %.0f |\n", c.Concurrency, c.Requests, c.OpsPerSec, c.P50Micros, c.P99Micros)
+	}
+	if len(rb.PipelinedCells) > 0 {
+		fmt.Fprintf(b, "\nThe pipelined server ceiling: the same command with `-P %d` (%d requests in flight per connection), median of %d.\n\n| concurrency | requests | ops/s | p50 µs | p99 µs |\n|---:|---:|---:|---:|---:|\n",
+			RedisBenchPipeline, RedisBenchPipeline, len(rb.PipelinedRuns)/max(len(rb.PipelinedCells), 1))
+		for _, c := range rb.PipelinedCells {
+			fmt.Fprintf(b, "| %d | %d | %.0f | %.0f | %.0f |\n", c.Concurrency, c.Requests, c.OpsPerSec, c.P50Micros, c.P99Micros)
+		}
 	}
 }
 

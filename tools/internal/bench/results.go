@@ -141,18 +141,26 @@ type Memory struct {
 }
 
 // RedisBenchmark is redis-benchmark running a trivial EVAL: the server's
-// ceiling on this machine, from a C client.
+// ceiling on this machine, from a C client, one request in flight per
+// connection (Runs, Cells) and with -P RedisBenchPipeline requests in flight
+// per connection (PipelinedRuns, PipelinedCells: the pipelined ceiling).
 type RedisBenchmark struct {
-	Command string          `json:"command"`
-	Skipped string          `json:"skipped,omitempty"`
-	Runs    []RedisBenchRun `json:"runs,omitempty"`
-	Cells   []RedisBenchRun `json:"cells,omitempty"`
+	Command        string          `json:"command"`
+	Skipped        string          `json:"skipped,omitempty"`
+	Runs           []RedisBenchRun `json:"runs,omitempty"`
+	Cells          []RedisBenchRun `json:"cells,omitempty"`
+	PipelinedRuns  []RedisBenchRun `json:"pipelinedRuns,omitempty"`
+	PipelinedCells []RedisBenchRun `json:"pipelinedCells,omitempty"`
 }
+
+// RedisBenchPipeline is the -P of the pipelined redis-benchmark runs.
+const RedisBenchPipeline = 16
 
 // RedisBenchRun is one redis-benchmark invocation (or, in Cells, the
 // median of the repetitions).
 type RedisBenchRun struct {
 	Concurrency int     `json:"concurrency"`
+	Pipeline    int     `json:"pipeline,omitempty"` // -P; 0: none
 	Requests    int     `json:"requests"`
 	Rep         int     `json:"rep"`
 	OpsPerSec   float64 `json:"opsPerSec"`
@@ -309,6 +317,8 @@ func metricOf(r RunResult, metric string) float64 {
 	switch metric {
 	case "opsPerSec":
 		return r.OpsPerSec
+	case "p50Micros":
+		return r.P50Micros
 	case "p99Micros":
 		return r.P99Micros
 	case "allocsPerOp":
@@ -388,6 +398,11 @@ const (
 	CmpScriptVsTrivialUsec   = "program/trivial evalsha usec_per_call"
 	CmpServerVsTrivialCPU    = "program/trivial server CPU per call"
 	CmpRedisRateVsTrivialCPU = "redis_rate/trivial evalsha usec_per_call"
+	// Issue 13.
+	CmpProviderVsBareP50      = "provider/bare p50"
+	CmpTokenVsRedisRateP99    = "provider token bucket/redis_rate p99"
+	CmpPipelinedVsRedisRateP9 = "provider (pipelined) token bucket/redis_rate p99"
+	CmpServerVsRedisRateCPU   = "program/redis_rate server CPU per call"
 )
 
 // comparisons derives every paired comparison the targets and the report use.
@@ -401,11 +416,15 @@ func comparisons(runs []RunResult) []Comparison {
 		out = append(out, compare(runs, CmpProviderVsBareBytes, KindDifference, "bytesPerOp", p, b)...)
 		out = append(out, compare(runs, CmpScriptVsTrivialUsec, KindRatio, "evalshaUsecPerCall", p, FamilyTrivial)...)
 		out = append(out, compare(runs, CmpServerVsTrivialCPU, KindRatio, "serverCpuMicrosPerOp", p, FamilyTrivial)...)
+		out = append(out, compare(runs, CmpProviderVsBareP50, KindRatio, "p50Micros", p, b)...)
+		out = append(out, compare(runs, CmpServerVsRedisRateCPU, KindRatio, "serverCpuMicrosPerOp", p, FamilyRedisRate)...)
 	}
 	tb := providerName(ratelimit.AlgorithmTokenBucket.String())
 	fw := providerName(ratelimit.AlgorithmFixedWindow.String())
 	out = append(out, compare(runs, CmpTokenVsRedisRateOps, KindRatio, "opsPerSec", tb, FamilyRedisRate)...)
 	out = append(out, compare(runs, CmpPipelinedVsRedisRate, KindRatio, "opsPerSec", pipelinedName, FamilyRedisRate)...)
+	out = append(out, compare(runs, CmpTokenVsRedisRateP99, KindRatio, "p99Micros", tb, FamilyRedisRate)...)
+	out = append(out, compare(runs, CmpPipelinedVsRedisRateP9, KindRatio, "p99Micros", pipelinedName, FamilyRedisRate)...)
 	out = append(out, compare(runs, CmpFixedVsUluleOps, KindRatio, "opsPerSec", fw, FamilyUlule)...)
 	out = append(out, compare(runs, CmpRedisRateVsTrivialCPU, KindRatio, "evalshaUsecPerCall", FamilyRedisRate, FamilyTrivial)...)
 	return out

@@ -80,7 +80,7 @@ func TestTargetJudge(t *testing.T) {
 
 func TestEvaluateTargetsWithoutDataIsNotMeasured(t *testing.T) {
 	ts := evaluateTargets(&Results{})
-	require.Len(t, ts, 13)
+	require.Len(t, ts, 20)
 	for _, tg := range ts {
 		assert.Equal(t, StatusNotMeasured, tg.Status, tg.ID)
 	}
@@ -140,4 +140,53 @@ func TestPairedRatioAndDiff(t *testing.T) {
 	assert.InDelta(t, 2.0, pairedRatio(a, b), 1e-9)
 	assert.InDelta(t, 110, pairedDiff(a, b), 1e-9)
 	assert.Zero(t, pairedRatio(nil, b))
+}
+
+// TestIssue13Targets: each issue-13 target is judged on its worst cell at
+// the concurrencies it names, the token bucket on the pipelined provider
+// when it was measured.
+func TestIssue13Targets(t *testing.T) {
+	cmp := func(name, a string, c int, subj string, v float64) Comparison {
+		return Comparison{Name: name, A: a, Concurrency: c, Subjects: subj, Median: v}
+	}
+	tb, fw := providerName("token_bucket"), providerName("fixed_window")
+	res := &Results{
+		Comparisons: []Comparison{
+			cmp(CmpTokenVsRedisRateOps, tb, 16, SubjectsDistinct, 0.9),
+			cmp(CmpPipelinedVsRedisRate, pipelinedName, 16, SubjectsDistinct, 1.5),
+			cmp(CmpPipelinedVsRedisRate, pipelinedName, 64, SubjectsHot, 1.31),
+			cmp(CmpPipelinedVsRedisRate, pipelinedName, 1, SubjectsHot, 0.9), // c=1 counts only for the c=1 target
+			cmp(CmpFixedVsUluleOps, fw, 16, SubjectsDistinct, 1.2),
+			cmp(CmpFixedVsUluleOps, fw, 64, SubjectsHot, 1.05),
+			cmp(CmpFixedVsUluleOps, fw, 1, SubjectsHot, 0.5), // not judged
+			cmp(CmpServerVsRedisRateCPU, fw, 64, SubjectsDistinct, 0.8),
+			cmp(CmpServerVsRedisRateCPU, tb, 64, SubjectsDistinct, 0.95),
+			cmp(CmpServerVsRedisRateCPU, tb, 16, SubjectsDistinct, 3), // not judged
+			cmp(CmpProviderVsBareP50, tb, 1, SubjectsHot, 1.12),
+		},
+		Memory: []Memory{{Limiter: fw, BytesPerSubject: 181}, {Limiter: tb, BytesPerSubject: 189}, {Limiter: FamilyRedisRate, BytesPerSubject: 300}},
+	}
+	got := map[string]Target{}
+	for _, tg := range issue13Targets(res) {
+		got[tg.ID] = tg
+	}
+	want := map[string]struct {
+		measured float64
+		status   string
+	}{
+		TargetTokenVsRedisRateHigh: {1.31, StatusMet},
+		TargetTokenVsRedisRateC1:   {0.9, StatusMissed},
+		TargetTokenP99VsRedisRate:  {0, StatusNotMeasured},
+		TargetFixedVsUlule:         {1.05, StatusMissed},
+		TargetServerCPUVsRedisRate: {0.95, StatusMet},
+		TargetMemory190:            {189, StatusMet},
+		TargetP50VsBareC1:          {1.12, StatusMissed},
+	}
+	require.Len(t, got, len(want))
+	for id, w := range want {
+		assert.Equal(t, w.status, got[id].Status, id)
+		assert.InDelta(t, w.measured, got[id].Measured, 1e-9, id)
+	}
+	assert.Contains(t, got[TargetTokenVsRedisRateHigh].Where, "pipelined provider")
+	assert.Contains(t, got[TargetTokenVsRedisRateHigh].Note, "unbatched provider 0.900x")
 }

@@ -2,6 +2,7 @@ package bench
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 )
 
@@ -20,6 +21,15 @@ const (
 	TargetLocalLimiterNanos  = "local-limiter-time"
 	TargetLocalLimiterAllocs = "local-limiter-allocs"
 	TargetMiddlewareOverhead = "middleware-overhead"
+
+	// Issue 13 (faster than every peer).
+	TargetTokenVsRedisRateHigh = "i13-token-bucket-vs-redis_rate-c16-c64"
+	TargetTokenVsRedisRateC1   = "i13-token-bucket-vs-redis_rate-c1"
+	TargetTokenP99VsRedisRate  = "i13-token-bucket-p99-vs-redis_rate-c64"
+	TargetFixedVsUlule         = "i13-fixed-window-vs-ulule-c16-c64"
+	TargetServerCPUVsRedisRate = "i13-server-cpu-vs-redis_rate-c64"
+	TargetMemory190            = "i13-redis-memory-per-subject"
+	TargetP50VsBareC1          = "i13-p50-vs-bare-c1"
 )
 
 // evaluateTargets computes every target of issue 6 from res (runs,
@@ -155,6 +165,71 @@ func evaluateTargets(res *Results) []Target {
 	}
 	add(Target{ID: TargetMiddlewareOverhead, Title: "Edge middleware overhead over a bare handler (fake port)", Goal: "<= 2 µs", Op: "<=", Threshold: 2000, Unit: "ns/op",
 		Note: fmt.Sprintf("middleware %.0f ns/op, bare handler %.0f ns/op; paired difference %.0f ns", mw.NsPerOp, bare.NsPerOp, pairedDiff(mw.Samples, bare.Samples))}, over, MicroEdgeMiddleware+" - "+MicroEdgeBare, mwOK && bareOK)
+	return append(ts, issue13Targets(res)...)
+}
+
+// issue13Targets computes the targets of issue 13. Each is judged on the
+// worst cell (both subject sets) at the concurrencies it names; the token
+// bucket's throughput and p99 targets are judged on the pipelined provider
+// when the run measured it (batching is how the provider is run at
+// concurrency), with the unbatched provider's value in the note.
+func issue13Targets(res *Results) []Target {
+	// worstAt is the worst median of comparison name over the cells at the
+	// given concurrencies (any A when a is empty).
+	worstAt := func(name, a string, higherIsWorse bool, cs ...int) (float64, string, bool) {
+		v, where, found := 0.0, "", false
+		for _, c := range res.Comparisons {
+			if c.Name != name || (a != "" && c.A != a) || !slices.Contains(cs, c.Concurrency) {
+				continue
+			}
+			if !found || (higherIsWorse && c.Median > v) || (!higherIsWorse && c.Median < v) {
+				v, where, found = c.Median, fmt.Sprintf("worst: %s, c=%d, %s subjects", strings.TrimPrefix(c.A, FamilyProvider+"/"), c.Concurrency, c.Subjects), true
+			}
+		}
+		return v, where, found
+	}
+	var ts []Target
+	add := func(t Target, measured float64, where string, found bool) {
+		t.Measured, t.Where = measured, where
+		if !found {
+			t.Status = StatusNotMeasured
+		}
+		t.judge()
+		ts = append(ts, t)
+	}
+	// tokenVsPeer judges the pipelined provider when measured, else the
+	// unbatched one, and notes the other.
+	tokenVsPeer := func(pipelined, plain string, higherIsWorse bool, cs ...int) (float64, string, bool, string) {
+		pv, pw, pok := worstAt(pipelined, "", higherIsWorse, cs...)
+		uv, uw, uok := worstAt(plain, "", higherIsWorse, cs...)
+		switch {
+		case pok && uok:
+			return pv, "pipelined provider, " + pw, true, fmt.Sprintf("unbatched provider %.3fx (%s)", uv, uw)
+		case pok:
+			return pv, "pipelined provider, " + pw, true, ""
+		}
+		return uv, "unbatched provider, " + uw, uok, "no pipelined run"
+	}
+	v, w, ok, note := tokenVsPeer(CmpPipelinedVsRedisRate, CmpTokenVsRedisRateOps, false, 16, 64)
+	add(Target{ID: TargetTokenVsRedisRateHigh, Title: "Issue 13: token bucket throughput vs redis_rate Allow at c=16 and c=64", Goal: ">= 1.3x", Op: ">=", Threshold: 1.3, Unit: "x", Note: note}, v, w, ok)
+	v, w, ok, note = tokenVsPeer(CmpPipelinedVsRedisRate, CmpTokenVsRedisRateOps, false, 1)
+	add(Target{ID: TargetTokenVsRedisRateC1, Title: "Issue 13: token bucket throughput vs redis_rate Allow at c=1", Goal: ">= 0.95x", Op: ">=", Threshold: 0.95, Unit: "x", Note: note}, v, w, ok)
+	v, w, ok, note = tokenVsPeer(CmpPipelinedVsRedisRateP9, CmpTokenVsRedisRateP99, true, 64)
+	add(Target{ID: TargetTokenP99VsRedisRate, Title: "Issue 13: token bucket p99 vs redis_rate's at c=64", Goal: "<= 1.0x", Op: "<=", Threshold: 1.0, Unit: "x", Note: note}, v, w, ok)
+	v, w, ok = worstAt(CmpFixedVsUluleOps, "", false, 16, 64)
+	add(Target{ID: TargetFixedVsUlule, Title: "Issue 13: fixed window throughput vs ulule at c=16 and c=64", Goal: ">= 1.1x", Op: ">=", Threshold: 1.1, Unit: "x"}, v, w, ok)
+	v, w, ok = worstAt(CmpServerVsRedisRateCPU, "", true, 64)
+	add(Target{ID: TargetServerCPUVsRedisRate, Title: "Issue 13: redis-server CPU per decision vs redis_rate's at c=64, each algorithm", Goal: "<= 1.0x", Op: "<=", Threshold: 1.0, Unit: "x"}, v, w, ok)
+
+	mem, memWhere, memOK := 0.0, "", false
+	for _, x := range res.Memory {
+		if strings.HasPrefix(x.Limiter, FamilyProvider+"/") && (!memOK || x.BytesPerSubject > mem) {
+			mem, memWhere, memOK = x.BytesPerSubject, "worst: "+strings.TrimPrefix(x.Limiter, FamilyProvider+"/"), true
+		}
+	}
+	add(Target{ID: TargetMemory190, Title: "Issue 13: Redis memory per subject, each algorithm", Goal: "<= 190 B/subject", Op: "<=", Threshold: 190, Unit: "B/subject"}, mem, memWhere, memOK)
+	v, w, ok = worstAt(CmpProviderVsBareP50, "", true, 1)
+	add(Target{ID: TargetP50VsBareC1, Title: "Issue 13: provider p50 at c=1 vs bare EvalSha (no delay for a lone request)", Goal: "<= 1.1x", Op: "<=", Threshold: 1.1, Unit: "x"}, v, w, ok)
 	return ts
 }
 

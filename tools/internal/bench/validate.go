@@ -97,6 +97,11 @@ func Validate(res *Results) error {
 			if !slices.ContainsFunc(rb.Cells, func(x RedisBenchRun) bool { return x.Concurrency == c && x.OpsPerSec > 0 }) {
 				bad("redis-benchmark c=%d missing", c)
 			}
+			if !slices.ContainsFunc(rb.PipelinedCells, func(x RedisBenchRun) bool {
+				return x.Concurrency == c && x.Pipeline == RedisBenchPipeline && x.OpsPerSec > 0
+			}) {
+				bad("redis-benchmark -P %d c=%d missing", RedisBenchPipeline, c)
+			}
 		}
 	}
 	for _, spec := range microSpecs() {
@@ -126,6 +131,8 @@ func Validate(res *Results) error {
 		TargetThroughputVsBare, TargetP99VsBare, TargetThroughputVsPeer, TargetAllocsVsBare,
 		TargetKeyAllocs, TargetKeyNanos, TargetParseAllocs, TargetMemoryPerSubject, TargetServerCPU, TargetServerCPUProcess,
 		TargetLocalLimiterNanos, TargetLocalLimiterAllocs, TargetMiddlewareOverhead,
+		TargetTokenVsRedisRateHigh, TargetTokenVsRedisRateC1, TargetTokenP99VsRedisRate, TargetFixedVsUlule,
+		TargetServerCPUVsRedisRate, TargetMemory190, TargetP50VsBareC1,
 	}
 	if len(res.Targets) != len(wantTargets) {
 		bad("%d targets, want %d", len(res.Targets), len(wantTargets))
