@@ -7,6 +7,7 @@ import (
 	"context"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -60,17 +61,26 @@ func (ta *tally) add(out ratelimit.Outcome) {
 }
 
 // hammer runs loadGoroutines goroutines per provider, cost 1 each, on one
-// subject until d has passed (or loadPerG requests each).
-func hammer(providers []*redisrate.Provider, id ratelimit.PolicyID, subject ratelimit.SubjectDigest, d time.Duration) *tally {
+// subject until d has passed and at least minIssued requests were issued
+// (so that a loaded machine, which issues fewer per second, still reaches
+// the contention a test needs), each goroutine at most loadPerG requests
+// and none past loadBudget.
+func hammer(providers []*redisrate.Provider, id ratelimit.PolicyID, subject ratelimit.SubjectDigest, d time.Duration, minIssued int) *tally {
 	ta := newTally()
-	stop := time.Now().Add(d)
+	start := time.Now()
+	stop := start.Add(d)
+	var issued atomic.Int64
 	var wg sync.WaitGroup
 	for _, p := range providers {
 		for range loadGoroutines {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				for i := 0; i < loadPerG && time.Now().Before(stop); i++ {
+				for i := 0; i < loadPerG && time.Since(start) < loadBudget; i++ {
+					if !time.Now().Before(stop) && issued.Load() >= int64(minIssued) {
+						return
+					}
+					issued.Add(1)
 					ta.add(ask(p, id, subject, 1))
 				}
 			}()
@@ -79,6 +89,10 @@ func hammer(providers []*redisrate.Provider, id ratelimit.PolicyID, subject rate
 	wg.Wait()
 	return ta
 }
+
+// contended is the request count that reaches pol's limit several times
+// over in a one-second run, however slowly the machine issues them.
+func contended(pol ratelimit.Policy) int { return int(8 * pol.Limit()) }
 
 func loadPolicies(t testing.TB) []ratelimit.Policy {
 	return []ratelimit.Policy{
@@ -149,7 +163,7 @@ func TestLoadOverAdmission(t *testing.T) {
 		t.Run("clean/"+pol.Algorithm().String(), func(t *testing.T) {
 			resetStats(t, admin)
 			start := time.Now()
-			ta := hammer(direct, pol.ID(), randomSubject(t), time.Second)
+			ta := hammer(direct, pol.ID(), randomSubject(t), time.Second, contended(pol))
 			elapsed := time.Since(start)
 			checkLimits(t, pol, ta, elapsed, true)
 			assert.Equal(t, ta.issued, calls(t, admin, "evalsha"), "one call per request")
@@ -163,7 +177,7 @@ func TestLoadOverAdmission(t *testing.T) {
 			addToxic(t, proxy, `{"name":"rst","type":"reset_peer","stream":"downstream","toxicity":0.3,"attributes":{"timeout":20}}`)
 			resetStats(t, admin)
 			start := time.Now()
-			ta := hammer(proxied, pol.ID(), randomSubject(t), time.Second)
+			ta := hammer(proxied, pol.ID(), randomSubject(t), time.Second, contended(pol))
 			elapsed := time.Since(start)
 			checkLimits(t, pol, ta, elapsed, false)
 			ran := calls(t, admin, "evalsha") + calls(t, admin, "eval")
@@ -209,7 +223,7 @@ func TestLoadOverAdmissionMatchesModel(t *testing.T) {
 			for attempt := 0; ; attempt++ {
 				require.Less(t, attempt, 3, "three runs straddled a window boundary")
 				resetStats(t, admin)
-				ta := hammer(providers, pol.ID(), randomSubject(t), 500*time.Millisecond)
+				ta := hammer(providers, pol.ID(), randomSubject(t), 0, 2*limit)
 				require.Equal(t, ta.issued, ta.kinds[ratelimit.KindEvaluated], "no faults: every request evaluated (%v)", ta.kinds)
 				require.Equal(t, ta.issued, calls(t, admin, "evalsha"), "one call per request")
 				if pol.Algorithm() != ratelimit.AlgorithmTokenBucket && len(ta.allowedAt) > 1 {
