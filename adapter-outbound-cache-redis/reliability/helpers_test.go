@@ -78,13 +78,19 @@ func clientConfig(addr string, timeout time.Duration, pool int) redisrate.Client
 	}
 }
 
-// newProvider builds and starts a Provider for policies on addr; Start
-// leaves one warm connection in the pool.
+// lanePipelineBatch is the PipelineMaxBatch of newProvider: the service's
+// default (APP_RATE_LIMIT_PIPELINE_MAX_BATCH), so the lane runs with
+// pipelined calls on, as the service does.
+const lanePipelineBatch = 16
+
+// newProvider builds and starts a Provider for policies on addr, with
+// pipelined calls on (lanePipelineBatch); Start leaves one warm connection
+// in the pool.
 func newProvider(t testing.TB, cfg redisrate.ClientConfig, keys *keyspace.Builder, policies ...ratelimit.Policy) *redisrate.Provider {
 	t.Helper()
 	client, err := redisrate.NewClient(cfg)
 	require.NoError(t, err)
-	p, err := redisrate.New(client, keys, policies, redisrate.Options{CommandTimeout: cfg.CommandTimeout, MaxInFlight: cfg.PoolSize})
+	p, err := redisrate.New(client, keys, policies, redisrate.Options{CommandTimeout: cfg.CommandTimeout, MaxInFlight: cfg.PoolSize, PipelineMaxBatch: lanePipelineBatch})
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = p.Close() })
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)

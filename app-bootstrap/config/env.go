@@ -40,7 +40,7 @@ type rawRateLimit struct {
 	MaxInFlight    *int          `env:"MAX_IN_FLIGHT"` // unset: PoolSize
 	PoolSize       int           `env:"POOL_SIZE" envDefault:"64"`
 	// PipelineMaxBatch bounds a batch of pipelined program calls; 1 is off.
-	PipelineMaxBatch int    `env:"PIPELINE_MAX_BATCH" envDefault:"1"`
+	PipelineMaxBatch int    `env:"PIPELINE_MAX_BATCH" envDefault:"16"`
 	DefaultPolicy    string `env:"DEFAULT_POLICY"`
 	PoliciesFile     string `env:"POLICIES_FILE"`
 	AllowSharedRedis bool   `env:"ALLOW_SHARED_REDIS" envDefault:"false"`

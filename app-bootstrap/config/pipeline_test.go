@@ -10,7 +10,7 @@ import (
 func TestLoadPipelineMaxBatch(t *testing.T) {
 	cfg, err := Load(enabledEnv())
 	require.NoError(t, err)
-	assert.Equal(t, 1, cfg.RateLimit.PipelineMaxBatch, "default")
+	assert.Equal(t, 16, cfg.RateLimit.PipelineMaxBatch, "default: on")
 
 	cfg, err = Load(with(enabledEnv(), "APP_RATE_LIMIT_PIPELINE_MAX_BATCH", "32"))
 	require.NoError(t, err)
