@@ -151,7 +151,11 @@ func (b *batcher) lead(ctx context.Context, batch []*call) {
 	case 0:
 	case 1:
 		c := send[0]
-		c.res = b.x.send(ctx, b.client, c, cmdEvalSha, c.req.s.sha, c.req.s.shaHex, c.req.argv, false)
+		cctx := ctx
+		if c != batch[0] {
+			cctx = c.ctx // the leader's context may be done: not this call's
+		}
+		c.res = b.x.send(cctx, b.client, c, cmdEvalSha, c.req.s.sha, c.req.s.shaHex, c.req.argv, false)
 	default:
 		b.sendBatch(ctx, send)
 	}

@@ -331,6 +331,34 @@ func TestBatchCancelledWhileQueued(t *testing.T) {
 	assert.Equal(t, 3, r.srv.Count(cmdEvalSha), "A and the two calls still wanted")
 }
 
+// TestBatchLeaderCancelledWhileQueued: the call that gets the turn was
+// cancelled while queued: it is not sent, and the call behind it is sent
+// with its own context, not the leader's.
+func TestBatchLeaderCancelledWhileQueued(t *testing.T) {
+	reply := validWireReply(t)
+	r := newBatchRig(t, 4, func(int, []string) respAction { return respAction{reply: reply} })
+	outs := make([]ratelimit.Outcome, 2)
+	var wg sync.WaitGroup
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	wg.Add(1)
+	go func() { defer wg.Done(); _ = r.p.Evaluate(context.Background(), r.request()) }()
+	waitUntil(t, "A reached the server", func() bool { return r.srv.Count(cmdEvalSha) == 1 })
+	for i, c := range []context.Context{ctx, context.Background()} {
+		req := r.request()
+		wg.Add(1)
+		go func() { defer wg.Done(); outs[i] = r.p.Evaluate(c, req) }()
+		waitUntil(t, "call queued", func() bool { return r.queued() == i+1 })
+	}
+	cancel()
+	r.release()
+	wg.Wait()
+	assert.Equal(t, ratelimit.KindUnavailable, outs[0].Kind(), "%v", outs[0])
+	assert.Equal(t, ratelimit.CategoryDeadline, ratelimit.CategoryOf(outs[0]))
+	assert.True(t, ratelimit.Admitted(outs[1]), "%v", outs[1])
+	assert.Equal(t, 2, r.srv.Count(cmdEvalSha), "A and the call still wanted")
+}
+
 func TestBatchOptionsValidated(t *testing.T) {
 	f := &fakeCommander{}
 	for _, n := range []int{-1, MaxPoolSize + 1} {
