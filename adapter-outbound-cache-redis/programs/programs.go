@@ -37,6 +37,12 @@ var (
 	slidingCounterChargeSource string
 	//go:embed rate-token-bucket-charge-v1.lua
 	tokenBucketChargeSource string
+	//go:embed rate-fixed-window-dedup-v1.lua
+	fixedWindowDedupSource string
+	//go:embed rate-sliding-counter-dedup-v1.lua
+	slidingCounterDedupSource string
+	//go:embed rate-token-bucket-dedup-v1.lua
+	tokenBucketDedupSource string
 	//go:embed manifest.json
 	manifestJSON []byte
 )
@@ -58,8 +64,12 @@ type Program struct {
 	// MinRedisVersion is the lowest Redis version the program supports.
 	MinRedisVersion string
 	// ArgCount is the number of ARGV entries the program expects
-	// (ArgCountWindow or ArgCountTokenBucket).
+	// (ArgCountWindow or ArgCountTokenBucket, plus ArgCountDedup for a
+	// dedup program).
 	ArgCount int
+	// NumKeys is the number of KEYS it takes: NumKeys, or NumKeysDedup
+	// for a dedup program.
+	NumKeys int
 }
 
 // definition is the compiled-in description of a program; the manifest is
@@ -73,16 +83,21 @@ type definition struct {
 	// charge marks a reconciliation program (ChargeFor), not a decision
 	// program (ForAlgorithm, All).
 	charge bool
+	// dedup marks a dedup decision program (DedupFor).
+	dedup bool
 }
 
 func definitions() []definition {
 	return []definition{
-		{"rate-fixed-window-v1", 1, ratelimit.AlgorithmFixedWindow, ArgCountWindow, fixedWindowSource, false},
-		{"rate-sliding-counter-v1", 1, ratelimit.AlgorithmSlidingWindowCounter, ArgCountWindow, slidingCounterSource, false},
-		{"rate-token-bucket-v1", 1, ratelimit.AlgorithmTokenBucket, ArgCountTokenBucket, tokenBucketSource, false},
-		{"rate-fixed-window-charge-v1", 1, ratelimit.AlgorithmFixedWindow, ArgCountWindow, fixedWindowChargeSource, true},
-		{"rate-sliding-counter-charge-v1", 1, ratelimit.AlgorithmSlidingWindowCounter, ArgCountWindow, slidingCounterChargeSource, true},
-		{"rate-token-bucket-charge-v1", 1, ratelimit.AlgorithmTokenBucket, ArgCountTokenBucket, tokenBucketChargeSource, true},
+		{"rate-fixed-window-v1", 1, ratelimit.AlgorithmFixedWindow, ArgCountWindow, fixedWindowSource, false, false},
+		{"rate-sliding-counter-v1", 1, ratelimit.AlgorithmSlidingWindowCounter, ArgCountWindow, slidingCounterSource, false, false},
+		{"rate-token-bucket-v1", 1, ratelimit.AlgorithmTokenBucket, ArgCountTokenBucket, tokenBucketSource, false, false},
+		{"rate-fixed-window-charge-v1", 1, ratelimit.AlgorithmFixedWindow, ArgCountWindow, fixedWindowChargeSource, true, false},
+		{"rate-sliding-counter-charge-v1", 1, ratelimit.AlgorithmSlidingWindowCounter, ArgCountWindow, slidingCounterChargeSource, true, false},
+		{"rate-token-bucket-charge-v1", 1, ratelimit.AlgorithmTokenBucket, ArgCountTokenBucket, tokenBucketChargeSource, true, false},
+		{"rate-fixed-window-dedup-v1", 1, ratelimit.AlgorithmFixedWindow, ArgCountWindow + ArgCountDedup, fixedWindowDedupSource, false, true},
+		{"rate-sliding-counter-dedup-v1", 1, ratelimit.AlgorithmSlidingWindowCounter, ArgCountWindow + ArgCountDedup, slidingCounterDedupSource, false, true},
+		{"rate-token-bucket-dedup-v1", 1, ratelimit.AlgorithmTokenBucket, ArgCountTokenBucket + ArgCountDedup, tokenBucketDedupSource, false, true},
 	}
 }
 
@@ -172,6 +187,7 @@ type catalog struct {
 	all         []Program
 	charges     map[ratelimit.Algorithm]Program
 	allCharges  []Program
+	dedups      map[ratelimit.Algorithm]Program
 }
 
 // buildCatalog decodes raw and checks it entry by entry against defs: same
@@ -189,7 +205,7 @@ func buildCatalog(raw []byte, defs []definition) (catalog, error) {
 	if len(m.Programs) != len(defs) {
 		return catalog{}, fmt.Errorf("%w: %d programs listed, %d embedded", ErrManifest, len(m.Programs), len(defs))
 	}
-	c := catalog{byAlgorithm: make(map[ratelimit.Algorithm]Program, len(defs)), charges: map[ratelimit.Algorithm]Program{}}
+	c := catalog{byAlgorithm: make(map[ratelimit.Algorithm]Program, len(defs)), charges: map[ratelimit.Algorithm]Program{}, dedups: map[ratelimit.Algorithm]Program{}}
 	for i, d := range defs {
 		e := m.Programs[i]
 		switch {
@@ -212,6 +228,12 @@ func buildCatalog(raw []byte, defs []definition) (catalog, error) {
 			SHA1:            e.SHA1,
 			MinRedisVersion: e.MinRedisVersion,
 			ArgCount:        d.argCount,
+			NumKeys:         NumKeys,
+		}
+		if d.dedup {
+			p.NumKeys = NumKeysDedup
+			c.dedups[d.algorithm] = p
+			continue
 		}
 		if d.charge {
 			c.charges[d.algorithm] = p
@@ -257,6 +279,20 @@ func ChargeFor(a ratelimit.Algorithm) (p Program, ok bool) {
 		return Program{}, false
 	}
 	p, ok = c.charges[a]
+	return p, ok
+}
+
+// DedupFor returns the dedup decision program of a (rate-<algorithm>-
+// dedup-v1): the decision of ForAlgorithm(a) on the same state, KEYS[2] the
+// subject's dedup hash and ARGV the decision program's followed by
+// DedupArgs; EvaluateDedup is its model. ok is false for an unsupported
+// algorithm or when Verify fails.
+func DedupFor(a ratelimit.Algorithm) (p Program, ok bool) {
+	c, err := loadCatalog()
+	if err != nil {
+		return Program{}, false
+	}
+	p, ok = c.dedups[a]
 	return p, ok
 }
 

@@ -42,12 +42,17 @@ func (s Status) String() string {
 		return "STATE_INCOMPATIBLE"
 	case StatusInvalid:
 		return "INVALID"
+	case StatusReplayed:
+		return "REPLAYED"
+	case StatusDedupConflict:
+		return "DEDUP_CONFLICT"
 	}
 	return fmt.Sprintf("Status(%d)", int64(s))
 }
 
-// Valid reports whether s is one of the five statuses.
-func (s Status) Valid() bool { return s >= StatusAllowed && s <= StatusInvalid }
+// Valid reports whether s is one of the seven statuses (the last two,
+// StatusReplayed and StatusDedupConflict, only from the dedup programs).
+func (s Status) Valid() bool { return s >= StatusAllowed && s <= StatusDedupConflict }
 
 // Indices of the reply fields: every program returns exactly ReplyLen
 // integers in this order.
@@ -158,6 +163,24 @@ func (r Reply) Check(p ratelimit.Policy) error {
 	switch r.Status {
 	case StatusAllowed, StatusDenied:
 		return r.checkDecision(n)
+	case StatusReplayed:
+		// The recorded ALLOWED reply, with its own serverNow.
+		if p.DedupWindow() == 0 {
+			return malformed("%v for a policy without dedup", r.Status)
+		}
+		allowed := r
+		allowed.Status = StatusAllowed
+		return allowed.checkDecision(n)
+	case StatusDedupConflict:
+		if p.DedupWindow() == 0 {
+			return malformed("%v for a policy without dedup", r.Status)
+		}
+		for i := ReplyEffectiveNow; i < ReplyLen; i++ {
+			if v[i] != 0 {
+				return malformed("%v with %s %d: want 0", r.Status, replyFieldNames[i], v[i])
+			}
+		}
+		return nil
 	case StatusClockUnsafe:
 		if r.Limit != 0 || r.Remaining != 0 || r.ResetAtMillis != 0 {
 			return malformed("%v with limit %d, remaining %d, resetAt %d: want 0", r.Status, r.Limit, r.Remaining, r.ResetAtMillis)

@@ -36,9 +36,11 @@ var (
 	errInFlightFull = errors.New("in-flight bound reached")
 	// errNilContext: Evaluate was called with a nil context.
 	errNilContext = errors.New("nil context")
-	// errDedupUnavailable: New was given a policy with a dedup window
-	// before the dedup programs exist.
-	errDedupUnavailable = errors.New("evaluation dedup is not available in this provider yet")
+	// errDedupConflict: the dedup program answered DEDUP_CONFLICT.
+	errDedupConflict = errors.New("program answered DEDUP_CONFLICT: evaluation id recorded for another cost or policy")
+	// errReplayUnreplicated: a replayed decision while replication acks
+	// are required; WAIT cannot vouch for the recorded write.
+	errReplayUnreplicated = errors.New("replayed decision: its replication is unknown")
 	// errPanic: Evaluate recovered from a panic.
 	errPanic = errors.New("panic while evaluating")
 	// errClockUnsafe, errStateIncompatible and errInvalidArguments are the

@@ -55,8 +55,39 @@ func (p *Provider) Evaluate(ctx context.Context, req ratelimit.Request) (out rat
 		return p.unavailable(req.PolicyID, ratelimit.CategoryAdmission, errInFlightFull)
 	}
 	defer func() { <-p.sem }()
-	res := p.exec.run(ctx, c.policy.script, c.key, c.policy.argv, req.Cost, c.sendBy)
-	return p.outcome(c.policy, res)
+	if c.dedupKey == "" {
+		res := p.exec.run(ctx, c.policy.script, c.key, c.policy.argv, req.Cost, c.sendBy)
+		return p.outcome(c.policy, res)
+	}
+	return p.evaluateDedup(ctx, c, req)
+}
+
+// evaluateDedup runs the policy's dedup program for a request with an
+// evaluation ID and, when that call is Indeterminate because its reply was
+// lost (timeout, connection lost), sends it once more with the same ID if
+// the caller's deadline leaves a command timeout for it: the program
+// answers the recorded decision if the first call admitted, so the request
+// is charged at most once (docs/degraded-mode.md). A retry that gets no
+// decision leaves the first call's Indeterminate.
+func (p *Provider) evaluateDedup(ctx context.Context, c checked, req ratelimit.Request) ratelimit.Outcome {
+	ps := c.policy
+	run := func() ratelimit.Outcome {
+		return p.outcome(ps, p.exec.runDedup(ctx, ps.dedup, c.key, c.dedupKey, string(req.EvaluationID), ps.dedupArgv, req.Cost, c.sendBy))
+	}
+	out := run()
+	ind, ok := out.(ratelimit.Indeterminate)
+	if !ok || (ind.Category != ratelimit.CategoryTimeout && ind.Category != ratelimit.CategoryConnectionLost) ||
+		p.exec.acks > 0 || ctx.Err() != nil || p.now().After(c.sendBy) {
+		return out
+	}
+	retried := run()
+	switch retried.(type) {
+	case ratelimit.Evaluated, ratelimit.Incompatible:
+		p.dedupRetries.decided.Add(1)
+		return retried
+	}
+	p.dedupRetries.failed.Add(1)
+	return out
 }
 
 // checked is a request that passed the precheck.
@@ -66,6 +97,9 @@ type checked struct {
 	// sendBy is the latest time a program command may be sent: the earlier
 	// of req.Deadline and ctx's deadline, less one command timeout.
 	sendBy time.Time
+	// dedupKey is the subject's dedup hash when the request carries an
+	// evaluation ID (the policy then has a dedup window), else "".
+	dedupKey string
 }
 
 // precheck decides everything that can be decided without sending, and is
@@ -117,7 +151,13 @@ func (p *Provider) precheck(ctx context.Context, req ratelimit.Request) (checked
 	if err != nil {
 		return checked{}, p.unavailable(req.PolicyID, ratelimit.CategoryInvalidRequest, err)
 	}
-	return checked{policy: ps, key: key, sendBy: sendBy}, nil
+	var dk string
+	if req.EvaluationID != "" { // ValidateFor: the policy has a dedup window
+		if dk, err = DedupKey(p.keys, req.SubjectDigest); err != nil {
+			return checked{}, p.unavailable(req.PolicyID, ratelimit.CategoryInvalidRequest, err)
+		}
+	}
+	return checked{policy: ps, key: key, sendBy: sendBy, dedupKey: dk}, nil
 }
 
 // outcome maps the executor's result: a failed call through the
@@ -147,6 +187,17 @@ func (p *Provider) outcome(ps *policyState, res result) ratelimit.Outcome {
 	}
 	//exhaustive:enforce
 	switch r.Status {
+	case programs.StatusReplayed:
+		if p.exec.acks > 0 {
+			// WAIT behind a replay (which writes nothing) cannot vouch for
+			// the recorded write's replication.
+			return ratelimit.Indeterminate{PolicyID: id, RetryAfter: p.retryHint, Category: ratelimit.CategoryReplication, Cause: fmt.Errorf("redisrate: %w: %w", ErrReplicationShortfall, errReplayUnreplicated)}
+		}
+		d := p.decision(ps, r)
+		d.Allowed, d.Replayed = true, true
+		return ratelimit.Evaluated{Decision: d}
+	case programs.StatusDedupConflict:
+		return ratelimit.Incompatible{PolicyID: id, Category: ratelimit.CategoryDedupConflict, Cause: errDedupConflict}
 	case programs.StatusAllowed, programs.StatusDenied:
 		if r.Status == programs.StatusAllowed && p.exec.acks > 0 && (res.ackErr != nil || res.acked < p.exec.acks) {
 			// Admitted by the primary, not acknowledged by enough replicas:
@@ -157,24 +208,31 @@ func (p *Provider) outcome(ps *policyState, res result) ratelimit.Outcome {
 			}
 			return ratelimit.Indeterminate{PolicyID: id, RetryAfter: p.retryHint, Category: ratelimit.CategoryReplication, Cause: cause}
 		}
-		return ratelimit.Evaluated{Decision: ratelimit.Decision{
-			Allowed:        r.Status == programs.StatusAllowed,
-			Limit:          r.Limit,
-			Remaining:      r.Remaining,
-			RetryAfter:     millis(r.RetryAfterMillis),
-			ResetAt:        time.UnixMilli(r.ResetAtMillis),
-			ServerNow:      time.UnixMilli(r.ServerNowMillis),
-			PolicyID:       id,
-			PolicyRevision: ps.policy.Revision(),
-			Source:         ratelimit.GlobalRedis,
-			Certainty:      ps.certainty,
-		}}
+		d := p.decision(ps, r)
+		d.Allowed = r.Status == programs.StatusAllowed
+		return ratelimit.Evaluated{Decision: d}
 	case programs.StatusClockUnsafe:
 		return ratelimit.Unavailable{PolicyID: id, RetryAfter: p.clockHint(r), Category: ratelimit.CategoryClockUnsafe, Cause: errClockUnsafe}
 	case programs.StatusStateIncompatible:
 		return ratelimit.Incompatible{PolicyID: id, Category: ratelimit.CategoryStateIncompatible, Cause: errStateIncompatible}
-	default: // programs.StatusInvalid: Decode admits only the five statuses
+	default: // programs.StatusInvalid: Decode admits no other status
 		return ratelimit.Incompatible{PolicyID: id, Category: ratelimit.CategoryInvalidArguments, Cause: errInvalidArguments}
+	}
+}
+
+// decision is the Decision of a reply with a decision (its Allowed and
+// Replayed are for the caller to set).
+func (p *Provider) decision(ps *policyState, r programs.Reply) ratelimit.Decision {
+	return ratelimit.Decision{
+		Limit:          r.Limit,
+		Remaining:      r.Remaining,
+		RetryAfter:     millis(r.RetryAfterMillis),
+		ResetAt:        time.UnixMilli(r.ResetAtMillis),
+		ServerNow:      time.UnixMilli(r.ServerNowMillis),
+		PolicyID:       ps.policy.ID(),
+		PolicyRevision: ps.policy.Revision(),
+		Source:         ratelimit.GlobalRedis,
+		Certainty:      ps.certainty,
 	}
 }
 

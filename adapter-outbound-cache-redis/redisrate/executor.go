@@ -64,8 +64,9 @@ func newScript(p programs.Program) *script {
 	return &script{name: p.Name, sha: []byte(p.SHA1), shaHex: p.SHA1, source: []byte(p.Source)}
 }
 
-// maxArgs is the longest argument list: name, script, numkeys, key, ARGV.
-const maxArgs = 4 + programs.ArgCountTokenBucket
+// maxArgs is the longest argument list: name, script, numkeys, the state
+// and dedup keys, ARGV.
+const maxArgs = 5 + programs.ArgCountTokenBucket + programs.ArgCountDedup
 
 // call holds the reusable per-call argument storage, so that building a
 // command allocates nothing but go-redis's own Cmd.
@@ -74,6 +75,10 @@ type call struct {
 	key     string
 	cost    int64
 	args    [maxArgs]any
+	// dedupKey and evalID are set for a dedup program call: KEYS[2] and
+	// the evaluation ID that replaces the placeholder in the policy's ARGV.
+	dedupKey string
+	evalID   string
 
 	// A call queued in a batcher (batch.go): what it sends, its caller's
 	// context, its result, and ready, signalled once per queueing: true
@@ -157,9 +162,17 @@ func (x *executor) enableBatching(slots, maxBatch int) {
 // is replaced by cost): EVALSHA, and after a NOSCRIPT reply one EVAL if the
 // clock has not passed sendBy (else the result says fallbackTooLate).
 func (x *executor) run(ctx context.Context, s *script, key string, argv []any, cost int64, sendBy time.Time) result {
+	return x.runDedup(ctx, s, key, "", "", argv, cost, sendBy)
+}
+
+// runDedup is run for a dedup program (dedupKey not empty): KEYS are key
+// and dedupKey, and id replaces the evaluation-ID placeholder of argv
+// (programs.DedupArgs).
+func (x *executor) runDedup(ctx context.Context, s *script, key, dedupKey, id string, argv []any, cost int64, sendBy time.Time) result {
 	c := x.calls.Get().(*call)
 	defer x.release(c)
 	c.key, c.cost = key, cost
+	c.dedupKey, c.evalID = dedupKey, id
 	if x.router != nil {
 		return x.runCluster(ctx, c, s, argv, sendBy)
 	}
@@ -207,16 +220,23 @@ func (x *executor) send(ctx context.Context, to commander, c *call, command stri
 }
 
 // command builds c's program command: command (evalsha or eval) with
-// program (digest or source) through c's wireArg, c's key, argv with c's
-// cost.
+// program (digest or source) through c's wireArg, c's key (and dedup key),
+// argv with c's cost (and evaluation ID).
 func (x *executor) command(ctx context.Context, c *call, command string, program []byte, text string, argv []any) *redis.Cmd {
 	c.program.payload, c.program.text = program, text
 	c.program.serialized.Store(false)
 	args := c.args[:0]
-	args = append(args, command, &c.program, programs.NumKeys, &c.key)
+	if c.dedupKey != "" {
+		args = append(args, command, &c.program, programs.NumKeysDedup, &c.key, &c.dedupKey)
+	} else {
+		args = append(args, command, &c.program, programs.NumKeys, &c.key)
+	}
 	n := len(args)
 	args = append(args, argv...)
 	args[n+programs.ArgCost] = &c.cost
+	if c.dedupKey != "" {
+		args[len(args)-programs.ArgCountDedup+programs.ArgDedupID] = &c.evalID
+	}
 	return redis.NewCmd(ctx, args...)
 }
 
@@ -248,7 +268,7 @@ var errNoWait = errors.New("WAIT not sent: the client cannot pipeline")
 func (x *executor) release(c *call) {
 	c.program.payload, c.program.text = nil, ""
 	c.program.serialized.Store(false)
-	c.key = ""
+	c.key, c.dedupKey, c.evalID = "", "", ""
 	clear(c.args[:])
 	c.req, c.ctx, c.res = batchReq{}, nil, result{}
 	x.calls.Put(c)

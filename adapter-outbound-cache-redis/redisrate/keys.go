@@ -12,6 +12,12 @@ import (
 const (
 	KeyCapability = "rate"
 	KeyKind       = "state"
+	// KeyRegionDedup and KeyKindDedup name a subject's dedup hash:
+	// <prefix>:rate:dedup:dedup:v2:{<slot tag>}<digest>, one per subject
+	// across all policies (docs/adr/0011-evaluation-dedup.md). No policy
+	// state key has kind "dedup", so the two never collide.
+	KeyRegionDedup = "dedup"
+	KeyKindDedup   = "dedup"
 )
 
 // StateKey returns the physical key of subject's state under policy p:
@@ -31,4 +37,12 @@ func StateKey(keys *keyspace.Builder, p ratelimit.Policy, subject ratelimit.Subj
 // per-subject keys) shares one Redis Cluster slot.
 func stateKey(keys *keyspace.Builder, id, revision, algorithm string, subject ratelimit.SubjectDigest) (string, error) {
 	return keys.TaggedKey(KeyCapability, id, KeyKind, string(subject), id, revision, algorithm, string(subject))
+}
+
+// DedupKey returns the physical key of subject's dedup hash: capability
+// "rate", region and kind "dedup", digest over ("dedup", subject digest),
+// and the same slot tag as every state key of the subject, so that a dedup
+// program's two keys share a Redis Cluster slot.
+func DedupKey(keys *keyspace.Builder, subject ratelimit.SubjectDigest) (string, error) {
+	return keys.TaggedKey(KeyCapability, KeyRegionDedup, KeyKindDedup, string(subject), KeyKindDedup, string(subject))
 }

@@ -94,6 +94,15 @@ type Provider struct {
 	breaker *breaker
 	// server is the server-policy checks' state (serverpolicy.go).
 	server serverState
+	// dedupRetries counts the retries of Indeterminate dedup calls.
+	dedupRetries struct{ decided, failed atomic.Uint64 }
+}
+
+// DedupRetries returns how many Indeterminate calls with an evaluation ID
+// were retried with the same ID and got a decision (decided) or did not
+// (failed), since New.
+func (p *Provider) DedupRetries() (decided, failed uint64) {
+	return p.dedupRetries.decided.Load(), p.dedupRetries.failed.Load()
 }
 
 var _ ratelimit.EdgePort = (*Provider)(nil)
@@ -107,6 +116,12 @@ type policyState struct {
 	revision  string
 	algorithm string
 	certainty ratelimit.Certainty
+	// dedup and dedupArgv are set for a policy with a dedup window: the
+	// rate-<algorithm>-dedup-v1 program and its ARGV (Args followed by
+	// programs.DedupArgs with an empty ID, which the executor replaces).
+	// A request with an EvaluationID uses them, one without uses script.
+	dedup     *script
+	dedupArgv []any
 }
 
 // New builds a Provider over client for policies (at least one, distinct
@@ -245,28 +260,40 @@ func newProvider(client coordinationClient, keys *keyspace.Builder, policies []r
 			bad("policies[%d]: duplicate policy id %q", i, pol.ID())
 			continue
 		}
-		if pol.DedupWindow() != 0 {
-			// The dedup programs (rate-<alg>-dedup-v1) are not built yet;
-			// a dedup policy must not be served by programs that ignore
-			// the evaluation ID.
-			bad("policies[%d] %q: dedup window %v: %v", i, pol.ID(), pol.DedupWindow(), errDedupUnavailable)
-			continue
-		}
 		prog, ok := programs.ForAlgorithm(pol.Algorithm())
 		if !ok {
 			bad("policies[%d] %q: no program for algorithm %v", i, pol.ID(), pol.Algorithm())
 			continue
 		}
-		s := byName[prog.Name]
-		if s == nil {
-			s = newScript(prog)
-			byName[prog.Name] = s
-			p.scripts = append(p.scripts, s)
-			v, err := redisinfo.ParseVersion(prog.MinRedisVersion)
-			if err != nil {
-				bad("program %s: MinRedisVersion: %v", prog.Name, err)
-			} else if p.minRedis == "" || v.Compare(p.minVer) > 0 {
-				p.minRedis, p.minVer = prog.MinRedisVersion, v
+		scriptFor := func(prog programs.Program) *script {
+			s := byName[prog.Name]
+			if s == nil {
+				s = newScript(prog)
+				byName[prog.Name] = s
+				p.scripts = append(p.scripts, s)
+				v, err := redisinfo.ParseVersion(prog.MinRedisVersion)
+				if err != nil {
+					bad("program %s: MinRedisVersion: %v", prog.Name, err)
+				} else if p.minRedis == "" || v.Compare(p.minVer) > 0 {
+					p.minRedis, p.minVer = prog.MinRedisVersion, v
+				}
+			}
+			return s
+		}
+		s := scriptFor(prog)
+		var dedup *script
+		var dedupArgv []any
+		if pol.DedupWindow() != 0 {
+			dprog, ok := programs.DedupFor(pol.Algorithm())
+			if !ok {
+				bad("policies[%d] %q: no dedup program for algorithm %v", i, pol.ID(), pol.Algorithm())
+				continue
+			}
+			dedup = scriptFor(dprog)
+			dedupArgv = append(programs.Args(pol, 1), programs.DedupArgs(pol, "")...)
+			if len(dedupArgv) != dprog.ArgCount {
+				bad("policies[%d] %q: %d dedup program arguments, want %d", i, pol.ID(), len(dedupArgv), dprog.ArgCount)
+				continue
 			}
 		}
 		argv := programs.Args(pol, 1)
@@ -282,6 +309,8 @@ func newProvider(client coordinationClient, keys *keyspace.Builder, policies []r
 			revision:  strconv.FormatInt(pol.Revision(), 10),
 			algorithm: pol.Algorithm().String(),
 			certainty: pol.Certainty(),
+			dedup:     dedup,
+			dedupArgv: dedupArgv,
 		}
 	}
 	if err := errors.Join(errs...); err != nil {

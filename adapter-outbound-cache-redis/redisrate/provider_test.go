@@ -430,7 +430,6 @@ func TestNewValidatesPoliciesAndOptions(t *testing.T) {
 		{"no command timeout", false, pols, Options{MaxInFlight: 2}, "CommandTimeout"},
 		{"command timeout too long", false, pols, Options{CommandTimeout: time.Hour, MaxInFlight: 2}, "CommandTimeout"},
 		{"no in-flight bound", false, pols, Options{CommandTimeout: testTimeout}, "MaxInFlight"},
-		{"dedup window before the dedup programs", false, []ratelimit.Policy{mustPolicy(t, ratelimit.PolicySpec{ID: "dd", Params: ratelimit.FixedWindow{Limit: 5, Window: time.Second}, DedupWindow: time.Minute})}, good, "dedup"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

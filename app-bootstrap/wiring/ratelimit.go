@@ -164,6 +164,9 @@ var errBreakerOpen error = breakerOpenError{}
 
 func newEdgePort(lc fx.Lifecycle, c *coordination, m *metrics.Metrics, cfg config.Config) (*metrics.Edge, error) {
 	m.RegisterBreaker(func() string { return string(c.provider.BreakerState()) }, c.provider.BreakerTrips)
+	m.RegisterDedupRetries(
+		func() uint64 { d, _ := c.provider.DedupRetries(); return d },
+		func() uint64 { _, f := c.provider.DedupRetries(); return f })
 	var port ratelimit.EdgePort = c.provider
 	for _, p := range cfg.RateLimit.Policies.Policies {
 		if p.FailurePolicy() != ratelimit.LocalFallback {

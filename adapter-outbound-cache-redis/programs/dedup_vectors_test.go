@@ -1,0 +1,167 @@
+package programs
+
+import (
+	"bytes"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/tech-log/tech-log-backend/shared-contract/ratelimit"
+)
+
+var updateDedupVectors = flag.Bool("update", false, "rewrite testdata/dedup-vectors-v1.json from the model")
+
+const dedupVectorsFile = "testdata/dedup-vectors-v1.json"
+
+// dedupVectorFile is testdata/dedup-vectors-v1.json: seeded step sequences
+// of the dedup programs with the model's reply and dedup-hash size after
+// every step, generated from EvaluateDedup (go test -run TestDedupVectors
+// -update) and reviewed in diffs.
+type dedupVectorFile struct {
+	Format string            `json:"format"`
+	Note   string            `json:"note"`
+	Cases  []dedupVectorCase `json:"cases"`
+}
+
+type dedupVectorCase struct {
+	Name string `json:"name"`
+	// Policy is "fixed", "sliding" or "token" (smallPolicy with 1s
+	// regression), with DedupWindowMillis; steps name policy "a" (ID
+	// programs-test) or "b" (ID other-policy), sharing one dedup hash.
+	Policy            string            `json:"policy"`
+	DedupWindowMillis int64             `json:"dedupWindowMillis"`
+	MaxEntries        int               `json:"maxEntries"`
+	Steps             []dedupVectorStep `json:"steps"`
+}
+
+type dedupVectorStep struct {
+	ServerNowMillis int64    `json:"serverNowMillis"`
+	Policy          string   `json:"policy"`
+	Cost            int64    `json:"cost"`
+	ID              string   `json:"id"`
+	Reply           [7]int64 `json:"reply"`
+	DedupLen        int      `json:"dedupLen"`
+}
+
+func (vc dedupVectorCase) policies(t testing.TB) map[string]ratelimit.Policy {
+	alg := map[string]ratelimit.Algorithm{"fixed": ratelimit.AlgorithmFixedWindow, "sliding": ratelimit.AlgorithmSlidingWindowCounter, "token": ratelimit.AlgorithmTokenBucket}[vc.Policy]
+	base := smallPolicy(t, alg, time.Second)
+	w := time.Duration(vc.DedupWindowMillis) * time.Millisecond
+	return map[string]ratelimit.Policy{"a": withDedup(t, base, w, "", 0), "b": withDedup(t, base, w, "other-policy", 0)}
+}
+
+// generateDedupVectors builds the cases from the model: per algorithm two
+// windows and two caps, 120 steps of random time steps (mostly small,
+// sometimes past the window, sometimes backwards, within the tolerated
+// regression or beyond it), costs 1..2, IDs from a pool of 8, policy b one step in five.
+func generateDedupVectors(t testing.TB) dedupVectorFile {
+	f := dedupVectorFile{Format: "dedup-vectors/v1", Note: "generated from programs.EvaluateDedup; every case starts from empty keys"}
+	seed := uint64(1)
+	for _, alg := range []string{"fixed", "sliding", "token"} {
+		for _, w := range []int64{250, 5000} {
+			for _, maxEntries := range []int{3, DedupMaxEntries} {
+				vc := dedupVectorCase{Name: fmt.Sprintf("%s window %dms cap %d", alg, w, maxEntries), Policy: alg, DedupWindowMillis: w, MaxEntries: maxEntries}
+				ps := vc.policies(t)
+				rng := rand.New(rand.NewPCG(20261203, seed))
+				seed++
+				now := int64(1_764_000_000_000)
+				var st = map[string]State{}
+				var d Dedup
+				for range 120 {
+					switch k := rng.IntN(10); {
+					case k < 6:
+						now += rng.Int64N(40)
+					case k < 9:
+						now += rng.Int64N(2 * w)
+					default:
+						now -= rng.Int64N(2500)
+					}
+					which := "a"
+					if rng.IntN(5) == 0 {
+						which = "b"
+					}
+					cost := 1 + rng.Int64N(2)
+					id := fmt.Sprintf("id-%d", rng.IntN(8))
+					r, next, nd := evaluateDedup(ps[which], st[which], d, now, cost, id, maxEntries)
+					st[which], d = next, nd
+					vc.Steps = append(vc.Steps, dedupVectorStep{ServerNowMillis: now, Policy: which, Cost: cost, ID: id, Reply: r.Ints(), DedupLen: len(d)})
+				}
+				f.Cases = append(f.Cases, vc)
+			}
+		}
+	}
+	return f
+}
+
+// TestDedupVectors: the checked-in vectors are exactly what the model
+// generates (go test -update rewrites them), and they cover every dedup
+// status and the cap.
+func TestDedupVectors(t *testing.T) {
+	f := generateDedupVectors(t)
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetIndent("", " ")
+	require.NoError(t, enc.Encode(f))
+	if *updateDedupVectors {
+		require.NoError(t, os.WriteFile(dedupVectorsFile, b.Bytes(), 0o644))
+	}
+	raw, err := os.ReadFile(dedupVectorsFile)
+	require.NoError(t, err)
+	require.Equal(t, string(raw), b.String(), "the model no longer reproduces %s (go test -run TestDedupVectors -update, then review the diff)", dedupVectorsFile)
+	seen := map[Status]int{}
+	capped := false
+	for _, vc := range f.Cases {
+		for _, s := range vc.Steps {
+			seen[Status(s.Reply[0])]++
+			capped = capped || (vc.MaxEntries == 3 && s.DedupLen == 3)
+		}
+	}
+	for _, s := range []Status{StatusAllowed, StatusDenied, StatusClockUnsafe, StatusReplayed, StatusDedupConflict} {
+		require.Positive(t, seen[s], "no %v step in the vectors: %v", s, seen)
+	}
+	require.True(t, capped)
+}
+
+// TestDedupProgramsReproduceVectors runs every dedup vector case through the
+// real Lua dedup programs on miniredis with the clock set before each step
+// and compares every reply field and the dedup hash's size.
+func TestDedupProgramsReproduceVectors(t *testing.T) {
+	raw, err := os.ReadFile(dedupVectorsFile)
+	require.NoError(t, err)
+	var f dedupVectorFile
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.DisallowUnknownFields()
+	require.NoError(t, dec.Decode(&f))
+	require.Equal(t, "dedup-vectors/v1", f.Format)
+	for n, vc := range f.Cases {
+		t.Run(vc.Name, func(t *testing.T) {
+			t.Parallel()
+			m := newMini(t)
+			ps := vc.policies(t)
+			for i, step := range vc.Steps {
+				p := ps[step.Policy]
+				prog, ok := DedupFor(p.Algorithm())
+				require.True(t, ok)
+				m.srv.SetTime(time.UnixMilli(step.ServerNowMillis))
+				body := harness(false, 0, 0) + luaBody(t, prog.Source)
+				args := append(Args(p, step.Cost), DedupArgs(p, ratelimit.EvaluationID(step.ID))...)
+				args[len(args)-1] = int64(vc.MaxEntries)
+				keys := []string{fmt.Sprintf("v:%d:%s", n, step.Policy), fmt.Sprintf("v:%d:dedup", n)}
+				v, err := evalInts(t.Context(), m.c, body, keys, args...)
+				require.NoError(t, err, "step %d", i)
+				require.Equal(t, step.Reply[:], v, "step %d at %d %s cost %d %s", i, step.ServerNowMillis, step.Policy, step.Cost, step.ID)
+				n, err := m.c.HLen(t.Context(), keys[1]).Result()
+				require.NoError(t, err)
+				// SetTime does not expire keys in miniredis, so the hash
+				// keeps expired records exactly as the model does.
+				require.Equal(t, int64(step.DedupLen), n, "step %d: dedup hash size", i)
+			}
+		})
+	}
+}

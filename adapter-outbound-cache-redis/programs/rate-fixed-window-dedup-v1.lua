@@ -1,0 +1,206 @@
+#!lua
+--[[ rate-fixed-window-dedup-v1: one fixed-window admission decision that
+records each admitted evaluation ID, so that a retry is charged once.
+Spec: docs/programs.md and CONTRACT.md 4/4a. Bounds cite ratelimit/policy.go.
+M = 2^53-1 (MaxExactInt), S = 2^45 (MaxServerMillis), H = MaxHorizonMillis.
+KEYS[1]  the state hash (one key, nothing else is touched)
+ARGV[1]  policy revision             1..M                       (A2)
+ARGV[2]  cost                        1..limit                   (A4)
+ARGV[3]  maxClockRegressionMillis    0..H                       (A3)
+ARGV[4]  cleanupGraceMillis          1..H
+ARGV[5]  limit                       1..floor(M/2)              (F1)
+ARGV[6]  windowMillis                1..H-grace                 (F2)
+Every ARGV is a canonical decimal integer (no sign, no leading zero).
+Stored fields (canonical decimal integers; exactly these six):
+  v  schema version, 1
+  a  algorithm, 1 (fixed_window)
+  r  policy revision, = ARGV[1]
+  l  lastObservedMillis, 0..S
+  w  window id, = floor(l / windowMillis)
+  c  units consumed in window w, 1..limit
+Reply, 7 integers: status, serverNowMillis, effectiveNowMillis, limit,
+  remaining, retryAfterMillis, resetAtMillis
+  1 ALLOWED / 2 DENIED: every field set; a denial writes nothing.
+  3 CLOCK_UNSAFE: server time beyond S: all fields 0 but the status; clock
+    behind l by more than the tolerated regression: serverNow, effectiveNow = l,
+    retryAfter = l - serverNow - regression, the rest 0. Nothing written.
+  4 STATE_INCOMPATIBLE: serverNow (0 beyond S), the rest 0. Nothing written.
+  5 INVALID (KEYS/ARGV count, syntax or range): as 4. Nothing written.
+Write (ALLOWED only): HSET all six fields, PEXPIRE (resetAt - serverNow) + grace.
+Dedup (the decision above is exactly rate-fixed-window-v1's):
+KEYS[2]  the subject's dedup hash (same slot tag as KEYS[1]); field = an
+         evaluation ID, value = "<policy> <revision> <cost> <expiresAt>
+         <serverNow> <effectiveNow> <remaining> <resetAt>"
+ARGV[n-3] evaluation ID               [A-Za-z0-9._-], 1..64 characters
+ARGV[n-2] policy ID                   [a-z0-9._-], 1..64 characters
+ARGV[n-1] dedupWindowMillis           1..86400000
+ARGV[n]   maxEntries (per subject)    1..1024
+  (n = #ARGV = 10.) After the server-time check and before the state is
+  read: a record of this ID with expiresAt > now answers 6 REPLAYED, the
+  recorded reply {6, serverNow, effectiveNow, limit, remaining, 0, resetAt},
+  when policy, revision and cost are this request's, and 7 DEDUP_CONFLICT
+  {7, now, 0, 0, 0, 0, 0} otherwise; nothing written either way. A record
+  that does not parse (or a dedup key that is not a hash) is 4
+  STATE_INCOMPATIBLE. An expired record counts as absent.
+  On 1 ALLOWED only, the ID is recorded with expiresAt = now + window;
+  when the hash already holds maxEntries records and not this ID, every
+  expired or unparsable record is deleted first, or, if there is none, the
+  one expiring first (ties: the bytewise smallest ID). Then the hash's
+  TTL is raised to the window if it is shorter.
+]]
+local M = 9007199254740991
+local S = 35184372088832
+local H = 9223372036854    -- floor((2^63-1) / 1e6): the longest time.Duration in ms
+local SECMAX = 35184372088 -- floor(S / 1000)
+
+local find = string.find
+
+-- int parses a canonical non-negative decimal integer <= M (digits only, no
+-- sign, no leading zero, at most 16 characters); nil otherwise, and for nil
+-- (a missing field). Every caller passes a string (an ARGV, TIME or HGETALL
+-- element) or nil. Once the pattern has matched, s + 0 converts it exactly as
+-- tonumber(s) would, with one strtod instead of two.
+local function int(s)
+  if s == '0' then return 0 end
+  if s and #s <= 16 and find(s, '^[1-9][0-9]*$') then
+    local n = s + 0
+    if n <= M then return n end
+  end
+  return nil
+end
+
+local t = redis.call('TIME')
+local now, future = 0, true
+do
+  local sec, usec = int(t[1]), int(t[2])
+  if sec ~= nil and usec ~= nil and sec <= SECMAX and usec < 1000000 then
+    now = sec * 1000 + math.floor(usec / 1000)
+    future = now > S
+  end
+  if future then now = 0 end
+end
+
+if #KEYS ~= 2 or #ARGV ~= 10 then return {5, now, 0, 0, 0, 0, 0} end
+local rev, cost, reg, grace = int(ARGV[1]), int(ARGV[2]), int(ARGV[3]), int(ARGV[4])
+local limit, win = int(ARGV[5]), int(ARGV[6])
+if not (rev and rev >= 1 and reg and reg <= H and grace and grace >= 1 and grace <= H
+    and limit and limit >= 1 and limit <= 4503599627370495
+    and win and win >= 1 and win <= H - grace
+    and cost and cost >= 1 and cost <= limit) then
+  return {5, now, 0, 0, 0, 0, 0}
+end
+if future then return {3, 0, 0, 0, 0, 0, 0} end
+local dk, did, dpol = KEYS[2], ARGV[#ARGV - 3], ARGV[#ARGV - 2]
+local dwin, dcap = int(ARGV[#ARGV - 1]), int(ARGV[#ARGV])
+if not (dwin and dwin >= 1 and dwin <= 86400000 and dcap and dcap >= 1 and dcap <= 1024
+    and #did >= 1 and #did <= 64 and not find(did, '[^A-Za-z0-9._-]')
+    and #dpol >= 1 and #dpol <= 64 and not find(dpol, '[^a-z0-9._-]')) then
+  return {5, now, 0, 0, 0, 0, 0}
+end
+local RECORD = '^([a-z0-9._-]+) ([0-9]+) ([0-9]+) ([0-9]+) ([0-9]+) ([0-9]+) ([0-9]+) ([0-9]+)$'
+local match = string.match
+-- expiry is the expiresAt of a well-formed record and nil otherwise.
+local function expiry(s)
+  local p, r, c, e, sn, ef, rm, rs = match(s, RECORD)
+  if p and int(r) and int(c) and int(sn) and int(ef) and int(rm) and int(rs) then return int(e) end
+  return nil
+end
+local drec = redis.pcall('HGET', dk, did)
+if type(drec) == 'table' then
+  if drec.err and find(drec.err, '^WRONGTYPE') then return {4, now, 0, 0, 0, 0, 0} end
+  return drec
+end
+if drec then
+  local p, r, c, e, sn, ef, rm, rs = match(drec, RECORD)
+  r, c, e, sn, ef, rm, rs = int(r), int(c), int(e), int(sn), int(ef), int(rm), int(rs)
+  if not (p and r and c and e and sn and ef and rm and rs) then return {4, now, 0, 0, 0, 0, 0} end
+  if e > now then
+    if p ~= dpol or r ~= rev or c ~= cost then return {7, now, 0, 0, 0, 0, 0} end
+    return {6, sn, ef, int(ARGV[5]), rm, 0, rs}
+  end
+end
+
+-- less is the bytewise order of two IDs (string < would use the server's
+-- collation locale).
+local function less(a, b)
+  for i = 1, math.min(#a, #b) do
+    local x, y = a:byte(i), b:byte(i)
+    if x ~= y then return x < y end
+  end
+  return #a < #b
+end
+
+-- record writes the ID's record when reply is ALLOWED and returns reply.
+local function record(reply)
+  if reply[1] ~= 1 then return reply end
+  if not drec and redis.call('HLEN', dk) >= dcap then
+    local all = redis.call('HGETALL', dk)
+    local freed, oldest, oldestExp = false, nil, nil
+    for i = 1, #all, 2 do
+      local e = expiry(all[i + 1])
+      if e == nil or e <= now then
+        redis.call('HDEL', dk, all[i])
+        freed = true
+      elseif oldestExp == nil or e < oldestExp or (e == oldestExp and less(all[i], oldest)) then
+        oldest, oldestExp = all[i], e
+      end
+    end
+    if not freed then redis.call('HDEL', dk, oldest) end
+  end
+  local fmt = string.format
+  redis.call('HSET', dk, did, dpol .. ' ' .. ARGV[1] .. ' ' .. ARGV[2] .. ' ' .. fmt('%d %d %d %d %d',
+    now + dwin, reply[2], reply[3], reply[5], reply[7]))
+  if redis.call('PTTL', dk) < dwin then redis.call('PEXPIRE', dk, dwin) end
+  return reply
+end
+
+-- One HGETALL is the type check (WRONGTYPE: not a hash) and the read. The
+-- hash must hold exactly the program's fields (12 elements). They are read by
+-- position when they come in the order the HSET below writes them (Redis
+-- keeps a small hash in insertion order, so that is every state this program
+-- wrote), and by name otherwise. v, a and r are compared as strings: for a
+-- valid n, int(x) == n exactly when x is n's canonical decimal, and ARGV[1]
+-- is rev's (checked above).
+local h = redis.pcall('HGETALL', KEYS[1])
+if h.err then
+  if find(h.err, '^WRONGTYPE') then return {4, now, 0, 0, 0, 0, 0} end
+  return h
+end
+local fl, fw, fc -- fl is nil when there is no state
+if #h > 0 then
+  if #h ~= 12 then return {4, now, 0, 0, 0, 0, 0} end
+  local fv, fa, fr
+  if h[1] == 'v' and h[3] == 'a' and h[5] == 'r'
+      and h[7] == 'l' and h[9] == 'w' and h[11] == 'c' then
+    fv, fa, fr, fl, fw, fc = h[2], h[4], h[6], h[8], h[10], h[12]
+  else
+    local f = {}
+    for i = 1, 11, 2 do f[h[i]] = h[i + 1] end
+    fv, fa, fr, fl, fw, fc = f.v, f.a, f.r, f.l, f.w, f.c
+  end
+  fl, fw, fc = int(fl), int(fw), int(fc)
+  if not (fv == '1' and fa == '1' and fr == ARGV[1] and fl and fl <= S
+      and fw and fw == math.floor(fl / win)
+      and fc and fc >= 1 and fc <= limit) then
+    return {4, now, 0, 0, 0, 0, 0}
+  end
+end
+
+local eff = now
+if fl and now < fl then
+  if fl - now > reg then return {3, now, fl, 0, 0, fl - now - reg, 0} end
+  eff = fl
+end
+
+local k = math.floor(eff / win)
+local used = 0
+if fl and fw == k then used = fc end
+local reset = (k + 1) * win
+if used + cost > limit then
+  return record({2, now, eff, limit, limit - used, reset - eff, reset})
+end
+-- v, a and r go as the strings a number would be formatted to, so Redis
+-- formats only the computed fields.
+redis.call('HSET', KEYS[1], 'v', '1', 'a', '1', 'r', ARGV[1], 'l', eff, 'w', k, 'c', used + cost)
+redis.call('PEXPIRE', KEYS[1], reset - now + grace)
+return record({1, now, eff, limit, limit - used - cost, 0, reset})
