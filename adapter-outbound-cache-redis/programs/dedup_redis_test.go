@@ -28,11 +28,11 @@ func dedupArgs(p ratelimit.Policy, cost int64, id string, maxEntries int) []any 
 // reply, the server time just before and just after it (TIME in the same
 // MULTI), and both hashes and the dedup hash's TTL right after it.
 type dedupStep struct {
-	reply        Reply
+	reply         Reply
 	before, after int64
-	state        State
-	dedup        Dedup
-	dedupPTTL    int64
+	state         State
+	dedup         Dedup
+	dedupPTTL     int64
 }
 
 func runDedupTx(t *testing.T, ctx context.Context, c *redis.Client, prog Program, stateKey, dedupKey string, args ...any) dedupStep {

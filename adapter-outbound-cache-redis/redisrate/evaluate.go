@@ -85,9 +85,11 @@ func (p *Provider) evaluateDedup(ctx context.Context, c checked, req ratelimit.R
 	case ratelimit.Evaluated, ratelimit.Incompatible:
 		p.dedupRetries.decided.Add(1)
 		return retried
+	default: // Unavailable, Indeterminate (outcome returns nothing else)
+		// The first call may have run: its Indeterminate stands.
+		p.dedupRetries.failed.Add(1)
+		return out
 	}
-	p.dedupRetries.failed.Add(1)
-	return out
 }
 
 // checked is a request that passed the precheck.

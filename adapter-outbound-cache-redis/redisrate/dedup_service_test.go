@@ -1,0 +1,78 @@
+package redisrate
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/tech-log/tech-log-backend/adapter-outbound-cache-redis/programs"
+	"github.com/tech-log/tech-log-backend/adapter-outbound-cache-redis/redistest"
+	"github.com/tech-log/tech-log-backend/shared-contract/ratelimit"
+)
+
+// TestServiceDedup: through the provider on a real server, per algorithm:
+// a repeated evaluation ID is answered the recorded decision and charged
+// once; the same ID with another cost or on another policy is
+// Incompatible{dedup_conflict}; a request without an ID is charged as
+// usual; Start loaded the dedup programs; the dedup hash has a TTL no
+// longer than the window.
+func TestServiceDedup(t *testing.T) {
+	srv := redistest.Start(t)
+	admin := srv.Client()
+	keys := randomKeys(t)
+	var pols []ratelimit.Policy
+	for _, p := range conformancePolicies(t, 1) {
+		q, err := ratelimit.NewPolicy(ratelimit.PolicySpec{ID: p.ID() + "-dd", Revision: 1, Algorithm: p.Algorithm(), Params: p.Params(),
+			MaxCost: p.MaxCost(), CleanupGrace: p.CleanupGrace(), MaxClockRegression: p.MaxClockRegression(),
+			FailurePolicy: ratelimit.FailClosed, DedupWindow: time.Minute})
+		require.NoError(t, err)
+		pols = append(pols, q)
+	}
+	p := serviceProvider(t, srv, keys, pols, nil)
+	for _, alg := range []ratelimit.Algorithm{ratelimit.AlgorithmFixedWindow, ratelimit.AlgorithmSlidingWindowCounter, ratelimit.AlgorithmTokenBucket} {
+		prog, ok := programs.DedupFor(alg)
+		require.True(t, ok)
+		exists, err := admin.ScriptExists(adminCtx(t), prog.SHA1).Result()
+		require.NoError(t, err)
+		assert.Equal(t, []bool{true}, exists, "Start loaded %s", prog.Name)
+	}
+	evaluate := func(id ratelimit.PolicyID, subject ratelimit.SubjectDigest, cost int64, eid ratelimit.EvaluationID) ratelimit.Outcome {
+		return p.Evaluate(context.Background(), ratelimit.Request{PolicyID: id, SubjectDigest: subject, Cost: cost, EvaluationID: eid, Deadline: time.Now().Add(30 * time.Second)})
+	}
+	for i, pol := range pols {
+		other := pols[(i+1)%len(pols)]
+		t.Run(pol.Algorithm().String(), func(t *testing.T) {
+			subject := randomSubject(t)
+			first := evaluate(pol.ID(), subject, 1, "e-1")
+			require.True(t, ratelimit.Admitted(first), "%v", first)
+			d1 := first.(ratelimit.Evaluated).Decision
+			assert.False(t, d1.Replayed)
+			for range 3 {
+				again := evaluate(pol.ID(), subject, 1, "e-1")
+				require.True(t, ratelimit.Admitted(again), "%v", again)
+				d := again.(ratelimit.Evaluated).Decision
+				assert.True(t, d.Replayed)
+				assert.Equal(t, d1.Remaining, d.Remaining, "the recorded decision")
+				assert.Equal(t, d1.ServerNow, d.ServerNow)
+			}
+			for name, out := range map[string]ratelimit.Outcome{
+				"another cost":   evaluate(pol.ID(), subject, 2, "e-1"),
+				"another policy": evaluate(other.ID(), subject, 1, "e-1"),
+			} {
+				assert.Equal(t, ratelimit.CategoryDedupConflict, ratelimit.CategoryOf(out), "%s: %v", name, out)
+			}
+			// Charged once: the next plain request sees one unit used.
+			next := evaluate(pol.ID(), subject, 1, "")
+			require.True(t, ratelimit.Admitted(next), "%v", next)
+			assert.Equal(t, d1.Remaining-1, next.(ratelimit.Evaluated).Decision.Remaining)
+			dk, err := DedupKey(keys, subject)
+			require.NoError(t, err)
+			ttl, err := admin.PTTL(adminCtx(t), dk).Result()
+			require.NoError(t, err)
+			assert.True(t, ttl > 0 && ttl <= time.Minute, "dedup hash TTL %v", ttl)
+		})
+	}
+}
