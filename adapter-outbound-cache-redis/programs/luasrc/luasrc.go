@@ -50,7 +50,7 @@ type Variant struct {
 	// Name selects the layout file variant-<Name>.lua.tmpl.
 	Name string
 	// Suffix is inserted into the program name before "-v1" ("" or
-	// "-charge").
+	// "-charge" or "-dedup").
 	Suffix string
 	// Keys is the KEYS count the variant's programs require.
 	Keys int
@@ -63,6 +63,7 @@ type Variant struct {
 var Variants = []Variant{
 	{Name: "decide", Suffix: "", Keys: 1},
 	{Name: "charge", Suffix: "-charge", Keys: 1},
+	{Name: "dedup", Suffix: "-dedup", Keys: 2, ExtraArgs: 4},
 }
 
 // File is one rendered program.

@@ -33,7 +33,8 @@ func TestRenderEveryProgram(t *testing.T) {
 			}
 		}
 		want := "#ARGV ~= " + strconv.Itoa(f.Algorithm.Args+f.Variant.ExtraArgs)
-		if !strings.Contains(string(f.Source), want) || !strings.Contains(string(f.Source), "#KEYS ~= 1 ") {
+		keys := "#KEYS ~= " + strconv.Itoa(f.Variant.Keys) + " "
+		if !strings.Contains(string(f.Source), want) || !strings.Contains(string(f.Source), keys) {
 			t.Errorf("%s: argument counts (%s)", f.Name, want)
 		}
 	}
