@@ -30,6 +30,7 @@ var (
 	colorUlule   = color.RGBA{R: 0xff, G: 0x7f, B: 0x0e, A: 0xff}
 	colorTrivial = color.RGBA{R: 0x7f, G: 0x7f, B: 0x7f, A: 0xff}
 	colorPiped   = color.RGBA{R: 0x8c, G: 0x56, B: 0x4b, A: 0xff}
+	colorPipedFW = color.RGBA{R: 0x17, G: 0xbe, B: 0xcf, A: 0xff}
 	colorCeiling = color.RGBA{A: 0xff}
 )
 
@@ -43,6 +44,8 @@ func chartColor(name string) color.Color {
 		return colorToken
 	case pipelinedName:
 		return colorPiped
+	case pipelinedFixedName:
+		return colorPipedFW
 	case FamilyRedisRate:
 		return colorRate
 	case FamilyUlule:

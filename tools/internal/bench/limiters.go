@@ -29,15 +29,20 @@ const (
 	FamilyUlule     = "ulule"      // github.com/ulule/limiter/v3 + its go-redis v9 store
 	FamilyTrivial   = "trivial"    // EvalSha of a trivial INCR+PEXPIRE script
 	// FamilyPipelined is the Provider with pipelined program calls
-	// (Options.PipelineMaxBatch benchPipelineBatch), token bucket only.
+	// (Options.PipelineMaxBatch benchPipelineBatch): token bucket and fixed
+	// window, the algorithms the issue-13 peer targets name.
 	FamilyPipelined = "provider_pipelined"
 )
 
 // benchPipelineBatch is the pipelined provider's PipelineMaxBatch.
 const benchPipelineBatch = 16
 
-// pipelinedName is the pipelined provider's limiter (token bucket).
-var pipelinedName = FamilyPipelined + "/" + ratelimit.AlgorithmTokenBucket.String()
+// pipelinedName and pipelinedFixedName are the pipelined provider's
+// limiters (token bucket, fixed window).
+var (
+	pipelinedName      = FamilyPipelined + "/" + ratelimit.AlgorithmTokenBucket.String()
+	pipelinedFixedName = FamilyPipelined + "/" + ratelimit.AlgorithmFixedWindow.String()
+)
 
 // Algorithm wire names, as ratelimit.Algorithm.String prints them.
 var algorithms = []ratelimit.Algorithm{
@@ -256,8 +261,8 @@ func newLimiters(ctx context.Context, addr string, subs subjects) (set *limiterS
 	if err != nil {
 		return set, err
 	}
-	tb := pols[2]
-	pl, err := redisrate.New(plc, plKeys, []ratelimit.Policy{tb}, redisrate.Options{CommandTimeout: cfg.CommandTimeout, MaxInFlight: cfg.PoolSize, PipelineMaxBatch: benchPipelineBatch})
+	tb, fw := pols[2], pols[0]
+	pl, err := redisrate.New(plc, plKeys, []ratelimit.Policy{tb, fw}, redisrate.Options{CommandTimeout: cfg.CommandTimeout, MaxInFlight: cfg.PoolSize, PipelineMaxBatch: benchPipelineBatch})
 	if err != nil {
 		_ = plc.Close()
 		return set, fmt.Errorf("bench: pipelined provider: %w", err)
@@ -266,17 +271,27 @@ func newLimiters(ctx context.Context, addr string, subs subjects) (set *limiterS
 		_ = pl.Close()
 		return set, fmt.Errorf("bench: pipelined provider start: %w", err)
 	}
-	set.add(&limiter{
-		Name: pipelinedName, Family: FamilyPipelined, Algorithm: tb.Algorithm().String(),
-		op: func(ctx context.Context, i int) error {
-			out := pl.Evaluate(ctx, ratelimit.Request{PolicyID: tb.ID(), SubjectDigest: subs[i], Cost: 1, Deadline: deadline})
-			if !ratelimit.Admitted(out) {
-				return fmt.Errorf("pipelined provider: not admitted: %#v", out)
-			}
-			return nil
-		},
-		close: pl.Close,
-	})
+	plClosed := false
+	for name, pol := range map[string]ratelimit.Policy{pipelinedName: tb, pipelinedFixedName: fw} {
+		id := pol.ID()
+		set.add(&limiter{
+			Name: name, Family: FamilyPipelined, Algorithm: pol.Algorithm().String(),
+			op: func(ctx context.Context, i int) error {
+				out := pl.Evaluate(ctx, ratelimit.Request{PolicyID: id, SubjectDigest: subs[i], Cost: 1, Deadline: deadline})
+				if !ratelimit.Admitted(out) {
+					return fmt.Errorf("pipelined provider %s: not admitted: %#v", id, out)
+				}
+				return nil
+			},
+			close: func() error { // the two share one provider
+				if plClosed {
+					return nil
+				}
+				plClosed = true
+				return pl.Close()
+			},
+		})
+	}
 
 	// Bare go-redis EvalSha of the same programs, same client options,
 	// precomputed keys of the same length (no derivation, no parsing).

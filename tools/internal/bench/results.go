@@ -395,6 +395,7 @@ const (
 	CmpTokenVsRedisRateOps   = "provider token bucket/redis_rate throughput"
 	CmpPipelinedVsRedisRate  = "provider (pipelined) token bucket/redis_rate throughput"
 	CmpFixedVsUluleOps       = "provider fixed window/ulule throughput"
+	CmpPipelinedFixedVsUlule = "provider (pipelined) fixed window/ulule throughput"
 	CmpScriptVsTrivialUsec   = "program/trivial evalsha usec_per_call"
 	CmpServerVsTrivialCPU    = "program/trivial server CPU per call"
 	CmpRedisRateVsTrivialCPU = "redis_rate/trivial evalsha usec_per_call"
@@ -426,6 +427,7 @@ func comparisons(runs []RunResult) []Comparison {
 	out = append(out, compare(runs, CmpTokenVsRedisRateP99, KindRatio, "p99Micros", tb, FamilyRedisRate)...)
 	out = append(out, compare(runs, CmpPipelinedVsRedisRateP9, KindRatio, "p99Micros", pipelinedName, FamilyRedisRate)...)
 	out = append(out, compare(runs, CmpFixedVsUluleOps, KindRatio, "opsPerSec", fw, FamilyUlule)...)
+	out = append(out, compare(runs, CmpPipelinedFixedVsUlule, KindRatio, "opsPerSec", pipelinedFixedName, FamilyUlule)...)
 	out = append(out, compare(runs, CmpRedisRateVsTrivialCPU, KindRatio, "evalshaUsecPerCall", FamilyRedisRate, FamilyTrivial)...)
 	return out
 }

@@ -216,7 +216,7 @@ func redisPhases(ctx context.Context, cfg Config, res *Results) (err error) {
 var matrixOrder = []string{
 	providerName("fixed_window"), bareName("fixed_window"),
 	providerName("sliding_window_counter"), bareName("sliding_window_counter"),
-	providerName("token_bucket"), bareName("token_bucket"), pipelinedName,
+	providerName("token_bucket"), bareName("token_bucket"), pipelinedName, pipelinedFixedName,
 	FamilyRedisRate, FamilyUlule, FamilyTrivial,
 }
 
@@ -226,7 +226,7 @@ var matrixUnits = [][]string{
 	{providerName("fixed_window"), bareName("fixed_window")},
 	{providerName("sliding_window_counter"), bareName("sliding_window_counter")},
 	{providerName("token_bucket"), bareName("token_bucket")},
-	{pipelinedName}, {FamilyRedisRate}, {FamilyUlule}, {FamilyTrivial},
+	{pipelinedName}, {pipelinedFixedName}, {FamilyRedisRate}, {FamilyUlule}, {FamilyTrivial},
 }
 
 // repOrder is the order of repetition rep: the units rotated by rep, so no

@@ -61,7 +61,7 @@ func Validate(res *Results) error {
 	wantCmp := map[string]int{
 		CmpProviderVsBareOps: 3, CmpProviderVsBareP99: 3, CmpProviderVsBareAllocs: 3, CmpProviderVsBareBytes: 3,
 		CmpScriptVsTrivialUsec: 3, CmpServerVsTrivialCPU: 3,
-		CmpTokenVsRedisRateOps: 1, CmpPipelinedVsRedisRate: 1, CmpFixedVsUluleOps: 1, CmpRedisRateVsTrivialCPU: 1,
+		CmpTokenVsRedisRateOps: 1, CmpPipelinedVsRedisRate: 1, CmpFixedVsUluleOps: 1, CmpPipelinedFixedVsUlule: 1, CmpRedisRateVsTrivialCPU: 1,
 	}
 	for name, perCell := range wantCmp {
 		n := 0
