@@ -169,3 +169,40 @@ func TestIdempotencyKeyReused(t *testing.T) {
 	assert.Equal(t, http.StatusServiceUnavailable, rec.Code)
 	assert.Zero(t, calls.Load())
 }
+
+// FuzzParseSFString: the parser never panics; what it accepts is 1..
+// MaxIdempotencyKeyLen printable ASCII characters and quoting it again
+// (escaping '"' and '\') parses back to the same key; what it refuses is
+// one of the fixed reasons, none holding the input.
+func FuzzParseSFString(f *testing.F) {
+	for _, s := range []string{`"a"`, `  "a b"  `, `"a\"b\\c"`, `""`, `"`, `abc`, `"a";p=1`, "\"\xff\"", `"a\x"`, `"` + strings.Repeat("k", 256) + `"`} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, in string) {
+		key, err := parseSFString(in)
+		if err != nil {
+			switch err {
+			case errKeyNotSFStr, errKeyEmpty, errKeyTooLong:
+			default:
+				t.Fatalf("unexpected error %v", err)
+			}
+			if key != "" {
+				t.Fatalf("key %q with an error", key)
+			}
+			return
+		}
+		if len(key) < 1 || len(key) > MaxIdempotencyKeyLen {
+			t.Fatalf("key of %d characters accepted", len(key))
+		}
+		for i := 0; i < len(key); i++ {
+			if key[i] < 0x20 || key[i] > 0x7e {
+				t.Fatalf("byte %#x accepted", key[i])
+			}
+		}
+		quoted := `"` + strings.NewReplacer(`\`, `\\`, `"`, `\"`).Replace(key) + `"`
+		again, err := parseSFString(quoted)
+		if err != nil || again != key {
+			t.Fatalf("round trip of %q: %q, %v", key, again, err)
+		}
+	})
+}
