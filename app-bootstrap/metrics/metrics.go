@@ -46,6 +46,13 @@ const (
 	// Indeterminate call with the same evaluation ID, by result: "decided"
 	// (the retry got a decision) or "failed" (it did not).
 	DedupRetriesTotal = "tlb_ratelimit_dedup_retries_total"
+	// PipelineBatchesTotal, PipelineBatchedCallsTotal and PipelineQueued
+	// describe pipelined program calls (APP_RATE_LIMIT_PIPELINE_MAX_BATCH):
+	// batches written, the calls they carried, and the calls waiting for a
+	// connection turn now.
+	PipelineBatchesTotal      = "tlb_ratelimit_pipeline_batches_total"
+	PipelineBatchedCallsTotal = "tlb_ratelimit_pipeline_batched_calls_total"
+	PipelineQueued            = "tlb_ratelimit_pipeline_queued"
 )
 
 // Values of DedupTotal's result label.
@@ -331,4 +338,22 @@ func (m *Metrics) RegisterDedupRetries(decided, failed func() uint64) {
 			ConstLabels: prometheus.Labels{"result": result},
 		}, func() float64 { return float64(f()) }))
 	}
+}
+
+// RegisterPipeline exports the provider's pipelined-call counters read at
+// scrape time (stats returns batches written, the calls they carried, and
+// the calls queued now). Call it once.
+func (m *Metrics) RegisterPipeline(stats func() (batches, calls int64, queued int)) {
+	m.registry.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{
+		Name: PipelineBatchesTotal,
+		Help: "Pipelines of rate-limit program calls written (one write and one read for several calls that met busy connection turns).",
+	}, func() float64 { b, _, _ := stats(); return float64(b) }))
+	m.registry.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{
+		Name: PipelineBatchedCallsTotal,
+		Help: "Rate-limit program calls written as part of a pipeline (a call sent alone is not counted).",
+	}, func() float64 { _, c, _ := stats(); return float64(c) }))
+	m.registry.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: PipelineQueued,
+		Help: "Rate-limit program calls waiting for a connection turn (they go in the next pipeline).",
+	}, func() float64 { _, _, q := stats(); return float64(q) }))
 }

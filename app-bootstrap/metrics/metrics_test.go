@@ -244,3 +244,22 @@ func TestDedupMetrics(t *testing.T) {
 	}
 	assert.Equal(t, map[string]float64{"decided": 3, "failed": 1}, got)
 }
+
+func TestRegisterPipeline(t *testing.T) {
+	m := New()
+	m.RegisterPipeline(func() (int64, int64, int) { return 7, 40, 3 })
+	families, err := m.Registry().Gather()
+	require.NoError(t, err)
+	got := map[string]float64{}
+	for _, f := range families {
+		for _, mt := range f.GetMetric() {
+			switch f.GetName() {
+			case PipelineBatchesTotal, PipelineBatchedCallsTotal:
+				got[f.GetName()] = mt.GetCounter().GetValue()
+			case PipelineQueued:
+				got[f.GetName()] = mt.GetGauge().GetValue()
+			}
+		}
+	}
+	assert.Equal(t, map[string]float64{PipelineBatchesTotal: 7, PipelineBatchedCallsTotal: 40, PipelineQueued: 3}, got)
+}

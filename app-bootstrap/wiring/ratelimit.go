@@ -167,6 +167,10 @@ func newEdgePort(lc fx.Lifecycle, c *coordination, m *metrics.Metrics, cfg confi
 	m.RegisterDedupRetries(
 		func() uint64 { d, _ := c.provider.DedupRetries(); return d },
 		func() uint64 { _, f := c.provider.DedupRetries(); return f })
+	m.RegisterPipeline(func() (int64, int64, int) {
+		st := c.provider.PipelineStats()
+		return st.Batches, st.Calls, st.Queued
+	})
 	var port ratelimit.EdgePort = c.provider
 	for _, p := range cfg.RateLimit.Policies.Policies {
 		if p.FailurePolicy() != ratelimit.LocalFallback {
