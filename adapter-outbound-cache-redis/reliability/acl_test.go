@@ -2,6 +2,7 @@ package reliability_test
 
 import (
 	"context"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -27,7 +28,7 @@ var (
 	aclRateUser = []any{"ACL", "SETUSER", "tlb-rate", "reset", "on", ">rate-test-pass",
 		"~tlb:rate:*", "resetchannels", "-@all",
 		"+evalsha", "+eval", "+script|load", "+script|exists", "+ping", "+info", "+config|get", "+hello", "+auth", "+client|setname",
-		"+hgetall", "+hset", "+pexpire", "+time"}
+		"+hgetall", "+hset", "+pexpire", "+time", "+hget", "+hlen", "+hdel", "+pttl"}
 	aclCacheUser = []any{"ACL", "SETUSER", "tlb-cache", "reset", "on", ">cache-test-pass",
 		"~tlb:cache:*", "resetchannels", "-@all",
 		"+getrange", "+set", "+del", "+evalsha", "+eval", "+ping", "+hello", "+auth", "+client|setname"}
@@ -71,6 +72,21 @@ func TestACLLeastPrivilegeUsers(t *testing.T) {
 	for _, pol := range pols {
 		out := ask(p, pol.ID(), subject, 1)
 		require.True(t, ratelimit.Admitted(out), "%s as tlb-rate: %v", pol.ID(), out)
+	}
+	// The dedup programs as tlb-rate: a full dedup hash (record, evict,
+	// replay) needs only the documented commands.
+	ddPol, err := ratelimit.NewPolicy(ratelimit.PolicySpec{ID: "acl-dedup", Revision: 1, Algorithm: ratelimit.AlgorithmFixedWindow,
+		Params: ratelimit.FixedWindow{Limit: 1000, Window: time.Hour}, MaxCost: 1, CleanupGrace: time.Minute,
+		FailurePolicy: ratelimit.FailClosed, DedupWindow: time.Minute})
+	require.NoError(t, err)
+	dd := newProvider(t, cfg, keys, ddPol)
+	ddSubject := randomSubject(t)
+	for i := range programs.DedupMaxEntries + 2 {
+		id := ratelimit.EvaluationID("acl-" + strconv.Itoa(i))
+		for range 2 { // record (evicting once full), then replay
+			out := dd.Evaluate(context.Background(), ratelimit.Request{PolicyID: ddPol.ID(), SubjectDigest: ddSubject, Cost: 1, EvaluationID: id, Deadline: time.Now().Add(30 * time.Second)})
+			require.True(t, ratelimit.Admitted(out), "dedup as tlb-rate: %v", out)
+		}
 	}
 	require.NoError(t, admin.ScriptFlush(adminCtx(t)).Err())
 	out := ask(p, pols[0].ID(), subject, 1)

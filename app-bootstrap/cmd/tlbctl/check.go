@@ -251,6 +251,11 @@ func providerCommands(key string) [][]any {
 		{"HSET", key, "v", "1"},
 		{"PEXPIRE", key, "1000"},
 		{"TIME"},
+		// Inside the dedup programs (policies with a dedupWindow).
+		{"HGET", key, "id"},
+		{"HLEN", key},
+		{"HDEL", key, "id"},
+		{"PTTL", key},
 	}
 }
 

@@ -27,7 +27,7 @@ var (
 	aclRateUser = []any{"ACL", "SETUSER", "tlb-rate", "reset", "on", ">rate-test-pass",
 		"~tlb:rate:*", "resetchannels", "-@all",
 		"+evalsha", "+eval", "+script|load", "+script|exists", "+ping", "+info", "+config|get", "+hello", "+auth", "+client|setname",
-		"+hgetall", "+hset", "+pexpire", "+time"}
+		"+hgetall", "+hset", "+pexpire", "+time", "+hget", "+hlen", "+hdel", "+pttl"}
 	aclCtlUser = []any{"ACL", "SETUSER", "tlb-ctl", "reset", "on", ">ctl-test-pass",
 		"~tlb:rate:*", "resetchannels", "-@all",
 		"+ping", "+hello", "+auth", "+client|setname", "+info", "+config|get", "+script|load", "+acl|dryrun",
