@@ -14,11 +14,13 @@ import (
 
 // TestClusterDedup: on Redis Cluster, a dedup call's two keys (the state
 // and the subject's dedup hash) share a slot for subjects on every
-// primary: no CROSSSLOT, the repeat is replayed and charged once.
+// primary: no CROSSSLOT, the repeat is replayed and charged once. (A token
+// bucket refilling 1 per hour: no window boundary can reset the count
+// during the test.)
 func TestClusterDedup(t *testing.T) {
 	c := redistest.StartCluster(t)
 	keys := randomKeys(t)
-	pol := mustPolicy(t, ratelimit.PolicySpec{ID: "c-dedup", Params: ratelimit.FixedWindow{Limit: 5, Window: time.Hour}, MaxCost: 5, DedupWindow: time.Minute})
+	pol := mustPolicy(t, ratelimit.PolicySpec{ID: "c-dedup", Params: ratelimit.TokenBucket{Capacity: 5, RefillTokens: 1, RefillPeriod: time.Hour}, MaxCost: 5, DedupWindow: time.Minute})
 	p := clusterProvider(t, c.Addrs(), keys, []ratelimit.Policy{pol})
 	perPrimary := map[*redistest.Server]int{}
 	for range 40 { // all three primaries missed by chance: 3 x (2/3)^40 < 1e-6

@@ -67,7 +67,11 @@ func TestServiceDedup(t *testing.T) {
 			// Charged once: the next plain request sees one unit used.
 			next := evaluate(pol.ID(), subject, 1, "")
 			require.True(t, ratelimit.Admitted(next), "%v", next)
-			assert.Equal(t, d1.Remaining-1, next.(ratelimit.Evaluated).Decision.Remaining)
+			if dn := next.(ratelimit.Evaluated).Decision; pol.Algorithm() == ratelimit.AlgorithmFixedWindow && !dn.ResetAt.Equal(d1.ResetAt) {
+				t.Logf("the hour window rolled over between the calls; remaining %d in the new window", dn.Remaining)
+			} else {
+				assert.Equal(t, d1.Remaining-1, dn.Remaining)
+			}
 			dk, err := DedupKey(keys, subject)
 			require.NoError(t, err)
 			ttl, err := admin.PTTL(adminCtx(t), dk).Result()

@@ -18,14 +18,15 @@ import (
 )
 
 // TestEnabledDedupIdempotencyKey: the service end to end on a real Redis,
-// with a policy of limit 3 and "dedupWindow": a request repeated with the
+// with a policy of capacity 3 (a token bucket refilling 1 per hour, so no
+// window boundary resets the count mid-test) and "dedupWindow": a request repeated with the
 // same Idempotency-Key is admitted with the recorded numbers and charged
 // once; a malformed key is a 400 problem and charges nothing; a request
 // without the header is charged as usual; /metrics counts the replays.
 func TestEnabledDedupIdempotencyKey(t *testing.T) {
 	rs := redistest.Start(t)
 	file := filepath.Join(t.TempDir(), "policies.json")
-	require.NoError(t, os.WriteFile(file, []byte(`{"policies":[{"id":"api","revision":1,"algorithm":"fixed_window","limit":3,"window":"1h",
+	require.NoError(t, os.WriteFile(file, []byte(`{"policies":[{"id":"api","revision":1,"algorithm":"token_bucket","capacity":3,"refillTokens":1,"refillPeriod":"1h",
 		"maxCost":1,"cleanupGrace":"1m","maxClockRegression":"2s","failurePolicy":"fail-closed","dedupWindow":"10m","routes":["GET /api/"]}]}`), 0o600))
 	cfg := loadConfig(t, append(enabledKV(rs.Addr()), "APP_RATE_LIMIT_POLICIES_FILE", file)...)
 	var srv *Server
