@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"encoding/base64"
 	"encoding/hex"
+	"fmt"
 	"strconv"
 	"strings"
 	"testing"
@@ -236,4 +237,27 @@ func ownServer(t testing.TB, srv *redistest.Server) {
 	if srv.Lane() == redistest.LaneExternal {
 		t.Skip("reconfigures or faults the server: not on the external lane")
 	}
+}
+
+// waitFor polls cond until it returns nil, for at most d, and then fails t
+// with cond's last error. It polls every d/1000, kept within 2..50 ms.
+func waitFor(t *testing.T, what string, d time.Duration, cond func() error) {
+	t.Helper()
+	poll := min(max(d/1000, 2*time.Millisecond), 50*time.Millisecond)
+	deadline := time.Now().Add(d)
+	err := cond()
+	for ; err != nil && time.Now().Before(deadline); err = cond() {
+		time.Sleep(poll)
+	}
+	if err != nil {
+		t.Fatalf("%s: not within %v: %v", what, d, err)
+	}
+}
+
+// expect is nil when got equals want, else an error naming what.
+func expect[T comparable](what string, got, want T) error {
+	if got != want {
+		return fmt.Errorf("%s: %v, want %v", what, got, want)
+	}
+	return nil
 }

@@ -146,19 +146,6 @@ func (l *netLab) cleanup() {
 	_ = exec.Command("ip", "netns", "del", l.sw).Run()
 }
 
-func waitFor(t *testing.T, what string, d time.Duration, cond func() error) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	var err error
-	for time.Now().Before(deadline) {
-		if err = cond(); err == nil {
-			return
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	t.Fatalf("%s: not within %v: %v", what, d, err)
-}
-
 // TestPartitionMinorityPrimary (row 21): the primary and one sentinel are
 // cut from the replica and two sentinels while the limiter still reaches
 // the primary; the majority promotes the replica; the partition heals and

@@ -40,17 +40,6 @@ func newPipelinedProvider(t testing.TB, cfg redisrate.ClientConfig, maxInFlight,
 	return p
 }
 
-// waitFor polls cond for at most 10 s.
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	for deadline := time.Now().Add(10 * time.Second); !cond(); {
-		if time.Now().After(deadline) {
-			t.Fatalf("not reached within 10 s: %s", what)
-		}
-		time.Sleep(2 * time.Millisecond)
-	}
-}
-
 // replyLen is the RESP2 length of a program reply of these integers.
 func replyLen(v []any) int {
 	n := len("*" + strconv.Itoa(len(v)) + "\r\n")
@@ -113,10 +102,10 @@ func TestToxicPipelinedBatchCut(t *testing.T) {
 				go func() { defer wg.Done(); outs[i] = ask(p, pol.ID(), subjects[i], 1) }()
 			}
 			start(0)
-			waitFor(t, "A held by the paused server", func() bool { return infoInt(t, admin, "clients", "blocked_clients") == 1 })
+			waitFor(t, "A held by the paused server", 10*time.Second, func() error { return expect("blocked clients", infoInt(t, admin, "clients", "blocked_clients"), 1) })
 			for i := 1; i < len(subjects); i++ {
 				start(i)
-				waitFor(t, "call queued", func() bool { return p.PipelineStats().Queued == i })
+				waitFor(t, "call queued", 10*time.Second, func() error { return expect("queued calls", p.PipelineStats().Queued, i) })
 			}
 			remove := addToxic(t, proxy, tt.toxic(replyLen(v)))
 			require.NoError(t, admin.Do(adminCtx(t), "client", "unpause").Err())
@@ -141,7 +130,7 @@ func TestToxicPipelinedBatchCut(t *testing.T) {
 			}
 			// A command in flight through the proxy: wait (bounded) until
 			// the count reaches what ran, then check it stays there.
-			waitFor(t, "commands counted", func() bool { return calls(t, admin, "evalsha") >= wantCalls })
+			waitFor(t, "commands counted", 10*time.Second, func() error { return expect("evalsha calls", min(calls(t, admin, "evalsha"), wantCalls), wantCalls) })
 			time.Sleep(100 * time.Millisecond)
 			assert.Equal(t, wantCalls, calls(t, admin, "evalsha"), "calls = commands that ran")
 			assert.Zero(t, calls(t, admin, "eval"), "nothing re-sent")
