@@ -11,6 +11,7 @@ import (
 	"github.com/tech-log/tech-log-backend/adapter-outbound-cache-redis/redistest"
 	"github.com/tech-log/tech-log-backend/shared-contract/keyspace"
 	"github.com/tech-log/tech-log-backend/shared-contract/ratelimit"
+	"github.com/tech-log/tech-log-backend/shared-contract/ratelimit/ratelimittest"
 )
 
 // fallbackInstance is one service instance: a provider with a breaker and
@@ -56,6 +57,7 @@ func fallbackPolicies(t *testing.T) []ratelimit.Policy {
 		require.NoError(t, err)
 		out = append(out, p)
 	}
+	ratelimittest.ClearOfWindowEnd(t, time.Hour, time.Minute) // exact counts in one hour window
 	return out
 }
 

@@ -22,6 +22,7 @@ import (
 	"github.com/tech-log/tech-log-backend/adapter-outbound-cache-redis/redistest"
 	"github.com/tech-log/tech-log-backend/shared-contract/keyspace"
 	"github.com/tech-log/tech-log-backend/shared-contract/ratelimit"
+	"github.com/tech-log/tech-log-backend/shared-contract/ratelimit/ratelimittest"
 )
 
 // faultTimeout is the command timeout of the fault lane: short enough to
@@ -134,6 +135,10 @@ func mustPolicyGrace(t testing.TB, id ratelimit.PolicyID, params ratelimit.Param
 		CleanupGrace: grace, MaxClockRegression: 2 * time.Second, FailurePolicy: ratelimit.FailClosed,
 	})
 	require.NoError(t, err)
+	// Exact counts in one long window: a test must not run across its end.
+	if w := p.WindowMillis(); w >= time.Minute.Milliseconds() && p.Algorithm() != ratelimit.AlgorithmTokenBucket {
+		ratelimittest.ClearOfWindowEnd(t, time.Duration(w)*time.Millisecond, time.Minute)
+	}
 	return p
 }
 

@@ -5,6 +5,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/require"
+
 	"github.com/tech-log/tech-log-backend/shared-contract/ratelimit"
 	"github.com/tech-log/tech-log-backend/shared-contract/ratelimit/ratelimittest"
 )
@@ -58,4 +60,20 @@ func TestFakeScripted(t *testing.T) {
 	if got := unknown.Evaluate(ctx, req); ratelimit.CategoryOf(got) != ratelimit.CategoryUnknownPolicy {
 		t.Fatalf("no policies: got %v", got)
 	}
+}
+
+// TestClearOfWindowEnd: far from a window's end it returns at once; within
+// the margin it returns only after the end has passed.
+func TestClearOfWindowEnd(t *testing.T) {
+	start := time.Now()
+	ratelimittest.ClearOfWindowEnd(t, time.Hour, 0)
+	ratelimittest.ClearOfWindowEnd(t, 0, time.Minute)
+	require.Less(t, time.Since(start), time.Second, "no margin or no window: no wait")
+
+	// A 300 ms window always ends within a 400 ms margin: the call waits
+	// past the end it saw coming, so it returns in a later window.
+	const w = 300 * time.Millisecond
+	before := time.Now().UnixMilli() / w.Milliseconds()
+	ratelimittest.ClearOfWindowEnd(t, w, 400*time.Millisecond)
+	require.Greater(t, time.Now().UnixMilli()/w.Milliseconds(), before)
 }

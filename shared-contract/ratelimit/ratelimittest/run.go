@@ -109,6 +109,9 @@ func refused(t *testing.T, out ratelimit.Outcome, kind ratelimit.OutcomeKind, ca
 // starting from fresh state.
 func Run(t *testing.T, newPort NewPort) {
 	t.Helper()
+	// The fixed and sliding windows of Policies end on the hour: no case
+	// may run across that end (a run takes seconds; a minute is margin).
+	ClearOfWindowEnd(t, time.Hour, time.Minute)
 	for _, p := range Policies(t, 1) {
 		t.Run(p.Algorithm().String(), func(t *testing.T) {
 			t.Parallel()
