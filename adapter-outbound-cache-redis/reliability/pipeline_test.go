@@ -164,22 +164,6 @@ func TestRandomizedFaultRunsPipelined(t *testing.T) {
 	p := newPipelinedProvider(t, clientConfig(proxy.Listen, faultTimeout, 8), 8, 4, keys, pol)
 	subject := randomSubject(t)
 	rng := mrand.New(mrand.NewPCG(2026, 13))
-	toxic := func() string {
-		switch rng.IntN(6) {
-		case 0:
-			return ""
-		case 1:
-			return `{"type":"reset_peer","stream":"downstream","attributes":{"timeout":0}}`
-		case 2:
-			return `{"type":"reset_peer","stream":"upstream","attributes":{"timeout":0}}`
-		case 3:
-			return fmt.Sprintf(`{"type":"limit_data","stream":"downstream","attributes":{"bytes":%d}}`, rng.IntN(300))
-		case 4:
-			return fmt.Sprintf(`{"type":"limit_data","stream":"upstream","attributes":{"bytes":%d}}`, rng.IntN(1000))
-		default:
-			return `{"type":"slicer","stream":"downstream","attributes":{"average_size":3,"size_variation":2,"delay":50}}`
-		}
-	}
 	kinds := map[ratelimit.OutcomeKind]int{}
 	var allowed, totalCalls int
 	resetStats(t, admin)
@@ -187,7 +171,7 @@ func TestRandomizedFaultRunsPipelined(t *testing.T) {
 	deadline := time.Now().Add(3 * time.Minute)
 	for run := 0; run < runs; run++ {
 		require.True(t, time.Now().Before(deadline), "bounded in time: %d runs done", run)
-		js := toxic()
+		js := randomToxic(rng, 300, 1000)
 		remove := func() {}
 		if js != "" {
 			remove = addToxic(t, proxy, js)
@@ -219,23 +203,7 @@ func TestRandomizedFaultRunsPipelined(t *testing.T) {
 		}
 		totalCalls += n
 		allowed += admitted
-		snapshot := func() (int, int64) {
-			count, _ := consumed(t, admin, keys, pol, subject)
-			return calls(t, admin, "evalsha") + calls(t, admin, "eval"), count
-		}
-		c, count := snapshot()
-		if indeterminate > 0 {
-			// Frames may still be on their way through the proxy: wait
-			// until nothing moves any more.
-			for settle := time.Now().Add(2 * time.Second); time.Now().Before(settle); {
-				time.Sleep(50 * time.Millisecond)
-				c2, count2 := snapshot()
-				if c2 == c && count2 == count {
-					break
-				}
-				c, count = c2, count2
-			}
-		}
+		c, count := serverCount(t, admin, keys, pol, subject, indeterminate > 0)
 		ran, moved := c-prevCalls, count-prevCount
 		require.GreaterOrEqual(t, ran, evaluated, "run %d (%s, %d calls): every Evaluated call ran", run, js, n)
 		require.LessOrEqual(t, ran, evaluated+indeterminate, "run %d (%s, %d calls): only Evaluated and Indeterminate calls ran, each at most once", run, js, n)

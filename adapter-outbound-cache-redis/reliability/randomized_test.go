@@ -6,10 +6,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/tech-log/tech-log-backend/adapter-outbound-cache-redis/redistest"
+	"github.com/tech-log/tech-log-backend/shared-contract/keyspace"
 	"github.com/tech-log/tech-log-backend/shared-contract/ratelimit"
 )
 
@@ -30,22 +32,6 @@ func TestRandomizedFaultRuns(t *testing.T) {
 	p := newProvider(t, clientConfig(proxy.Listen, faultTimeout, 2), keys, pol)
 	subject := randomSubject(t)
 	rng := mrand.New(mrand.NewPCG(2026, 12))
-	toxic := func() string {
-		switch rng.IntN(6) {
-		case 0:
-			return ""
-		case 1:
-			return `{"type":"reset_peer","stream":"downstream","attributes":{"timeout":0}}`
-		case 2:
-			return `{"type":"reset_peer","stream":"upstream","attributes":{"timeout":0}}`
-		case 3:
-			return fmt.Sprintf(`{"type":"limit_data","stream":"downstream","attributes":{"bytes":%d}}`, rng.IntN(60))
-		case 4:
-			return fmt.Sprintf(`{"type":"limit_data","stream":"upstream","attributes":{"bytes":%d}}`, rng.IntN(260))
-		default:
-			return `{"type":"slicer","stream":"downstream","attributes":{"average_size":3,"size_variation":2,"delay":50}}`
-		}
-	}
 	kinds := map[ratelimit.OutcomeKind]int{}
 	var allowed, ranIndeterminate int64
 	resetStats(t, admin)
@@ -53,7 +39,7 @@ func TestRandomizedFaultRuns(t *testing.T) {
 	deadline := time.Now().Add(2 * time.Minute)
 	for run := 0; run < runs; run++ {
 		require.True(t, time.Now().Before(deadline), "bounded in time: %d runs done", run)
-		js := toxic()
+		js := randomToxic(rng, 60, 260)
 		remove := func() {}
 		if js != "" {
 			remove = addToxic(t, proxy, js)
@@ -61,26 +47,7 @@ func TestRandomizedFaultRuns(t *testing.T) {
 		out := ask(p, pol.ID(), subject, 1)
 		remove()
 		kinds[out.Kind()]++
-		// The state first, the calls second: a call whose write is seen is
-		// then always counted. After an Indeterminate outcome the frame may
-		// still be on its way through the proxy (and, in the container
-		// lane, docker's), so wait until nothing moves any more: the
-		// accounting of this run and the next must not see it half.
-		snapshot := func() (int, int64) {
-			count, _ := consumed(t, admin, keys, pol, subject)
-			return calls(t, admin, "evalsha") + calls(t, admin, "eval"), count
-		}
-		c, count := snapshot()
-		if out.Kind() == ratelimit.KindIndeterminate {
-			for settle := time.Now().Add(2 * time.Second); time.Now().Before(settle); {
-				time.Sleep(50 * time.Millisecond)
-				c2, count2 := snapshot()
-				if c2 == c && count2 == count {
-					break
-				}
-				c, count = c2, count2
-			}
-		}
+		c, count := serverCount(t, admin, keys, pol, subject, out.Kind() == ratelimit.KindIndeterminate)
 		ran, moved := c-prevCalls, count-prevCount
 		switch out.Kind() {
 		case ratelimit.KindEvaluated:
@@ -110,4 +77,47 @@ func TestRandomizedFaultRuns(t *testing.T) {
 	assert.Positive(t, kinds[ratelimit.KindIndeterminate])
 	assert.Positive(t, kinds[ratelimit.KindEvaluated])
 	t.Logf("%d runs: %v; admitted %d, consumed by indeterminate calls %d, consumed %d (limit %d)", runs, kinds, allowed, ranIndeterminate, prevCount, limit)
+}
+
+// randomToxic draws one fast toxic as toxiproxy JSON, or "" for none: a
+// reset on either stream, a cut after a random number of bytes (below
+// downBytes of the reply, upBytes of the command) or a reply sliced slowly.
+func randomToxic(rng *mrand.Rand, downBytes, upBytes int) string {
+	switch rng.IntN(6) {
+	case 0:
+		return ""
+	case 1:
+		return `{"type":"reset_peer","stream":"downstream","attributes":{"timeout":0}}`
+	case 2:
+		return `{"type":"reset_peer","stream":"upstream","attributes":{"timeout":0}}`
+	case 3:
+		return fmt.Sprintf(`{"type":"limit_data","stream":"downstream","attributes":{"bytes":%d}}`, rng.IntN(downBytes))
+	case 4:
+		return fmt.Sprintf(`{"type":"limit_data","stream":"upstream","attributes":{"bytes":%d}}`, rng.IntN(upBytes))
+	default:
+		return `{"type":"slicer","stream":"downstream","attributes":{"average_size":3,"size_variation":2,"delay":50}}`
+	}
+}
+
+// serverCount returns the program calls the server ran (EVALSHA + EVAL)
+// and the units subject's state holds, the state first: a call whose write
+// is seen is then always counted. With settle (after an Indeterminate
+// outcome, whose frame may still be on its way through the proxy and, in
+// the container lane, docker's) it waits, at most 2 s, until neither moves.
+func serverCount(t *testing.T, admin *redis.Client, keys *keyspace.Builder, pol ratelimit.Policy, subject ratelimit.SubjectDigest, settle bool) (int, int64) {
+	t.Helper()
+	snapshot := func() (int, int64) {
+		count, _ := consumed(t, admin, keys, pol, subject)
+		return calls(t, admin, "evalsha") + calls(t, admin, "eval"), count
+	}
+	c, count := snapshot()
+	for until := time.Now().Add(2 * time.Second); settle && time.Now().Before(until); {
+		time.Sleep(50 * time.Millisecond)
+		c2, count2 := snapshot()
+		if c2 == c && count2 == count {
+			break
+		}
+		c, count = c2, count2
+	}
+	return c, count
 }
