@@ -132,7 +132,7 @@ func TestBoundaryArithmeticStaysExact(t *testing.T) {
 						require.Equal(t, want, got, "now %d cost %d state %v", now, cost, cur)
 						require.NoError(t, got.Check(p))
 						cur = next
-						require.Equal(t, cur, hgetall(t, m.c, key))
+						require.Equal(t, cur, getState(t, m.c, key))
 						now = nextInstant(rng, p, now)
 					}
 				}
@@ -154,21 +154,21 @@ func adversarialStates(p ratelimit.Policy, base int64) []State {
 	switch n.alg {
 	case ratelimit.AlgorithmFixedWindow:
 		k := base / n.win
-		out = append(out, encodeState(n.alg, 1, alg, rev, base, k, n.limit), encodeState(n.alg, 1, alg, rev, base, k, 1))
+		out = append(out, encodeState(n.alg, SchemaVersion, alg, rev, base, k, n.limit), encodeState(n.alg, SchemaVersion, alg, rev, base, k, 1))
 	case ratelimit.AlgorithmSlidingWindowCounter:
 		k := base / n.win
 		out = append(out,
-			encodeState(n.alg, 1, alg, rev, base, k, n.limit, n.limit),
-			encodeState(n.alg, 1, alg, rev, base, k, 1, n.limit))
+			encodeState(n.alg, SchemaVersion, alg, rev, base, k, n.limit, n.limit),
+			encodeState(n.alg, SchemaVersion, alg, rev, base, k, 1, n.limit))
 		if k > 0 {
 			prev := k*n.win - 1
-			out = append(out, encodeState(n.alg, 1, alg, rev, prev, k-1, n.limit, n.limit))
+			out = append(out, encodeState(n.alg, SchemaVersion, alg, rev, prev, k-1, n.limit, n.limit))
 		}
 	case ratelimit.AlgorithmTokenBucket:
 		out = append(out,
-			encodeState(n.alg, 1, alg, rev, base, n.limit-1, n.per-1),
-			encodeState(n.alg, 1, alg, rev, base, 0, 0),
-			encodeState(n.alg, 1, alg, rev, base/2, 0, n.per-1))
+			encodeState(n.alg, SchemaVersion, alg, rev, base, n.limit-1, n.per-1),
+			encodeState(n.alg, SchemaVersion, alg, rev, base, 0, 0),
+			encodeState(n.alg, SchemaVersion, alg, rev, base/2, 0, n.per-1))
 	}
 	return out
 }

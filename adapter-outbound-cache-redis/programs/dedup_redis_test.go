@@ -1,7 +1,9 @@
 package programs
 
 import (
+	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"strconv"
@@ -39,30 +41,36 @@ func runDedupTx(t *testing.T, ctx context.Context, c *redis.Client, prog Program
 	t.Helper()
 	var t1, t2 *redis.TimeCmd
 	var ev *redis.Cmd
-	var hs, hd *redis.MapStringStringCmd
-	var ttl *redis.DurationCmd
+	var hs *redis.StringCmd
+	var hd *redis.MapStringStringCmd
+	var ttl *redis.Cmd
 	_, err := c.TxPipelined(ctx, func(tx redis.Pipeliner) error {
 		t1 = tx.Time(ctx)
 		ev = tx.EvalSha(ctx, prog.SHA1, []string{stateKey, dedupKey}, args...)
 		t2 = tx.Time(ctx)
-		hs = tx.HGetAll(ctx, stateKey)
+		hs = tx.Get(ctx, stateKey)
 		hd = tx.HGetAll(ctx, dedupKey)
-		ttl = tx.PTTL(ctx, dedupKey)
+		ttl = tx.Do(ctx, "PTTL", dedupKey) // raw: -1 no TTL, -2 absent, else ms left
 		return nil
 	})
-	require.NoError(t, err)
+	if !errors.Is(err, redis.Nil) { // an absent state key
+		require.NoError(t, err)
+	}
 	res, err := ev.Int64Slice()
 	require.NoError(t, err)
 	var s dedupStep
 	s.reply = toReply(t, res)
 	s.before, s.after = t1.Val().UnixMilli(), t2.Val().UnixMilli()
-	if m := hs.Val(); len(m) > 0 {
-		s.state = State(m)
+	if v, err := hs.Result(); err == nil {
+		s.state = State(v)
+	} else {
+		require.ErrorIs(t, err, redis.Nil)
 	}
 	if m := hd.Val(); len(m) > 0 {
 		s.dedup = Dedup(m)
 	}
-	s.dedupPTTL = ttl.Val().Milliseconds()
+	s.dedupPTTL, err = ttl.Int64()
+	require.NoError(t, err)
 	return s
 }
 
@@ -112,7 +120,7 @@ func TestRedisDedupProgramsMatchModel(t *testing.T) {
 					// Records expired at now may be gone on the server
 					// (the whole hash expires one window after the last
 					// record); only live records are compared.
-					if r == got.reply && equalMaps(st, got.state) && equalMaps(live(nd, now), live(got.dedup, now)) {
+					if r == got.reply && bytes.Equal(st, got.state) && equalMaps(live(nd, now), live(got.dedup, now)) {
 						matched = true
 						states[which], d = st, got.dedup
 					}
@@ -124,7 +132,8 @@ func TestRedisDedupProgramsMatchModel(t *testing.T) {
 				}
 				require.LessOrEqual(t, len(got.dedup), maxEntries)
 				if len(got.dedup) > 0 {
-					require.Positive(t, got.dedupPTTL, "the dedup hash has a TTL")
+					// 0 when less than 1 ms is left (the newest record expires now).
+					require.GreaterOrEqual(t, got.dedupPTTL, int64(0), "the dedup hash has a TTL")
 					require.LessOrEqual(t, got.dedupPTTL, int64(30))
 				}
 				counts[got.reply.Status]++

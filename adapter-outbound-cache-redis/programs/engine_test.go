@@ -38,12 +38,12 @@ func (e *miniEngine) eval(t *testing.T, p ratelimit.Policy, now, cost int64) Rep
 	require.NoError(t, r.Check(p), "program reply %+v", r)
 	return r
 }
-func (e *miniEngine) state(t *testing.T) State { return hgetall(t, e.m.c, e.key) }
+func (e *miniEngine) state(t *testing.T) State { return getState(t, e.m.c, e.key) }
 func (e *miniEngine) seed(t *testing.T, st State) {
 	ctx := context.Background()
 	require.NoError(t, e.m.c.Del(ctx, e.key).Err())
-	if len(st) > 0 {
-		require.NoError(t, e.m.c.HSet(ctx, e.key, map[string]string(st)).Err())
+	if st != nil {
+		require.NoError(t, e.m.c.Set(ctx, e.key, []byte(st), 0).Err())
 	}
 }
 
@@ -58,9 +58,5 @@ func cloneState(st State) State {
 	if st == nil {
 		return nil
 	}
-	out := make(State, len(st))
-	for k, v := range st {
-		out[k] = v
-	}
-	return out
+	return append(State{}, st...)
 }

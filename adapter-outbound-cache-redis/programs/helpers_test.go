@@ -3,6 +3,7 @@ package programs
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"math"
 	"os"
@@ -138,7 +139,11 @@ const miniTTLCap = 1 << 40
 
 // harness wraps redis.call for miniredis runs: a TIME test double for
 // instants SetTime cannot represent (UnixNano ends in 2262), and the
-// miniTTLCap clamp on PEXPIRE. The program text itself is unchanged.
+// miniTTLCap clamp on SET ... PX. It also defines a test-only pure-Lua
+// struct.pack/struct.unpack for the big-endian unsigned formats the programs
+// use ('>B', '>I5'..'>I7'): miniredis's Lua preloads no struct library (ADR
+// 0010). The program text itself is unchanged; the real-server tests run it
+// with Redis's own struct library.
 func harness(timeDouble bool, sec, usec int64) string {
 	tm := "nil"
 	if timeDouble {
@@ -147,13 +152,47 @@ func harness(timeDouble bool, sec, usec int64) string {
 	return fmt.Sprintf(`local __call, __time = redis.call, %s
 redis.call = function(c, ...)
   if c == 'TIME' and __time then return __time end
-  if c == 'PEXPIRE' then
-    local k, ms = ...
+  if c == 'SET' and select('#', ...) == 4 then
+    local k, v, px, ms = ...
     if ms > %d then ms = %d end
-    return __call(c, k, ms)
+    return __call(c, k, v, px, ms)
   end
   return __call(c, ...)
 end
+local function __widths(f)
+  assert(string.sub(f, 1, 1) == '>', 'struct shim: big endian only')
+  local ws = {}
+  for c, d in string.gmatch(string.sub(f, 2), '([BI])(%%d*)') do
+    if c == 'B' then ws[#ws + 1] = 1 else ws[#ws + 1] = tonumber(d) end
+  end
+  return ws
+end
+rawset(_G, 'struct', {
+  pack = function(f, ...)
+    local args, out = {...}, {}
+    for i, w in ipairs(__widths(f)) do
+      local v, b = args[i], {}
+      assert(v >= 0 and v == math.floor(v) and v < 256 ^ w, 'struct shim: value out of range')
+      for j = w, 1, -1 do
+        b[j] = string.char(v %% 256)
+        v = math.floor(v / 256)
+      end
+      out[#out + 1] = table.concat(b)
+    end
+    return table.concat(out)
+  end,
+  unpack = function(f, s)
+    local res, pos = {}, 1
+    for i, w in ipairs(__widths(f)) do
+      assert(pos + w - 1 <= #s, 'struct shim: data string too short')
+      local v = 0
+      for j = pos, pos + w - 1 do v = v * 256 + string.byte(s, j) end
+      res[i], pos = v, pos + w
+    end
+    res[#res + 1] = pos
+    return unpack(res)
+  end,
+})
 `, tm, miniTTLCap, miniTTLCap)
 }
 
@@ -229,15 +268,15 @@ func mustProgram(t testing.TB, a ratelimit.Algorithm) Program {
 	return p
 }
 
-// hgetall returns the key's hash (nil if absent).
-func hgetall(t testing.TB, c redis.Cmdable, key string) State {
+// getState returns the key's state value (nil if absent).
+func getState(t testing.TB, c redis.Cmdable, key string) State {
 	t.Helper()
-	m, err := c.HGetAll(context.Background(), key).Result()
-	require.NoError(t, err)
-	if len(m) == 0 {
+	s, err := c.Get(context.Background(), key).Result()
+	if errors.Is(err, redis.Nil) {
 		return nil
 	}
-	return State(m)
+	require.NoError(t, err)
+	return State(s)
 }
 
 var algorithms = []ratelimit.Algorithm{

@@ -98,7 +98,7 @@ func luaConst(t *testing.T, src, name string) int64 {
 
 // TestProgramSourceRules checks the program texts for the rules that are
 // visible in the source: shebang first, TIME called exactly once, one key,
-// one HSET and one PEXPIRE (the only writes), no float literal, no n+d-1
+// one SET ... PX (the only write), one GET, no float literal, no n+d-1
 // ceiling, the numeric edges equal to the shared contract's, and a header
 // that documents every ARGV and stored field the Go side names.
 func TestProgramSourceRules(t *testing.T) {
@@ -110,12 +110,14 @@ func TestProgramSourceRules(t *testing.T) {
 			code := stripLuaComments(src)
 			assert.Equal(t, 1, strings.Count(code, "redis.call('TIME')"), "TIME exactly once")
 			assert.Equal(t, 1, strings.Count(strings.ToUpper(code), "TIME"), "no other TIME")
-			assert.Equal(t, 1, strings.Count(code, "'HSET'"), "one HSET")
-			assert.Equal(t, 1, strings.Count(code, "'PEXPIRE'"), "one PEXPIRE")
-			assert.Equal(t, 1, strings.Count(code, "'HGETALL'"), "one read")
-			assert.Regexp(t, `redis\.call\('HSET', KEYS\[1\][^\n]*\)\n\s*redis\.call\('PEXPIRE', KEYS\[1\], reset - now \+ grace\)`, code, "every write is followed by its TTL")
+			assert.Equal(t, 1, strings.Count(code, "'SET'"), "one SET")
+			for _, banned := range []string{"'HSET'", "'HGETALL'", "'PEXPIRE'"} {
+				assert.NotContains(t, code, banned, "the state is one string")
+			}
+			assert.Equal(t, 1, strings.Count(code, "'GET'"), "one read")
+			assert.Regexp(t, `redis\.call\('SET', KEYS\[1\], [^\n]*\n\s*'PX', reset - now \+ grace\)`, code, "every write sets its TTL")
 			assert.NotRegexp(t, `KEYS\[[02-9]`, code, "one key only")
-			assert.NotContains(t, code, "EXPIRE', KEYS[1], -", "no negative TTL")
+			assert.NotContains(t, code, "'PX', -", "no negative TTL")
 			for _, banned := range []string{"PERSIST", "tostring(", "string.format", "math.ceil", "math.huge"} {
 				assert.NotContains(t, code, banned)
 			}
@@ -139,15 +141,14 @@ func TestProgramSourceRules(t *testing.T) {
 			}
 			for _, f := range stateFields(p.Algorithm) {
 				assert.Regexp(t, `(?m)^  `+f+`  `, header, "stored field %q documented", f)
-				assert.Contains(t, code, "'"+f+"', ", "stored field %q written", f)
 			}
-			assert.Contains(t, code, fmt.Sprintf("'a', '%d'", int(p.Algorithm)))
-			assert.Contains(t, code, fmt.Sprintf("fa == '%d'", int(p.Algorithm)))
-			assert.Contains(t, code, fmt.Sprintf("'v', '%d'", SchemaVersion))
-			assert.Contains(t, code, fmt.Sprintf("fv == '%d'", SchemaVersion))
-			assert.Contains(t, code, "'r', ARGV[1]", "the revision is written as sent")
-			assert.Contains(t, code, "fr == ARGV[1]", "the stored revision must be the one sent")
-			assert.Contains(t, code, fmt.Sprintf("#h ~= %d", 2*len(stateFields(p.Algorithm))))
+			format, hdr := stateFormat(p.Algorithm), SchemaVersion<<4|int(p.Algorithm)
+			assert.Contains(t, code, fmt.Sprintf("sunpack('%s', g)", format), "the stored layout is read")
+			assert.Contains(t, code, fmt.Sprintf("spack('%s', %d, ", format, hdr), "the stored layout is written")
+			assert.Contains(t, code, fmt.Sprintf("fh == %d", hdr), "schema and algorithm are checked")
+			assert.Contains(t, code, ") .. ARGV[1],", "the revision is written as sent")
+			assert.Contains(t, code, "sub(g, n) == ARGV[1]", "the stored revision must be the one sent")
+			assert.Contains(t, code, fmt.Sprintf("#g ~= %d + #ARGV[1]", FixedStateBytes(p.Algorithm)), "the length is checked first")
 		})
 	}
 }

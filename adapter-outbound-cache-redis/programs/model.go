@@ -86,7 +86,7 @@ func admit(p ratelimit.Policy, st State, now, units int64, c *calc) (n numbers, 
 		return n, nil, 0, Reply{Status: StatusClockUnsafe}, true
 	}
 	n = numbersOf(p)
-	if len(st) > 0 {
+	if st != nil {
 		var ok bool
 		if f, ok = st.fields(n.alg); !ok || !n.validState(f, p.Revision(), c) {
 			return n, nil, 0, fail(StatusStateIncompatible, now), true

@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"math/big"
 	"math/rand/v2"
-	"strconv"
 	"testing"
 	"time"
 
@@ -74,7 +73,7 @@ func TestClockRegressionClampAndUnsafe(t *testing.T) {
 					require.Equal(t, StatusAllowed, r.Status)
 					require.Equal(t, t0-reg, r.ServerNowMillis)
 					require.Equal(t, t0, r.EffectiveNowMillis, "clamped to lastObserved")
-					require.Equal(t, strconv.FormatInt(t0, 10), e.state(t)[FieldLastObserved], "time is never written backwards")
+					require.Equal(t, t0, stateField(t, e.state(t), FieldLastObserved), "time is never written backwards")
 					before := cloneState(e.state(t))
 					r = e.eval(t, p, t0-reg-1, 1)
 					require.Equal(t, Reply{Status: StatusClockUnsafe, ServerNowMillis: t0 - reg - 1, EffectiveNowMillis: t0, RetryAfterMillis: 1}, r)

@@ -4,7 +4,7 @@ local emergency admits, docs/degraded-mode.md); otherwise as one fixed-window
 admission decision.
 Spec: docs/programs.md and CONTRACT.md 4/4a. Bounds cite ratelimit/policy.go.
 M = 2^53-1 (MaxExactInt), S = 2^45 (MaxServerMillis), H = MaxHorizonMillis.
-KEYS[1]  the state hash (one key, nothing else is touched)
+KEYS[1]  the state value, a string (one key, nothing else is touched)
 ARGV[1]  policy revision             1..M                       (A2)
 ARGV[2]  units to charge             1..limit                   (A4)
 ARGV[3]  maxClockRegressionMillis    0..H                       (A3)
@@ -12,10 +12,10 @@ ARGV[4]  cleanupGraceMillis          1..H
 ARGV[5]  limit                       1..floor(M/2)              (F1)
 ARGV[6]  windowMillis                1..H-grace                 (F2)
 Every ARGV is a canonical decimal integer (no sign, no leading zero).
-Stored fields (canonical decimal integers; exactly these six):
-  v  schema version, 1
-  a  algorithm, 1 (fixed_window)
-  r  policy revision, = ARGV[1]
+Stored value (ADR 0010): one string, '>BI6I6I7' then the revision:
+  v  schema version, 2 (high 4 bits of the first byte)
+  a  algorithm, 1 (low 4 bits of the first byte; fixed_window)
+  r  policy revision, = ARGV[1] (the bytes after the packed fields)
   l  lastObservedMillis, 0..S
   w  window id, = floor(l / windowMillis)
   c  units consumed in window w, 1..limit
@@ -27,7 +27,7 @@ Reply, 7 integers: status, serverNowMillis, effectiveNowMillis, limit,
     retryAfter = l - serverNow - regression, the rest 0. Nothing written.
   4 STATE_INCOMPATIBLE: serverNow (0 beyond S), the rest 0. Nothing written.
   5 INVALID (KEYS/ARGV count, syntax or range): as 4. Nothing written.
-Write (ALLOWED only): HSET all six fields, PEXPIRE (resetAt - serverNow) + grace.
+Write (ALLOWED only): SET the value with PX (resetAt - serverNow) + grace.
 Charge: exactly the state checks, clock and window of rate-fixed-window-v1,
   then c = min(limit, used + units) in the current window; always status 1
   (charged), retryAfter 0, remaining limit - c; never DENIED.
@@ -38,11 +38,12 @@ local H = 9223372036854    -- floor((2^63-1) / 1e6): the longest time.Duration i
 local SECMAX = 35184372088 -- floor(S / 1000)
 
 local find = string.find
+local sub, spack, sunpack = string.sub, struct.pack, struct.unpack
 
 -- int parses a canonical non-negative decimal integer <= M (digits only, no
 -- sign, no leading zero, at most 16 characters); nil otherwise, and for nil
--- (a missing field). Every caller passes a string (an ARGV, TIME or HGETALL
--- element) or nil. Once the pattern has matched, s + 0 converts it exactly as
+-- (a missing field). Every caller passes a string (an ARGV, TIME or
+-- dedup record element) or nil. Once the pattern has matched, s + 0 converts it exactly as
 -- tonumber(s) would, with one strtod instead of two.
 local function int(s)
   if s == '0' then return 0 end
@@ -75,34 +76,24 @@ if not (rev and rev >= 1 and reg and reg <= H and grace and grace >= 1 and grace
 end
 if future then return {3, 0, 0, 0, 0, 0, 0} end
 
--- One HGETALL is the type check (WRONGTYPE: not a hash) and the read. The
--- hash must hold exactly the program's fields (12 elements). They are read by
--- position when they come in the order the HSET below writes them (Redis
--- keeps a small hash in insertion order, so that is every state this program
--- wrote), and by name otherwise. v, a and r are compared as strings: for a
--- valid n, int(x) == n exactly when x is n's canonical decimal, and ARGV[1]
--- is rev's (checked above).
-local h = redis.pcall('HGETALL', KEYS[1])
-if h.err then
-  if find(h.err, '^WRONGTYPE') then return {4, now, 0, 0, 0, 0, 0} end
-  return h
-end
+-- One GET is the type check (WRONGTYPE: not a string) and the read. The
+-- value is 20 bytes packed as '>BI6I6I7' (header 16*schema+algorithm,
+-- l, w, c), then the policy revision exactly as ARGV[1]; the length check
+-- comes first, so unpack never reads past the end. The fields are unsigned,
+-- so only their ranges are checked; a field above 2^53 unpacks to an inexact
+-- double that is still above every bound it is compared with.
+local g = redis.pcall('GET', KEYS[1])
 local fl, fw, fc -- fl is nil when there is no state
-if #h > 0 then
-  if #h ~= 12 then return {4, now, 0, 0, 0, 0, 0} end
-  local fv, fa, fr
-  if h[1] == 'v' and h[3] == 'a' and h[5] == 'r'
-      and h[7] == 'l' and h[9] == 'w' and h[11] == 'c' then
-    fv, fa, fr, fl, fw, fc = h[2], h[4], h[6], h[8], h[10], h[12]
-  else
-    local f = {}
-    for i = 1, 11, 2 do f[h[i]] = h[i + 1] end
-    fv, fa, fr, fl, fw, fc = f.v, f.a, f.r, f.l, f.w, f.c
+if g then
+  if type(g) == 'table' then -- an error reply
+    if g.err and find(g.err, '^WRONGTYPE') then return {4, now, 0, 0, 0, 0, 0} end
+    return g
   end
-  fl, fw, fc = int(fl), int(fw), int(fc)
-  if not (fv == '1' and fa == '1' and fr == ARGV[1] and fl and fl <= S
-      and fw and fw == math.floor(fl / win)
-      and fc and fc >= 1 and fc <= limit) then
+  if #g ~= 20 + #ARGV[1] then return {4, now, 0, 0, 0, 0, 0} end
+  local fh, n
+  fh, fl, fw, fc, n = sunpack('>BI6I6I7', g)
+  if not (fh == 33 and sub(g, n) == ARGV[1] and fl <= S
+      and fw == math.floor(fl / win) and fc >= 1 and fc <= limit) then
     return {4, now, 0, 0, 0, 0, 0}
   end
 end
@@ -120,8 +111,6 @@ local reset = (k + 1) * win
 -- The charge consumes without denying and saturates at the limit.
 local charged = used + cost
 if charged > limit then charged = limit end
--- v, a and r go as the strings a number would be formatted to, so Redis
--- formats only the computed fields.
-redis.call('HSET', KEYS[1], 'v', '1', 'a', '1', 'r', ARGV[1], 'l', eff, 'w', k, 'c', charged)
-redis.call('PEXPIRE', KEYS[1], reset - now + grace)
+redis.call('SET', KEYS[1], spack('>BI6I6I7', 33, eff, k, charged) .. ARGV[1],
+  'PX', reset - now + grace)
 return {1, now, eff, limit, limit - charged, 0, reset}

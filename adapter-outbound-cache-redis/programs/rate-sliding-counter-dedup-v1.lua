@@ -4,7 +4,7 @@ records each admitted evaluation ID, so that a retry is charged once.
 Spec: docs/programs.md and CONTRACT.md 4/4a. Bounds cite ratelimit/policy.go.
 M = 2^53-1 (MaxExactInt), S = 2^45 (MaxServerMillis), H = MaxHorizonMillis,
 Q = 1000000 (WeightScale).
-KEYS[1]  the state hash (one key, nothing else is touched)
+KEYS[1]  the state value, a string (one key, nothing else is touched)
 ARGV[1]  policy revision             1..M                       (A2)
 ARGV[2]  cost                        1..limit                   (A4)
 ARGV[3]  maxClockRegressionMillis    0..H                       (A3)
@@ -12,10 +12,10 @@ ARGV[4]  cleanupGraceMillis          1..H
 ARGV[5]  limit                       1..floor(M/Q)              (S1)
 ARGV[6]  windowMillis                1..floor(M/Q), 2*window <= H-grace (S2, S3)
 Every ARGV is a canonical decimal integer (no sign, no leading zero).
-Stored fields (canonical decimal integers; exactly these seven):
-  v  schema version, 1
-  a  algorithm, 2 (sliding_window_counter)
-  r  policy revision, = ARGV[1]
+Stored value (ADR 0010): one string, '>BI6I6I5I5' then the revision:
+  v  schema version, 2 (high 4 bits of the first byte)
+  a  algorithm, 2 (low 4 bits of the first byte; sliding_window_counter)
+  r  policy revision, = ARGV[1] (the bytes after the packed fields)
   l  lastObservedMillis, 0..S
   w  current window id, = floor(l / windowMillis)
   c  units admitted in window w, 1..limit
@@ -28,7 +28,7 @@ Reply, 7 integers: status, serverNowMillis, effectiveNowMillis, limit,
     retryAfter = l - serverNow - regression, the rest 0. Nothing written.
   4 STATE_INCOMPATIBLE: serverNow (0 beyond S), the rest 0. Nothing written.
   5 INVALID (KEYS/ARGV count, syntax or range): as 4. Nothing written.
-Write (ALLOWED only): HSET all seven fields, PEXPIRE (resetAt - serverNow) + grace.
+Write (ALLOWED only): SET the value with PX (resetAt - serverNow) + grace.
 Dedup (the decision above is exactly rate-sliding-window-counter-v1's):
 KEYS[2]  the subject's dedup hash (same slot tag as KEYS[1]); field = an
          evaluation ID, value = "<policy> <revision> <cost> <expiresAt>
@@ -58,11 +58,12 @@ local SECMAX = 35184372088 -- floor(S / 1000)
 local QMAX = 9007199254    -- floor(M / Q)
 
 local find = string.find
+local sub, spack, sunpack = string.sub, struct.pack, struct.unpack
 
 -- int parses a canonical non-negative decimal integer <= M (digits only, no
 -- sign, no leading zero, at most 16 characters); nil otherwise, and for nil
--- (a missing field). Every caller passes a string (an ARGV, TIME or HGETALL
--- element) or nil. Once the pattern has matched, s + 0 converts it exactly as
+-- (a missing field). Every caller passes a string (an ARGV, TIME or
+-- dedup record element) or nil. Once the pattern has matched, s + 0 converts it exactly as
 -- tonumber(s) would, with one strtod instead of two.
 local function int(s)
   if s == '0' then return 0 end
@@ -166,35 +167,24 @@ local function record(reply)
   return reply
 end
 
--- One HGETALL is the type check (WRONGTYPE: not a hash) and the read. The
--- hash must hold exactly the program's fields (14 elements). They are read by
--- position when they come in the order the HSET below writes them (Redis
--- keeps a small hash in insertion order, so that is every state this program
--- wrote), and by name otherwise. v, a and r are compared as strings: for a
--- valid n, int(x) == n exactly when x is n's canonical decimal, and ARGV[1]
--- is rev's (checked above).
-local h = redis.pcall('HGETALL', KEYS[1])
-if h.err then
-  if find(h.err, '^WRONGTYPE') then return {4, now, 0, 0, 0, 0, 0} end
-  return h
-end
+-- One GET is the type check (WRONGTYPE: not a string) and the read. The
+-- value is 23 bytes packed as '>BI6I6I5I5' (header 16*schema+algorithm,
+-- l, w, c, p), then the policy revision exactly as ARGV[1]; the length check
+-- comes first, so unpack never reads past the end. The fields are unsigned,
+-- so only their ranges are checked; a field above 2^53 unpacks to an inexact
+-- double that is still above every bound it is compared with.
+local g = redis.pcall('GET', KEYS[1])
 local fl, fw, fc, fp -- fl is nil when there is no state
-if #h > 0 then
-  if #h ~= 14 then return {4, now, 0, 0, 0, 0, 0} end
-  local fv, fa, fr
-  if h[1] == 'v' and h[3] == 'a' and h[5] == 'r' and h[7] == 'l'
-      and h[9] == 'w' and h[11] == 'c' and h[13] == 'p' then
-    fv, fa, fr, fl, fw, fc, fp = h[2], h[4], h[6], h[8], h[10], h[12], h[14]
-  else
-    local f = {}
-    for i = 1, 13, 2 do f[h[i]] = h[i + 1] end
-    fv, fa, fr, fl, fw, fc, fp = f.v, f.a, f.r, f.l, f.w, f.c, f.p
+if g then
+  if type(g) == 'table' then -- an error reply
+    if g.err and find(g.err, '^WRONGTYPE') then return {4, now, 0, 0, 0, 0, 0} end
+    return g
   end
-  fl, fw, fc, fp = int(fl), int(fw), int(fc), int(fp)
-  if not (fv == '1' and fa == '2' and fr == ARGV[1] and fl and fl <= S
-      and fw and fw == math.floor(fl / win)
-      and fc and fc >= 1 and fc <= limit
-      and fp and fp <= limit) then
+  if #g ~= 23 + #ARGV[1] then return {4, now, 0, 0, 0, 0, 0} end
+  local fh, n
+  fh, fl, fw, fc, fp, n = sunpack('>BI6I6I5I5', g)
+  if not (fh == 34 and sub(g, n) == ARGV[1] and fl <= S
+      and fw == math.floor(fl / win) and fc >= 1 and fc <= limit and fp <= limit) then
     return {4, now, 0, 0, 0, 0, 0}
   end
 end
@@ -220,10 +210,8 @@ local weight = ceil((win - e) * Q, win)
 local estimate = ceil(prev * weight, Q) + cur
 if estimate + cost <= limit then
   local reset = (k + 2) * win
-  -- v, a and r go as the strings a number would be formatted to, so Redis
-  -- formats only the computed fields.
-  redis.call('HSET', KEYS[1], 'v', '1', 'a', '2', 'r', ARGV[1], 'l', eff, 'w', k, 'c', cur + cost, 'p', prev)
-  redis.call('PEXPIRE', KEYS[1], reset - now + grace)
+  redis.call('SET', KEYS[1], spack('>BI6I6I5I5', 34, eff, k, cur + cost, prev) .. ARGV[1],
+    'PX', reset - now + grace)
   return record({1, now, eff, limit, limit - estimate - cost, 0, reset})
 end
 

@@ -6,7 +6,7 @@ Spec: docs/programs.md and CONTRACT.md 4/4a. Bounds cite ratelimit/policy.go.
 M = 2^53-1 (MaxExactInt), S = 2^45 (MaxServerMillis), H = MaxHorizonMillis.
 The level is kept exactly, scaled by the period P: level = t + m/P, and the
 scaled level s = t*P + m never exceeds the full level C*P <= M (T1).
-KEYS[1]  the state hash (one key, nothing else is touched)
+KEYS[1]  the state value, a string (one key, nothing else is touched)
 ARGV[1]  policy revision             1..M                       (A2)
 ARGV[2]  units to charge             1..capacity                (A4)
 ARGV[3]  maxClockRegressionMillis    0..H                       (A3)
@@ -15,10 +15,10 @@ ARGV[5]  capacity C                  1..floor(M/P)              (T1)
 ARGV[6]  refillTokens R              1..M, ceil(C*P/R) <= H-grace (T2)
 ARGV[7]  refillPeriodMillis P        1..H
 Every ARGV is a canonical decimal integer (no sign, no leading zero).
-Stored fields (canonical decimal integers; exactly these six):
-  v  schema version, 1
-  a  algorithm, 3 (token_bucket)
-  r  policy revision, = ARGV[1]
+Stored value (ADR 0010): one string, '>BI6I7I6' then the revision:
+  v  schema version, 2 (high 4 bits of the first byte)
+  a  algorithm, 3 (low 4 bits of the first byte; token_bucket)
+  r  policy revision, = ARGV[1] (the bytes after the packed fields)
   l  lastObservedMillis, 0..S; also the last refill instant (every write
      refills up to the instant it is made at)
   t  whole tokens after the last admission, 0..C-1
@@ -32,7 +32,7 @@ Reply, 7 integers: status, serverNowMillis, effectiveNowMillis, limit (= C),
     retryAfter = l - serverNow - regression, the rest 0. Nothing written.
   4 STATE_INCOMPATIBLE: serverNow (0 beyond S), the rest 0. Nothing written.
   5 INVALID (KEYS/ARGV count, syntax or range): as 4. Nothing written.
-Write (ALLOWED only): HSET all six fields, PEXPIRE (resetAt - serverNow) + grace.
+Write (ALLOWED only): SET the value with PX (resetAt - serverNow) + grace.
 Charge: exactly the state checks, clock and refill of rate-token-bucket-v1,
   then the level becomes max(0, level - units); always status 1 (charged),
   retryAfter 0, remaining floor(level), reset eff + ceil((C*P - level)/R);
@@ -44,11 +44,12 @@ local H = 9223372036854    -- floor((2^63-1) / 1e6): the longest time.Duration i
 local SECMAX = 35184372088 -- floor(S / 1000)
 
 local find = string.find
+local sub, spack, sunpack = string.sub, struct.pack, struct.unpack
 
 -- int parses a canonical non-negative decimal integer <= M (digits only, no
 -- sign, no leading zero, at most 16 characters); nil otherwise, and for nil
--- (a missing field). Every caller passes a string (an ARGV, TIME or HGETALL
--- element) or nil. Once the pattern has matched, s + 0 converts it exactly as
+-- (a missing field). Every caller passes a string (an ARGV, TIME or
+-- dedup record element) or nil. Once the pattern has matched, s + 0 converts it exactly as
 -- tonumber(s) would, with one strtod instead of two.
 local function int(s)
   if s == '0' then return 0 end
@@ -90,33 +91,24 @@ if not (rev and rev >= 1 and reg and reg <= H and grace and grace >= 1 and grace
 end
 if future then return {3, 0, 0, 0, 0, 0, 0} end
 
--- One HGETALL is the type check (WRONGTYPE: not a hash) and the read. The
--- hash must hold exactly the program's fields (12 elements). They are read by
--- position when they come in the order the HSET below writes them (Redis
--- keeps a small hash in insertion order, so that is every state this program
--- wrote), and by name otherwise. v, a and r are compared as strings: for a
--- valid n, int(x) == n exactly when x is n's canonical decimal, and ARGV[1]
--- is rev's (checked above).
-local h = redis.pcall('HGETALL', KEYS[1])
-if h.err then
-  if find(h.err, '^WRONGTYPE') then return {4, now, 0, 0, 0, 0, 0} end
-  return h
-end
+-- One GET is the type check (WRONGTYPE: not a string) and the read. The
+-- value is 20 bytes packed as '>BI6I7I6' (header 16*schema+algorithm,
+-- l, t, m), then the policy revision exactly as ARGV[1]; the length check
+-- comes first, so unpack never reads past the end. The fields are unsigned,
+-- so only their ranges are checked; a field above 2^53 unpacks to an inexact
+-- double that is still above every bound it is compared with.
+local g = redis.pcall('GET', KEYS[1])
 local fl, ft, fm -- fl is nil when there is no state
-if #h > 0 then
-  if #h ~= 12 then return {4, now, 0, 0, 0, 0, 0} end
-  local fv, fa, fr
-  if h[1] == 'v' and h[3] == 'a' and h[5] == 'r'
-      and h[7] == 'l' and h[9] == 't' and h[11] == 'm' then
-    fv, fa, fr, fl, ft, fm = h[2], h[4], h[6], h[8], h[10], h[12]
-  else
-    local f = {}
-    for i = 1, 11, 2 do f[h[i]] = h[i + 1] end
-    fv, fa, fr, fl, ft, fm = f.v, f.a, f.r, f.l, f.t, f.m
+if g then
+  if type(g) == 'table' then -- an error reply
+    if g.err and find(g.err, '^WRONGTYPE') then return {4, now, 0, 0, 0, 0, 0} end
+    return g
   end
-  fl, ft, fm = int(fl), int(ft), int(fm)
-  if not (fv == '1' and fa == '3' and fr == ARGV[1] and fl and fl <= S
-      and ft and ft < cap and fm and fm < per) then
+  if #g ~= 20 + #ARGV[1] then return {4, now, 0, 0, 0, 0, 0} end
+  local fh, n
+  fh, fl, ft, fm, n = sunpack('>BI6I7I6', g)
+  if not (fh == 35 and sub(g, n) == ARGV[1] and fl <= S
+      and ft < cap and fm < per) then
     return {4, now, 0, 0, 0, 0, 0}
   end
 end
@@ -145,8 +137,6 @@ local after = s - cost * per
 if after < 0 then after = 0 end
 local tokens = math.floor(after / per)
 local reset = eff + ceil(full - after, rate) -- T2
--- v, a and r go as the strings a number would be formatted to, so Redis
--- formats only the computed fields.
-redis.call('HSET', KEYS[1], 'v', '1', 'a', '3', 'r', ARGV[1], 'l', eff, 't', tokens, 'm', after - tokens * per)
-redis.call('PEXPIRE', KEYS[1], reset - now + grace)
+redis.call('SET', KEYS[1], spack('>BI6I7I6', 35, eff, tokens, after - tokens * per) .. ARGV[1],
+  'PX', reset - now + grace)
 return {1, now, eff, cap, tokens, 0, reset}

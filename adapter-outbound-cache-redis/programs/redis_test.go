@@ -8,8 +8,8 @@ package programs
 import (
 	"context"
 	"fmt"
+	"maps"
 	"math/rand/v2"
-	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -68,7 +68,7 @@ func evalTx(t *testing.T, ctx context.Context, c *redis.Client, prog Program, sh
 func evalTxN(t *testing.T, ctx context.Context, c *redis.Client, prog Program, sha bool, n int, key string, args ...any) ([]Reply, State, snapshot) {
 	t.Helper()
 	evs := make([]*redis.Cmd, n)
-	var hg *redis.MapStringStringCmd
+	var hg *redis.StringCmd
 	var dump *redis.StringCmd
 	var at *redis.Cmd
 	_, err := c.TxPipelined(ctx, func(tx redis.Pipeliner) error {
@@ -79,7 +79,7 @@ func evalTxN(t *testing.T, ctx context.Context, c *redis.Client, prog Program, s
 				evs[i] = tx.Eval(ctx, prog.Source, []string{key}, args...)
 			}
 		}
-		hg = tx.HGetAll(ctx, key)
+		hg = tx.Get(ctx, key)
 		dump = tx.Dump(ctx, key)
 		at = tx.Do(ctx, "PEXPIRETIME", key)
 		return nil
@@ -99,11 +99,10 @@ func evalTxN(t *testing.T, ctx context.Context, c *redis.Client, prog Program, s
 	}
 	exp, err := at.Int64()
 	require.NoError(t, err)
-	m, err := hg.Result()
-	require.NoError(t, err)
 	var st State
-	if len(m) > 0 {
-		st = State(m)
+	if v, err := hg.Result(); err != redis.Nil {
+		require.NoError(t, err)
+		st = State(v)
 	}
 	return replies, st, snapshot{d, exp}
 }
@@ -242,24 +241,27 @@ func serverMillis(t *testing.T, ctx context.Context, c redis.Cmdable) int64 {
 // pushLastObserved returns st with lastObservedMillis set ahead of now by
 // ahead ms (never behind its current value), the window id kept consistent.
 func pushLastObserved(n numbers, st State, now, ahead int64) State {
-	out := cloneState(st)
-	l, _ := strconv.ParseInt(st[FieldLastObserved], 10, 64)
-	l = max(l, now+ahead)
-	out[FieldLastObserved] = strconv.FormatInt(l, 10)
+	f, err := st.Decode()
+	if err != nil {
+		panic(err)
+	}
+	out := maps.Clone(f)
+	l := max(f[FieldLastObserved], now+ahead)
+	out[FieldLastObserved] = l
 	if n.alg != ratelimit.AlgorithmTokenBucket {
-		w, _ := strconv.ParseInt(st[FieldWindow], 10, 64)
+		w := f[FieldWindow]
 		if nw := l / n.win; nw != w {
-			out[FieldWindow] = strconv.FormatInt(nw, 10)
+			out[FieldWindow] = nw
 			if n.alg == ratelimit.AlgorithmSlidingWindowCounter {
-				prev := "0"
+				var prev int64
 				if nw == w+1 {
-					prev = st[FieldCount]
+					prev = f[FieldCount]
 				}
 				out[FieldPrevious] = prev
 			}
 		}
 	}
-	return out
+	return encodeFields(out)
 }
 
 // TestRedisExactBoundaryAfterDenial: on the real server, a denied request
@@ -349,8 +351,7 @@ func TestRedisRetryAfterIsHonored(t *testing.T) {
 func seedState(t *testing.T, ctx context.Context, c redis.Cmdable, key string, st State) {
 	t.Helper()
 	require.NoError(t, c.Del(ctx, key).Err())
-	require.NoError(t, c.HSet(ctx, key, map[string]string(st)).Err())
-	require.NoError(t, c.PExpire(ctx, key, time.Hour).Err())
+	require.NoError(t, c.Set(ctx, key, []byte(st), time.Hour).Err())
 }
 
 // TestRedisClockRegressionLeavesStateIdentical: lastObservedMillis set ahead
@@ -371,7 +372,7 @@ func TestRedisClockRegressionLeavesStateIdentical(t *testing.T) {
 			require.NoError(t, err)
 			first := toReply(t, v)
 			require.Equal(t, StatusAllowed, first.Status)
-			st := hgetall(t, c, key)
+			st := getState(t, c, key)
 
 			far := pushLastObserved(n, st, first.ServerNowMillis, 60_000)
 			seedState(t, ctx, c, key, far)
@@ -381,7 +382,7 @@ func TestRedisClockRegressionLeavesStateIdentical(t *testing.T) {
 			r := toReply(t, v)
 			require.Equal(t, StatusClockUnsafe, r.Status)
 			require.NoError(t, r.Check(p))
-			last, _ := strconv.ParseInt(far[FieldLastObserved], 10, 64)
+			last := stateField(t, far, FieldLastObserved)
 			require.Equal(t, last, r.EffectiveNowMillis)
 			require.Equal(t, last-r.ServerNowMillis-n.reg, r.RetryAfterMillis)
 			require.Equal(t, before, snap(t, ctx, c, key), "CLOCK_UNSAFE changed nothing")
@@ -392,18 +393,18 @@ func TestRedisClockRegressionLeavesStateIdentical(t *testing.T) {
 			require.NoError(t, err)
 			r = toReply(t, v)
 			require.Equal(t, StatusAllowed, r.Status)
-			nearLast, _ := strconv.ParseInt(near[FieldLastObserved], 10, 64)
+			nearLast := stateField(t, near, FieldLastObserved)
 			require.Equal(t, nearLast, r.EffectiveNowMillis, "clamped to lastObserved")
 			want, next := Evaluate(p, near, r.ServerNowMillis, 1)
 			require.Equal(t, want, r)
-			require.Equal(t, next, hgetall(t, c, key))
-			require.Equal(t, near[FieldLastObserved], next[FieldLastObserved], "time is never written backwards")
+			require.Equal(t, next, getState(t, c, key))
+			require.Equal(t, nearLast, stateField(t, next, FieldLastObserved), "time is never written backwards")
 		})
 	}
 }
 
-// TestRedisTypeNormalization: a string, list, set, zset or stream at the
-// key (TYPE other than hash; HGETALL answers WRONGTYPE) is
+// TestRedisTypeNormalization: a hash (the schema 1 state), list, set, zset
+// or stream at the key (TYPE other than string; GET answers WRONGTYPE) is
 // STATE_INCOMPATIBLE, and the value and its expiry are unchanged.
 func TestRedisTypeNormalization(t *testing.T) {
 	srv := redistest.Start(t)
@@ -429,13 +430,10 @@ func TestRedisTypeNormalization(t *testing.T) {
 	}
 }
 
-// TestRedisMalformedStateIsIncompatible: every malformed hash (missing,
-// extra or non-integer field, wrong schema, algorithm or revision, values out
-// of range) is STATE_INCOMPATIBLE on the real server and nothing is written.
-// Each is stored with its fields in the order the program writes them (which
-// the real server keeps, and the program reads by position) and in the
-// reverse order (read by name); a valid state stored in any order is
-// accepted.
+// TestRedisMalformedStateIsIncompatible: every malformed value (wrong
+// length, schema, algorithm or revision, values out of range or
+// inconsistent) is STATE_INCOMPATIBLE on the real server, with Redis's own
+// struct library, and nothing is written; the valid state is accepted.
 func TestRedisMalformedStateIsIncompatible(t *testing.T) {
 	srv := redistest.Start(t)
 	c := srv.Client()
@@ -447,68 +445,22 @@ func TestRedisMalformedStateIsIncompatible(t *testing.T) {
 			v, err := runRedis(ctx, c, prog, key, Args(p, 2)...)
 			require.NoError(t, err)
 			require.Equal(t, StatusAllowed, toReply(t, v).Status)
-			valid := hgetall(t, c, key)
-			require.Equal(t, stateFields(a), hashFieldOrder(t, ctx, c, key), "the program writes its fields in this order")
+			valid := getState(t, c, key)
 			for name, st := range malformedStates(p, valid) {
-				for _, reverse := range []bool{false, true} {
-					where := fmt.Sprintf("%s (reverse order %v)", name, reverse)
-					seedStateInOrder(t, ctx, c, key, st, a, reverse)
-					before := snap(t, ctx, c, key)
-					v, err := runRedis(ctx, c, prog, key, Args(p, 1)...)
-					require.NoError(t, err, where)
-					r := toReply(t, v)
-					require.Equal(t, StatusStateIncompatible, r.Status, where)
-					require.Equal(t, Reply{Status: StatusStateIncompatible, ServerNowMillis: r.ServerNowMillis}, r, where)
-					require.Equal(t, before, snap(t, ctx, c, key), "%s: nothing written", where)
-				}
-			}
-			for _, reverse := range []bool{false, true} {
-				seedStateInOrder(t, ctx, c, key, valid, a, reverse)
+				seedState(t, ctx, c, key, st)
+				before := snap(t, ctx, c, key)
 				v, err := runRedis(ctx, c, prog, key, Args(p, 1)...)
-				require.NoError(t, err)
-				require.Equal(t, StatusAllowed, toReply(t, v).Status, "valid state, reverse order %v", reverse)
+				require.NoError(t, err, name)
+				r := toReply(t, v)
+				require.Equal(t, Reply{Status: StatusStateIncompatible, ServerNowMillis: r.ServerNowMillis}, r, name)
+				require.Equal(t, before, snap(t, ctx, c, key), "%s: nothing written", name)
 			}
+			seedState(t, ctx, c, key, valid)
+			v, err = runRedis(ctx, c, prog, key, Args(p, 1)...)
+			require.NoError(t, err)
+			require.Equal(t, StatusAllowed, toReply(t, v).Status, "the valid state itself is accepted")
 		})
 	}
-}
-
-// seedStateInOrder stores st (with a 1 h TTL) by one HSET whose fields come
-// in the order the program for a writes them, or in the reverse order, with
-// any other field last; the server keeps a small hash in insertion order.
-func seedStateInOrder(t *testing.T, ctx context.Context, c *redis.Client, key string, st State, a ratelimit.Algorithm, reverse bool) {
-	t.Helper()
-	order := append([]string(nil), stateFields(a)...)
-	if reverse {
-		slices.Reverse(order)
-	}
-	var others []string
-	for f := range st {
-		if !slices.Contains(order, f) {
-			others = append(others, f)
-		}
-	}
-	slices.Sort(others)
-	var args []any
-	var names []string
-	for _, f := range append(order, others...) {
-		if v, ok := st[f]; ok {
-			args = append(args, f, v)
-			names = append(names, f)
-		}
-	}
-	require.NoError(t, c.Del(ctx, key).Err())
-	require.NoError(t, c.HSet(ctx, key, args...).Err())
-	require.NoError(t, c.PExpire(ctx, key, time.Hour).Err())
-	require.Equal(t, names, hashFieldOrder(t, ctx, c, key), "stored in the order given")
-}
-
-// hashFieldOrder is the field names of key in the order the server keeps
-// them (HKEYS, like HGETALL, walks a small hash in insertion order).
-func hashFieldOrder(t *testing.T, ctx context.Context, c *redis.Client, key string) []string {
-	t.Helper()
-	names, err := c.HKeys(ctx, key).Result()
-	require.NoError(t, err)
-	return names
 }
 
 // TestRedisInvalidArgs: ARGV sent directly (not through Args) that is
@@ -692,15 +644,16 @@ func TestRedisManifestSHA1(t *testing.T) {
 	}
 }
 
-// TestRedisStateFootprint: a subject's state stays a small listpack hash.
-// It logs MEMORY USAGE for a key of the production shape (docs/programs.md
-// records the numbers); the size target is tracked there, not asserted.
+// TestRedisStateFootprint: a subject's state is one embedded string (embstr:
+// one allocation with the object) of the encoded length. It logs MEMORY
+// USAGE for a key of the production shape (ADR 0010 records the numbers);
+// the size target is tracked there, not asserted.
 func TestRedisStateFootprint(t *testing.T) {
 	srv := redistest.Start(t)
 	c := srv.Client()
 	ctx := redisCtx(t)
-	// tlb:rate:<policy>:state:v2:{<3-char slot tag>}<22-char base64url HMAC>
-	key := "tlb:rate:api.default:state:v2:{AAA}" + strings.Repeat("A", 22)
+	// tlb:rate:<policy>:s2:{<3-char slot tag>}<22-char base64url HMAC>
+	key := "tlb:rate:api.default:s2:{AAA}" + strings.Repeat("A", 22)
 	for _, a := range algorithms {
 		p, prog := smallPolicy(t, a, time.Second), mustProgram(t, a)
 		k := key + a.String()[:1]
@@ -709,10 +662,13 @@ func TestRedisStateFootprint(t *testing.T) {
 		require.Equal(t, StatusAllowed, toReply(t, v).Status)
 		enc, err := c.ObjectEncoding(ctx, k).Result()
 		require.NoError(t, err)
-		require.Equal(t, "listpack", enc)
+		require.Equal(t, "embstr", enc)
+		n, err := c.StrLen(ctx, k).Result()
+		require.NoError(t, err)
+		require.Equal(t, int64(FixedStateBytes(a)+len(strconv.FormatInt(p.Revision(), 10))), n)
 		usage, err := c.MemoryUsage(ctx, k).Result()
 		require.NoError(t, err)
-		t.Logf("%v: MEMORY USAGE %d bytes (key %d bytes, %d fields)", a, usage, len(k), len(stateFields(a)))
+		t.Logf("%v: MEMORY USAGE %d bytes (key %d bytes, value %d bytes)", a, usage, len(k), n)
 	}
 }
 
@@ -736,8 +692,8 @@ func TestRedisTokenRefillRemainderCarry(t *testing.T) {
 	key := "carry"
 	first, st, _ := evalTx(t, ctx, c, prog, false, key, Args(p, capacity)...)
 	require.Equal(t, StatusAllowed, first.Status)
-	require.Equal(t, "0", st[FieldTokens])
-	require.Equal(t, "0", st[FieldRemainder])
+	require.Equal(t, int64(0), stateField(t, st, FieldTokens))
+	require.Equal(t, int64(0), stateField(t, st, FieldRemainder))
 	l0 := first.EffectiveNowMillis
 
 	rng := rand.New(rand.NewPCG(7, 3))
@@ -748,7 +704,7 @@ func TestRedisTokenRefillRemainderCarry(t *testing.T) {
 		require.NoError(t, r.Check(p))
 		if r.Status == StatusAllowed {
 			admitted++
-			if st2[FieldRemainder] != "0" {
+			if stateField(t, st2, FieldRemainder) != 0 {
 				fractional++
 			}
 		}
@@ -756,11 +712,7 @@ func TestRedisTokenRefillRemainderCarry(t *testing.T) {
 	}
 	require.Positive(t, admitted)
 	require.Positive(t, fractional, "some writes stored a sub-token remainder")
-	field := func(name string) int64 {
-		v, err := strconv.ParseInt(st[name], 10, 64)
-		require.NoError(t, err, name)
-		return v
-	}
+	field := func(name string) int64 { return stateField(t, st, name) }
 	lEnd, tokens, rem := field(FieldLastObserved), field(FieldTokens), field(FieldRemainder)
 	require.Less(t, (lEnd-l0)*rate, int64(capacity*period), "never near capacity: no saturation")
 	require.Equal(t, (lEnd-l0)*rate-admitted*period, tokens*period+rem,

@@ -1,17 +1,22 @@
 package programs
 
 import (
+	"fmt"
 	"strconv"
 
 	"github.com/tech-log/tech-log-backend/shared-contract/ratelimit"
 )
 
-// SchemaVersion is the value of FieldSchema in every state hash the v1
-// programs write.
-const SchemaVersion = 1
+// SchemaVersion is the schema of every state value the v1 programs write:
+// the high four bits of its first byte (ADR 0010). Schema 1 was the
+// six/seven-field hash, which the programs now refuse (WRONGTYPE).
+const SchemaVersion = 2
 
-// Stored hash field names. Single letters keep a subject's state small; the
-// values are canonical decimal integers.
+// Names of the stored state's fields, as Decode returns them. The value is
+// one binary string (ADR 0010, docs/programs.md): a header byte
+// 16*schema + algorithm, the algorithm's fields as big-endian unsigned
+// integers of fixed widths (stateLayout), then the policy revision as its
+// canonical decimal.
 const (
 	FieldSchema       = "v" // schema version, SchemaVersion
 	FieldAlgorithm    = "a" // int(ratelimit.Algorithm): 1, 2 or 3
@@ -24,24 +29,62 @@ const (
 	FieldRemainder    = "m" // token bucket: sub-token remainder, in 1/period tokens
 )
 
-// stateFields lists each algorithm's fields in the order the programs write
-// them.
-func stateFields(a ratelimit.Algorithm) []string {
+// field is one packed field: its name and width in bytes.
+type field struct {
+	name  string
+	width int
+}
+
+// stateLayout is each algorithm's packed fields after the header byte, in
+// order (the programs' struct format: fixed window `>B I6 I6 I7`, sliding
+// counter `>B I6 I6 I5 I5`, token bucket `>B I6 I7 I6`). Every width covers
+// the field's bound: l, w <= S < 2^48; fixed-window c <= M/2 < 2^56;
+// sliding c, p <= M/Q < 2^40; t < C <= M < 2^56; m < P <= H < 2^48.
+func stateLayout(a ratelimit.Algorithm) []field {
 	switch a {
 	case ratelimit.AlgorithmFixedWindow:
-		return []string{FieldSchema, FieldAlgorithm, FieldRevision, FieldLastObserved, FieldWindow, FieldCount}
+		return []field{{FieldLastObserved, 6}, {FieldWindow, 6}, {FieldCount, 7}}
 	case ratelimit.AlgorithmSlidingWindowCounter:
-		return []string{FieldSchema, FieldAlgorithm, FieldRevision, FieldLastObserved, FieldWindow, FieldCount, FieldPrevious}
+		return []field{{FieldLastObserved, 6}, {FieldWindow, 6}, {FieldCount, 5}, {FieldPrevious, 5}}
 	case ratelimit.AlgorithmTokenBucket:
-		return []string{FieldSchema, FieldAlgorithm, FieldRevision, FieldLastObserved, FieldTokens, FieldRemainder}
+		return []field{{FieldLastObserved, 6}, {FieldTokens, 7}, {FieldRemainder, 6}}
 	}
 	return nil
 }
 
-// State is the content of one state hash exactly as HGETALL returns it: field
-// name to value. A nil or empty State is an absent key. Evaluate never
-// modifies the State it is given.
-type State map[string]string
+// stateFields lists each algorithm's fields in the order they are stored:
+// schema, algorithm and revision, then the packed fields.
+func stateFields(a ratelimit.Algorithm) []string {
+	lay := stateLayout(a)
+	if lay == nil {
+		return nil
+	}
+	names := []string{FieldSchema, FieldAlgorithm, FieldRevision}
+	for _, f := range lay {
+		names = append(names, f.name)
+	}
+	return names
+}
+
+// FixedStateBytes is the length of algorithm a's state value without the
+// revision (the header byte and the packed fields); 0 for an unknown
+// algorithm.
+func FixedStateBytes(a ratelimit.Algorithm) int {
+	lay := stateLayout(a)
+	if lay == nil {
+		return 0
+	}
+	n := 1
+	for _, f := range lay {
+		n += f.width
+	}
+	return n
+}
+
+// State is the value of one state key exactly as GET returns it. A nil
+// State is an absent key (an empty, present value is malformed). Evaluate
+// never modifies the State it is given.
+type State []byte
 
 // parseInt is the programs' int(): a canonical non-negative decimal integer
 // (no sign, no leading zero, at most 16 digits) no greater than MaxExactInt.
@@ -61,32 +104,77 @@ func parseInt(s string) (int64, bool) {
 	return n, true
 }
 
-// fields parses st for algorithm a: exactly a's fields, each a valid integer.
-func (st State) fields(a ratelimit.Algorithm) (map[string]int64, bool) {
-	names := stateFields(a)
-	if len(st) != len(names) {
-		return nil, false
+// Decode returns the fields of a state value by name (FieldSchema,
+// FieldAlgorithm, FieldRevision and the algorithm's fields). It checks only
+// the encoding: a known schema and algorithm in the header, the length, and
+// a canonical decimal revision; the ranges are the programs' (Evaluate).
+func (st State) Decode() (map[string]int64, error) {
+	if len(st) == 0 {
+		return nil, fmt.Errorf("state: empty value")
 	}
-	f := make(map[string]int64, len(names))
-	for _, name := range names {
-		s, ok := st[name]
-		if !ok {
-			return nil, false
+	schema, alg := int64(st[0]>>4), ratelimit.Algorithm(st[0]&15)
+	if schema != SchemaVersion {
+		return nil, fmt.Errorf("state: schema %d, want %d", schema, SchemaVersion)
+	}
+	lay := stateLayout(alg)
+	if lay == nil {
+		return nil, fmt.Errorf("state: unknown algorithm %d", int(alg))
+	}
+	fixed := FixedStateBytes(alg)
+	if len(st) <= fixed {
+		return nil, fmt.Errorf("state: %d bytes, want more than %d for %v", len(st), fixed, alg)
+	}
+	f := map[string]int64{FieldSchema: schema, FieldAlgorithm: int64(alg)}
+	pos := 1
+	for _, fl := range lay {
+		var v uint64
+		for _, b := range st[pos : pos+fl.width] {
+			v = v<<8 | uint64(b)
 		}
-		n, ok := parseInt(s)
-		if !ok {
-			return nil, false
-		}
-		f[name] = n
+		f[fl.name] = int64(v) // widths <= 7 bytes: never negative
+		pos += fl.width
+	}
+	rev, ok := parseInt(string(st[fixed:]))
+	if !ok {
+		return nil, fmt.Errorf("state: revision %q is not a canonical decimal", st[fixed:])
+	}
+	f[FieldRevision] = rev
+	return f, nil
+}
+
+// fields decodes st for algorithm a; false when it does not decode or holds
+// another algorithm's state.
+func (st State) fields(a ratelimit.Algorithm) (map[string]int64, bool) {
+	f, err := st.Decode()
+	if err != nil || f[FieldAlgorithm] != int64(a) {
+		return nil, false
 	}
 	return f, true
 }
 
+// encodeState packs values: schema, algorithm, revision, then a's fields in
+// stateLayout order. Each field is truncated to its width and the header to
+// four bits each (tests encode out-of-range values this way).
 func encodeState(a ratelimit.Algorithm, values ...int64) State {
-	names := stateFields(a)
-	st := make(State, len(names))
-	for i, name := range names {
-		st[name] = strconv.FormatInt(values[i], 10)
+	lay := stateLayout(a)
+	rev := strconv.FormatInt(values[2], 10)
+	st := make(State, 0, FixedStateBytes(a)+len(rev))
+	st = append(st, byte((values[0]&15)<<4|values[1]&15))
+	for i, fl := range lay {
+		v := uint64(values[3+i])
+		for sh := (fl.width - 1) * 8; sh >= 0; sh -= 8 {
+			st = append(st, byte(v>>uint(sh)))
+		}
 	}
-	return st
+	return append(st, rev...)
+}
+
+// stateFormat is the Lua struct format of algorithm a's packed part, e.g.
+// ">BI6I6I7" for the fixed window.
+func stateFormat(a ratelimit.Algorithm) string {
+	s := ">B"
+	for _, f := range stateLayout(a) {
+		s += "I" + strconv.Itoa(f.width)
+	}
+	return s
 }

@@ -2,7 +2,10 @@ package programs
 
 import (
 	"context"
+	"encoding/hex"
+	"maps"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -12,61 +15,145 @@ import (
 	"github.com/tech-log/tech-log-backend/shared-contract/ratelimit"
 )
 
-// malformedStates derives, from a valid state of p, every kind of hash the
-// programs must refuse: a missing or extra field, a non-canonical or
-// non-integer value, the wrong schema, algorithm or revision, and values out
-// of range or inconsistent with each other.
+// malformedStates derives, from a valid state of p, every kind of value the
+// programs must refuse: empty, too short or too long, another schema or
+// algorithm in the header, another revision (same or other length, or not
+// canonical), and field values out of range or inconsistent with each
+// other.
 func malformedStates(p ratelimit.Policy, valid State) map[string]State {
 	n := numbersOf(p)
-	with := func(field, value string) State {
+	f, err := valid.Decode()
+	if err != nil {
+		panic(err)
+	}
+	with := func(name string, v int64) State {
+		g := maps.Clone(f)
+		g[name] = v
+		return encodeFields(g)
+	}
+	header := func(b byte) State {
 		st := cloneState(valid)
-		st[field] = value
+		st[0] = b
 		return st
 	}
+	fixed := FixedStateBytes(n.alg)
+	rev := strconv.FormatInt(p.Revision(), 10)
+	withRev := func(r string) State { return append(cloneState(valid[:fixed]), r...) }
 	out := map[string]State{
-		"extra field":       with("x", "1"),
-		"schema 2":          with(FieldSchema, "2"),
-		"schema 0":          with(FieldSchema, "0"),
-		"revision other":    with(FieldRevision, strconv.FormatInt(p.Revision()+1, 10)),
-		"lastObserved > S":  with(FieldLastObserved, strconv.FormatInt(ratelimit.MaxServerMillis+1, 10)),
-		"value > 2^53-1":    with(FieldLastObserved, "9007199254740992"),
-		"value of 17 chars": with(FieldLastObserved, "01796000000000000"),
-	}
-	for _, bad := range []string{"", "1.5", "-1", "+1", "01", "1e3", " 1", "1 ", "0x10", "abc", "1796000000000.0"} {
-		out["lastObserved "+strconv.Quote(bad)] = with(FieldLastObserved, bad)
-	}
-	for _, f := range stateFields(n.alg) {
-		st := cloneState(valid)
-		delete(st, f)
-		out["missing "+f] = st
-		out["non-integer "+f] = with(f, "x")
+		"empty":                State{},
+		"header only":          cloneState(valid[:1]),
+		"no revision":          cloneState(valid[:fixed]),
+		"one byte short":       cloneState(valid[:len(valid)-1]),
+		"one byte extra":       append(cloneState(valid), '0'),
+		"extra byte in fields": append(append(cloneState(valid[:fixed]), 0), rev...),
+		"schema 1":             header(byte(1<<4 | int(n.alg))),
+		"schema 3":             header(byte(3<<4 | int(n.alg))),
+		"schema 0":             header(byte(int(n.alg))),
+		"algorithm 0":          header(byte(SchemaVersion << 4)),
+		"algorithm 15":         header(byte(SchemaVersion<<4 | 15)),
+		"revision other":       withRev(strconv.FormatInt(p.Revision()+1, 10)),
+		"revision longer":      withRev(strconv.FormatInt(p.Revision()+100, 10)),
+		"revision leading 0":   withRev("0" + rev),
+		"revision sign":        withRev("+" + rev),
+		"revision space":       withRev(" " + rev),
+		"lastObserved > S":     with(FieldLastObserved, ratelimit.MaxServerMillis+1),
+		"lastObserved 2^48-1":  with(FieldLastObserved, 1<<48-1),
 	}
 	for _, a := range algorithms {
 		if a != n.alg {
-			out["algorithm "+a.String()] = with(FieldAlgorithm, strconv.Itoa(int(a)))
+			out["algorithm "+a.String()] = header(byte(SchemaVersion<<4 | int(a)))
 		}
 	}
-	out["algorithm 0"] = with(FieldAlgorithm, "0")
-	lim := strconv.FormatInt(n.limit, 10)
-	over := strconv.FormatInt(n.limit+1, 10)
 	switch n.alg {
 	case ratelimit.AlgorithmFixedWindow, ratelimit.AlgorithmSlidingWindowCounter:
-		w, _ := strconv.ParseInt(valid[FieldWindow], 10, 64)
-		out["window id not floor(l/window)"] = with(FieldWindow, strconv.FormatInt(w+1, 10))
-		out["window id behind"] = with(FieldWindow, strconv.FormatInt(w-1, 10))
-		out["count 0"] = with(FieldCount, "0")
-		out["count > limit"] = with(FieldCount, over)
+		w := f[FieldWindow]
+		out["window id not floor(l/window)"] = with(FieldWindow, w+1)
+		out["window id behind"] = with(FieldWindow, w-1)
+		out["count 0"] = with(FieldCount, 0)
+		out["count > limit"] = with(FieldCount, n.limit+1)
 		if n.alg == ratelimit.AlgorithmSlidingWindowCounter {
-			out["previous > limit"] = with(FieldPrevious, over)
+			out["count 2^40-1"] = with(FieldCount, 1<<40-1)
+			out["previous > limit"] = with(FieldPrevious, n.limit+1)
+			out["previous 2^40-1"] = with(FieldPrevious, 1<<40-1)
+		} else {
+			out["count 2^56-1"] = with(FieldCount, 1<<56-1)
+			out["count 2^53+1"] = with(FieldCount, 1<<53+1)
 		}
 	case ratelimit.AlgorithmTokenBucket:
-		out["tokens = capacity"] = with(FieldTokens, lim)
-		out["remainder = period"] = with(FieldRemainder, strconv.FormatInt(n.per, 10))
+		out["tokens = capacity"] = with(FieldTokens, n.limit)
+		out["tokens 2^56-1"] = with(FieldTokens, 1<<56-1)
+		out["remainder = period"] = with(FieldRemainder, n.per)
+		out["remainder 2^48-1"] = with(FieldRemainder, 1<<48-1)
 	}
 	return out
 }
 
-// TestMalformedStateIsIncompatible: every malformed hash is answered
+// encodeFields packs decoded fields (Decode's map) back into a value.
+func encodeFields(f map[string]int64) State {
+	a := ratelimit.Algorithm(f[FieldAlgorithm])
+	names := stateFields(a)
+	vals := make([]int64, len(names))
+	for i, name := range names {
+		vals[i] = f[name]
+	}
+	return encodeState(a, vals...)
+}
+
+// stateField is one field of a well-formed state value.
+func stateField(t testing.TB, st State, name string) int64 {
+	t.Helper()
+	f, err := st.Decode()
+	require.NoError(t, err)
+	v, ok := f[name]
+	require.True(t, ok, "field %q in %v", name, f)
+	return v
+}
+
+// withFields is st with the named fields set (name, value pairs).
+func withFields(t testing.TB, st State, kv ...any) State {
+	t.Helper()
+	f, err := st.Decode()
+	require.NoError(t, err)
+	for i := 0; i+1 < len(kv); i += 2 {
+		f[kv[i].(string)] = kv[i+1].(int64)
+	}
+	return encodeFields(f)
+}
+
+// TestStateGolden pins the encoding (ADR 0010) with golden values, and
+// Decode inverts it.
+func TestStateGolden(t *testing.T) {
+	cases := []struct {
+		a    ratelimit.Algorithm
+		vals []int64
+		hex  string
+	}{
+		{ratelimit.AlgorithmFixedWindow, []int64{2, 1, 7, 1796000000123, 1796000000, 5},
+			"21" + "01a229f1287b" + "00006b0cc900" + "00000000000005" + "37"},
+		{ratelimit.AlgorithmSlidingWindowCounter, []int64{2, 2, 12345, 35184372088832, 1, 1<<40 - 1, 0},
+			"22" + "200000000000" + "000000000001" + "ffffffffff" + "0000000000" + "3132333435"},
+		{ratelimit.AlgorithmTokenBucket, []int64{2, 3, 1, 0, 1<<53 - 1, 9223372036854},
+			"23" + "000000000000" + "1fffffffffffff" + "08637bd05af6" + "31"},
+	}
+	for _, tc := range cases {
+		st := encodeState(tc.a, tc.vals...)
+		require.Equal(t, tc.hex, hex.EncodeToString(st), tc.a.String())
+		require.Len(t, st, FixedStateBytes(tc.a)+len(strconv.FormatInt(tc.vals[2], 10)))
+		f, err := st.Decode()
+		require.NoError(t, err)
+		for i, name := range stateFields(tc.a) {
+			require.Equal(t, tc.vals[i], f[name], "%v %s", tc.a, name)
+		}
+	}
+	for _, bad := range []string{"", "21", "12" + "00", "20" + "00", "2f00", "21" + strings.Repeat("00", 19), "21" + strings.Repeat("00", 19) + "3031"} {
+		raw, err := hex.DecodeString(bad)
+		require.NoError(t, err)
+		_, err = State(raw).Decode()
+		require.Error(t, err, bad)
+	}
+}
+
+// TestMalformedStateIsIncompatible: every malformed value is answered
 // STATE_INCOMPATIBLE (serverNow set, the rest 0) and left exactly as it was,
 // by the model and by the program.
 func TestMalformedStateIsIncompatible(t *testing.T) {
@@ -91,7 +178,7 @@ func TestMalformedStateIsIncompatible(t *testing.T) {
 	}
 }
 
-// TestWrongTypeIsIncompatible: a string, list, set, zset or stream at the
+// TestWrongTypeIsIncompatible: a hash (the schema 1 state), list, set, zset or stream at the
 // key is STATE_INCOMPATIBLE and stays exactly as it was (miniredis; the real
 // server in TestRedisTypeNormalization).
 func TestWrongTypeIsIncompatible(t *testing.T) {
@@ -113,10 +200,12 @@ func TestWrongTypeIsIncompatible(t *testing.T) {
 func wrongTypes() map[string]func(redis.Cmdable, string) error {
 	ctx := context.Background()
 	return map[string]func(redis.Cmdable, string) error{
-		"string": func(c redis.Cmdable, k string) error { return c.Set(ctx, k, "v", 0).Err() },
-		"list":   func(c redis.Cmdable, k string) error { return c.RPush(ctx, k, "a", "b").Err() },
-		"set":    func(c redis.Cmdable, k string) error { return c.SAdd(ctx, k, "a").Err() },
-		"zset":   func(c redis.Cmdable, k string) error { return c.ZAdd(ctx, k, redis.Z{Score: 1, Member: "a"}).Err() },
+		"hash": func(c redis.Cmdable, k string) error {
+			return c.HSet(ctx, k, "v", "1", "a", "1", "r", "7", "l", "0", "w", "0", "c", "1").Err()
+		},
+		"list": func(c redis.Cmdable, k string) error { return c.RPush(ctx, k, "a", "b").Err() },
+		"set":  func(c redis.Cmdable, k string) error { return c.SAdd(ctx, k, "a").Err() },
+		"zset": func(c redis.Cmdable, k string) error { return c.ZAdd(ctx, k, redis.Z{Score: 1, Member: "a"}).Err() },
 		"stream": func(c redis.Cmdable, k string) error {
 			return c.XAdd(ctx, &redis.XAddArgs{Stream: k, Values: []any{"f", "v"}}).Err()
 		},
@@ -184,10 +273,10 @@ func TestInvalidArgsAreRefused(t *testing.T) {
 					v, err := m.run(prog, t0, key, args...)
 					require.NoError(t, err, name)
 					require.Equal(t, Reply{Status: StatusInvalid, ServerNowMillis: t0}, toReply(t, v), name)
-					require.Equal(t, st, hgetall(t, m.c, key), "%s: nothing written", name)
+					require.Equal(t, st, getState(t, m.c, key), "%s: nothing written", name)
 				}
 			}
-			body := luaBody(t, prog.Source)
+			body := harness(false, 0, 0) + luaBody(t, prog.Source)
 			for _, keys := range [][]string{{}, {"a", "b"}} {
 				v, err := evalInts(ctx, m.c, body, keys, valid...)
 				require.NoError(t, err)

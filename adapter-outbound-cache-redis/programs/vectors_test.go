@@ -53,7 +53,7 @@ func TestProgramsReproduceVectors(t *testing.T) {
 				want, next := Evaluate(p, st, step.ServerNowMillis, step.Cost)
 				require.Equal(t, want, got, "%s: program and model", where)
 				st = next
-				require.Equal(t, st, hgetall(t, m.c, key), "%s: stored hash", where)
+				require.Equal(t, st, getState(t, m.c, key), "%s: stored hash", where)
 				if got.Status == StatusAllowed {
 					require.Equal(t, got.ExpiryMillis(p), m.srv.TTL(key).Milliseconds(), "%s: TTL", where)
 				}

@@ -8,10 +8,12 @@ import (
 )
 
 // Key segments of rate-limit state (key version 2, docs/adr/0003-key-format-v2.md):
-// <prefix>:rate:<policyID>:state:v2:{<slot tag>}<digest>.
+// <prefix>:rate:<policyID>:s:v2:{<slot tag>}<digest>, 42 + len(policyID)
+// bytes: kind "s" (state) keeps the key within 44 bytes, jemalloc's 48-byte
+// class, for policy IDs of up to 2 characters (docs/adr/0010).
 const (
 	KeyCapability = "rate"
-	KeyKind       = "state"
+	KeyKind       = "s"
 	// KeyRegionDedup and KeyKindDedup name a subject's dedup hash:
 	// <prefix>:rate:dedup:dedup:v2:{<slot tag>}<digest>, one per subject
 	// across all policies (docs/adr/0011-evaluation-dedup.md). No policy
@@ -21,7 +23,7 @@ const (
 )
 
 // StateKey returns the physical key of subject's state under policy p:
-// capability "rate", region = the policy ID, kind "state", digest over
+// capability "rate", region = the policy ID, kind "s" (state), digest over
 // (policy ID, revision, algorithm wire name, subject digest). A new revision
 // therefore rolls to a new key. The key never contains the subject digest
 // itself; its slot tag carries 14 bits derived from it (the slot) and

@@ -275,7 +275,7 @@ func TestEvaluateSendsTheStateKey(t *testing.T) {
 	want, err := StateKey(testKeys(t), pol, subjectA)
 	require.NoError(t, err)
 	assert.Equal(t, want, got.key)
-	assert.True(t, strings.HasPrefix(got.key, "tlb:rate:tb:state:v2:{"), got.key)
+	assert.True(t, strings.HasPrefix(got.key, "tlb:rate:tb:s:v2:{"), got.key)
 	assert.NotContains(t, got.key, string(subjectA))
 }
 
@@ -298,7 +298,7 @@ func TestStateKeyRollsWithRevisionAndAlgorithm(t *testing.T) {
 		assert.NotContains(t, key, string(subjectB))
 	}
 	assert.Equal(t, k(rev1, subjectA), k(rev1, subjectA), "deterministic")
-	assert.True(t, strings.HasPrefix(k(other, subjectA), "tlb:rate:login:state:v2:{"))
+	assert.True(t, strings.HasPrefix(k(other, subjectA), "tlb:rate:login:s:v2:{"))
 	slot := func(key string) string { return key[strings.Index(key, "{"):strings.Index(key, "}")] }
 	assert.Equal(t, slot(k(rev1, subjectA)), slot(k(other, subjectA)), "one subject, one slot tag, whatever the policy")
 }

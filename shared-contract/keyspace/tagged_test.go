@@ -43,17 +43,22 @@ type taggedGoldenFile struct {
 
 // taggedInputs reuses the v1 inputs, tagged by their last field (the
 // subject digest in rate-state vectors), plus vectors that share a tag.
+// The v1 kind "state" is the v2 rate-state kind "s" (ADR 0003, ADR 0010).
 func taggedInputs() []taggedVector {
 	var out []taggedVector
 	for _, v := range goldenInputs() {
+		kind := v.Kind
+		if kind == "state" {
+			kind = "s"
+		}
 		out = append(out, taggedVector{Name: v.Name, SecretHex: v.SecretHex, Prefix: v.Prefix, Capability: v.Capability,
-			Region: v.Region, Kind: v.Kind, TagField: v.Fields[len(v.Fields)-1], Fields: v.Fields})
+			Region: v.Region, Kind: kind, TagField: v.Fields[len(v.Fields)-1], Fields: v.Fields})
 	}
 	return append(out,
-		taggedVector{Name: "same subject, other policy (same slot)", SecretHex: secretA, Prefix: "tlb", Capability: "rate", Region: "login", Kind: "state", TagField: digest43, Fields: []string{"login", "1", "token_bucket", digest43}},
+		taggedVector{Name: "same subject, other policy (same slot)", SecretHex: secretA, Prefix: "tlb", Capability: "rate", Region: "login", Kind: "s", TagField: digest43, Fields: []string{"login", "1", "token_bucket", digest43}},
 		taggedVector{Name: "same subject, dedup kind (same slot)", SecretHex: secretA, Prefix: "tlb", Capability: "rate", Region: "api", Kind: "dedup", TagField: digest43, Fields: []string{"api", "evaluation-7"}},
-		taggedVector{Name: "other subject", SecretHex: secretA, Prefix: "tlb", Capability: "rate", Region: "api", Kind: "state", TagField: "z" + digest43[1:], Fields: []string{"api", "1", "token_bucket", "z" + digest43[1:]}},
-		taggedVector{Name: "empty tag field", SecretHex: secretA, Prefix: "tlb", Capability: "rate", Region: "api", Kind: "state", TagField: "", Fields: []string{"x"}},
+		taggedVector{Name: "other subject", SecretHex: secretA, Prefix: "tlb", Capability: "rate", Region: "api", Kind: "s", TagField: "z" + digest43[1:], Fields: []string{"api", "1", "token_bucket", "z" + digest43[1:]}},
+		taggedVector{Name: "empty tag field", SecretHex: secretA, Prefix: "tlb", Capability: "rate", Region: "api", Kind: "s", TagField: "", Fields: []string{"x"}},
 	)
 }
 
