@@ -129,7 +129,7 @@ func TestSentinelSwitchMaster(t *testing.T) {
 	// ran = evaluations (+ at most the failed attempts, which may have run).
 	key, err := StateKey(keys, pol, subject)
 	require.NoError(t, err)
-	v, err := newMaster.Client().HGetAll(ctx, key).Result()
+	v, err := newMaster.Client().Get(ctx, key).Result()
 	require.NoError(t, err)
 	assert.NotEmpty(t, v)
 	// A NOSCRIPT EVALSHA counts as a call (failed_calls) before its one

@@ -226,11 +226,14 @@ func consumed(t testing.TB, admin *redis.Client, keys *keyspace.Builder, p ratel
 	if p.Algorithm() == ratelimit.AlgorithmTokenBucket {
 		field = programs.FieldTokens
 	}
-	v, err := admin.HGet(adminCtx(t), key, field).Int64()
+	raw, err := admin.Get(adminCtx(t), key).Bytes()
 	if err == redis.Nil {
 		return 0, false
 	}
 	require.NoError(t, err)
+	f, err := programs.State(raw).Decode()
+	require.NoError(t, err)
+	v := f[field]
 	if p.Algorithm() == ratelimit.AlgorithmTokenBucket {
 		return p.Limit() - v, true
 	}

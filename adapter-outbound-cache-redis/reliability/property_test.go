@@ -4,7 +4,6 @@ package reliability_test
 // Lua programs are tested against step for step (programs package).
 
 import (
-	"strconv"
 	"testing"
 	"time"
 
@@ -104,10 +103,16 @@ func checkExact(t *rapid.T, p ratelimit.Policy, r programs.Reply, st programs.St
 			t.Fatalf("%v: reply integer %d = %d outside 0..2^53-1 (%+v)", p, i, v, r)
 		}
 	}
-	for k, s := range st {
-		v, err := strconv.ParseInt(s, 10, 64)
-		if err != nil || v < 0 || v > ratelimit.MaxExactInt {
-			t.Fatalf("%v: stored %s = %q is not an integer in 0..2^53-1", p, k, s)
+	if st == nil {
+		return
+	}
+	f, err := st.Decode()
+	if err != nil {
+		t.Fatalf("%v: stored state %x does not decode: %v", p, []byte(st), err)
+	}
+	for k, v := range f {
+		if v < 0 || v > ratelimit.MaxExactInt {
+			t.Fatalf("%v: stored %s = %d is not an integer in 0..2^53-1", p, k, v)
 		}
 	}
 }
