@@ -23,7 +23,7 @@ import (
 var aclRateUser = []any{"ACL", "SETUSER", "tlb-rate", "reset", "on", ">rate-test-pass",
 	"~tlb:rate:*", "resetchannels", "-@all",
 	"+evalsha", "+eval", "+script|load", "+script|exists", "+ping", "+info", "+config|get", "+hello", "+auth", "+client|setname",
-	"+hgetall", "+hset", "+pexpire", "+time", "+hget", "+hlen", "+hdel", "+pttl"}
+	"+get", "+set", "+time", "+hgetall", "+hset", "+pexpire", "+hget", "+hlen", "+hdel", "+pttl"}
 
 func setRateUser(t *testing.T, rs *redistest.Server) {
 	t.Helper()

@@ -18,7 +18,7 @@ import (
 var e2eRateUser = []any{"ACL", "SETUSER", "tlb-rate", "reset", "on", ">e2e-rate-pass",
 	"~tlb:rate:*", "resetchannels", "-@all",
 	"+evalsha", "+eval", "+script|load", "+script|exists", "+ping", "+info", "+config|get", "+hello", "+auth", "+client|setname",
-	"+hgetall", "+hset", "+pexpire", "+time", "+hget", "+hlen", "+hdel", "+pttl"}
+	"+get", "+set", "+time", "+hgetall", "+hset", "+pexpire", "+hget", "+hlen", "+hdel", "+pttl"}
 
 // TestE2ETLS: the binary talks mutual TLS to a TLS-only redis-server as
 // the least-privilege user: ready, the global limit holds, and with a

@@ -247,11 +247,13 @@ func providerCommands(key string) [][]any {
 		{"SCRIPT", "LOAD", "return 1"},
 		{"EVALSHA", sha, "1", key},
 		{"EVAL", "return 1", "1", key},
+		{"GET", key},
+		{"SET", key, "v", "PX", "1000"},
+		{"TIME"},
+		// Inside the dedup programs (policies with a dedupWindow).
 		{"HGETALL", key},
 		{"HSET", key, "v", "1"},
 		{"PEXPIRE", key, "1000"},
-		{"TIME"},
-		// Inside the dedup programs (policies with a dedupWindow).
 		{"HGET", key, "id"},
 		{"HLEN", key},
 		{"HDEL", key, "id"},

@@ -27,11 +27,11 @@ var (
 	aclRateUser = []any{"ACL", "SETUSER", "tlb-rate", "reset", "on", ">rate-test-pass",
 		"~tlb:rate:*", "resetchannels", "-@all",
 		"+evalsha", "+eval", "+script|load", "+script|exists", "+ping", "+info", "+config|get", "+hello", "+auth", "+client|setname",
-		"+hgetall", "+hset", "+pexpire", "+time", "+hget", "+hlen", "+hdel", "+pttl"}
+		"+get", "+set", "+time", "+hgetall", "+hset", "+pexpire", "+hget", "+hlen", "+hdel", "+pttl"}
 	aclCtlUser = []any{"ACL", "SETUSER", "tlb-ctl", "reset", "on", ">ctl-test-pass",
 		"~tlb:rate:*", "resetchannels", "-@all",
 		"+ping", "+hello", "+auth", "+client|setname", "+info", "+config|get", "+script|load", "+acl|dryrun",
-		"+hgetall", "+pttl", "+time", "+del"}
+		"+get", "+pttl", "+time", "+del"}
 )
 
 const testAPIKey = "tlbctl-test-api-key-0001"
@@ -187,7 +187,7 @@ func TestInspectAndResetMatchTheService(t *testing.T) {
 	assert.Contains(t, r.stdout, "subject     api-key "+testAPIKey)
 	assert.Contains(t, r.stdout, "state       present")
 	assert.Contains(t, r.stdout, "remaining   3 of 5 (consumed 2)")
-	assert.Contains(t, r.stdout, "stored      algorithm=token_bucket revision=3 schema=1")
+	assert.Contains(t, r.stdout, "stored      algorithm=token_bucket revision=3 schema=2")
 	assert.Regexp(t, `ttl         \d`, r.stdout)
 	assert.Contains(t, r.stdout, "reset at")
 
@@ -274,7 +274,7 @@ func TestBadInputChangesNothing(t *testing.T) {
 	}
 	stats, err := rs.Client().Info(ctxT(t), "commandstats").Result()
 	require.NoError(t, err)
-	for _, cmd := range []string{"cmdstat_del", "cmdstat_hgetall", "cmdstat_ping", "cmdstat_hello"} {
+	for _, cmd := range []string{"cmdstat_del", "cmdstat_get", "cmdstat_ping", "cmdstat_hello"} {
 		assert.NotContains(t, stats, cmd+":", "bad input reached Redis")
 	}
 }

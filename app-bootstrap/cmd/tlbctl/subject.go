@@ -2,12 +2,15 @@ package main
 
 import (
 	"context"
+	"encoding/hex"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"net/http"
 	"net/netip"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 
@@ -143,18 +146,21 @@ func resolve(cfg config.Config, id ratelimit.PolicyID, apiKey string, byKey bool
 
 // state is what Redis holds for a target.
 type state struct {
-	fields programs.State
-	ttl    time.Duration // < 0: no TTL (or no key)
-	now    time.Time     // server time
+	raw programs.State // the value GET returned; nil: no key
+	ttl time.Duration  // < 0: no TTL (or no key)
+	now time.Time      // server time
 }
 
 func read(ctx context.Context, c *redis.Client, tg target) (state, error) {
 	var st state
-	fields, err := c.HGetAll(ctx, tg.key).Result()
-	if err != nil {
-		return st, fmt.Errorf("HGETALL: %w", err)
+	raw, err := c.Get(ctx, tg.key).Bytes()
+	switch {
+	case errors.Is(err, redis.Nil):
+	case err != nil:
+		return st, fmt.Errorf("GET: %w", err)
+	default:
+		st.raw = programs.State(raw)
 	}
-	st.fields = fields
 	if st.ttl, err = c.PTTL(ctx, tg.key).Result(); err != nil {
 		return st, fmt.Errorf("PTTL: %w", err)
 	}
@@ -172,14 +178,19 @@ func printState(w io.Writer, tg target, st state) {
 	fmt.Fprintf(w, "policy      %s (revision %d, %s)\n", p.ID(), p.Revision(), p.Algorithm())
 	fmt.Fprintf(w, "subject     %s %s\n", tg.kind, tg.typed)
 	fmt.Fprintf(w, "key         %s\n", tg.key)
-	if len(st.fields) == 0 {
+	if st.raw == nil {
 		fmt.Fprintf(w, "state       absent (never limited, or expired): the full limit of %d is available\n", limitOf(p))
 		return
 	}
 	fmt.Fprintf(w, "state       present\n")
-	fmt.Fprintf(w, "stored      algorithm=%s revision=%s schema=%s\n", algorithmName(st.fields[programs.FieldAlgorithm]), st.fields[programs.FieldRevision], st.fields[programs.FieldSchema])
+	fields, err := st.raw.Decode()
+	if err != nil {
+		fmt.Fprintf(w, "stored      undecodable: %v\n", err)
+	} else {
+		fmt.Fprintf(w, "stored      algorithm=%s revision=%d schema=%d\n", algorithmName(fields[programs.FieldAlgorithm]), fields[programs.FieldRevision], fields[programs.FieldSchema])
+	}
 	nowMs := st.now.UnixMilli()
-	r, _ := programs.Evaluate(p, st.fields, nowMs, 1)
+	r, _ := programs.Evaluate(p, st.raw, nowMs, 1)
 	switch r.Status {
 	case programs.StatusAllowed, programs.StatusDenied:
 		remaining := r.Remaining
@@ -200,14 +211,17 @@ func printState(w io.Writer, tg target, st state) {
 	} else {
 		fmt.Fprintf(w, "ttl         none (every state key should have one)\n")
 	}
-	fmt.Fprintf(w, "fields      %s\n", formatFields(st.fields))
+	if err == nil {
+		fmt.Fprintf(w, "fields      %s\n", formatFields(fields))
+	}
+	fmt.Fprintf(w, "value       %d bytes %s\n", len(st.raw), bounded(hex.EncodeToString(st.raw)))
 }
 
 // reset deletes the target's state with --yes, and otherwise says what it
 // would delete.
 func reset(ctx context.Context, c *redis.Client, user string, tg target, st state, yes bool, stdout, stderr io.Writer) error {
 	what := fmt.Sprintf("state of %s %s under policy %s: key %s", tg.kind, tg.typed, tg.policy.ID(), tg.key)
-	if len(st.fields) == 0 {
+	if st.raw == nil {
 		fmt.Fprintf(stdout, "nothing to reset: no %s\n", what)
 		return nil
 	}
@@ -230,13 +244,13 @@ func limitOf(p ratelimit.Policy) int64 {
 	return r.Limit
 }
 
-func algorithmName(a string) string {
+func algorithmName(a int64) string {
 	for _, alg := range []ratelimit.Algorithm{ratelimit.AlgorithmFixedWindow, ratelimit.AlgorithmSlidingWindowCounter, ratelimit.AlgorithmTokenBucket} {
-		if fmt.Sprint(int(alg)) == a {
+		if int64(alg) == a {
 			return alg.String()
 		}
 	}
-	return fmt.Sprintf("unknown(%q)", bounded(a))
+	return fmt.Sprintf("unknown(%d)", a)
 }
 
 func statusName(s programs.Status) string {
@@ -251,7 +265,7 @@ func statusName(s programs.Status) string {
 	return "unknown"
 }
 
-func formatFields(f programs.State) string {
+func formatFields(f map[string]int64) string {
 	names := make([]string, 0, len(f))
 	for k := range f {
 		names = append(names, k)
@@ -259,7 +273,7 @@ func formatFields(f programs.State) string {
 	sort.Strings(names)
 	parts := make([]string, 0, len(names))
 	for _, k := range names {
-		parts = append(parts, k+"="+bounded(f[k]))
+		parts = append(parts, k+"="+strconv.FormatInt(f[k], 10))
 	}
 	return strings.Join(parts, " ")
 }
