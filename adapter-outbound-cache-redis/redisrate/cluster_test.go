@@ -678,7 +678,7 @@ func TestClusterReshardingUnderLoad(t *testing.T) {
 					failures++
 				default:
 					failures++
-					t.Errorf("outcome %v during resharding: a redirect must be followed", out)
+					t.Errorf("outcome %v (cause %v) during resharding: a redirect must be followed", out, causeOf(out))
 				}
 				mu.Unlock()
 				time.Sleep(time.Millisecond)
