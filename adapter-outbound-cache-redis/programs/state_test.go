@@ -109,17 +109,6 @@ func stateField(t testing.TB, st State, name string) int64 {
 	return v
 }
 
-// withFields is st with the named fields set (name, value pairs).
-func withFields(t testing.TB, st State, kv ...any) State {
-	t.Helper()
-	f, err := st.Decode()
-	require.NoError(t, err)
-	for i := 0; i+1 < len(kv); i += 2 {
-		f[kv[i].(string)] = kv[i+1].(int64)
-	}
-	return encodeFields(f)
-}
-
 // TestStateGolden pins the encoding (ADR 0010) with golden values, and
 // Decode inverts it.
 func TestStateGolden(t *testing.T) {
