@@ -116,9 +116,17 @@ func Validate(res *Results) error {
 		bad("%d script profiles, want 6", len(res.Evidence.ScriptCommands))
 	}
 	for _, p := range res.Evidence.ScriptCommands {
-		needsPexpire := p.Limiter == FamilyTrivial || strings.HasPrefix(p.Limiter, FamilyProvider+"/")
-		if needsPexpire && p.Commands["pexpire"].Calls == 0 {
-			bad("script profile %s: no pexpire calls recorded (%v)", p.Limiter, p.Commands)
+		// The TTL write each script must have made: PEXPIRE in the trivial
+		// script, SET ... PX in the provider's programs (ADR 0010).
+		want := ""
+		switch {
+		case p.Limiter == FamilyTrivial:
+			want = "pexpire"
+		case strings.HasPrefix(p.Limiter, FamilyProvider+"/"):
+			want = "set"
+		}
+		if want != "" && p.Commands[want].Calls == 0 {
+			bad("script profile %s: no %s calls recorded (%v)", p.Limiter, want, p.Commands)
 		}
 	}
 	if res.Evidence.ClockReadNanos <= 0 {
