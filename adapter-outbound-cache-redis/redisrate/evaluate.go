@@ -137,10 +137,7 @@ func (p *Provider) precheck(ctx context.Context, req ratelimit.Request) (checked
 	if err := ctx.Err(); err != nil {
 		return checked{}, p.unavailable(req.PolicyID, ratelimit.CategoryDeadline, err)
 	}
-	deadline := req.Deadline
-	if d, ok := ctx.Deadline(); ok && d.Before(deadline) {
-		deadline = d
-	}
+	deadline := req.EffectiveDeadline(ctx)
 	now := p.now()
 	if !deadline.After(now) {
 		return checked{}, p.unavailable(req.PolicyID, ratelimit.CategoryDeadline, fmt.Errorf("redisrate: %w", ratelimit.ErrDeadlinePassed))

@@ -187,7 +187,7 @@ func (f *Fallback) Evaluate(ctx context.Context, req ratelimit.Request) (out rat
 		}
 	}()
 	if lp := f.local[req.PolicyID]; lp != nil && ctx != nil && f.p.BreakerState() != BreakerOpen && f.p.BreakerState() != BreakerHalfOpen &&
-		!f.p.now().Add(2*f.p.timeout).After(earlierDeadline(ctx, req.Deadline)) {
+		!f.p.now().Add(2*f.p.timeout).After(req.EffectiveDeadline(ctx)) {
 		// Redis may answer again: first charge what this subject was
 		// admitted locally, so the global decision below counts it (only
 		// when the deadline leaves room for both calls; else the
@@ -410,12 +410,4 @@ func (f *Fallback) Close() {
 	}
 	f.bgMu.Unlock()
 	f.wg.Wait()
-}
-
-// earlierDeadline is the earlier of d and ctx's deadline.
-func earlierDeadline(ctx context.Context, d time.Time) time.Time {
-	if cd, ok := ctx.Deadline(); ok && cd.Before(d) {
-		return cd
-	}
-	return d
 }

@@ -46,6 +46,21 @@ type Request struct {
 	Deadline time.Time
 }
 
+// EffectiveDeadline is the deadline the evaluation of r is held to: the
+// earlier of r.Deadline and ctx's deadline (r.Deadline when ctx has none or
+// is nil). It is the one place this rule is written: a provider's precheck
+// computes it once per request and everything after the precheck uses
+// that value.
+func (r Request) EffectiveDeadline(ctx context.Context) time.Time {
+	if ctx == nil {
+		return r.Deadline
+	}
+	if d, ok := ctx.Deadline(); ok && d.Before(r.Deadline) {
+		return d
+	}
+	return r.Deadline
+}
+
 // Request validation errors, wrapped by the error Validate returns.
 var (
 	ErrInvalidRequest    = errors.New("invalid rate-limit request")

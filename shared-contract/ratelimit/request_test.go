@@ -2,6 +2,7 @@ package ratelimit_test
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -230,4 +231,25 @@ func requestErrors(err error) []*ratelimit.RequestError {
 	}
 	walk(err)
 	return out
+}
+
+// TestRequestEffectiveDeadline: the earlier of Request.Deadline and the
+// context's deadline; the request's when the context has none (or is nil).
+func TestRequestEffectiveDeadline(t *testing.T) {
+	r := validRequest()
+	r.Deadline = t0.Add(time.Second)
+	assert.Equal(t, r.Deadline, r.EffectiveDeadline(context.Background()), "no context deadline")
+	assert.Equal(t, r.Deadline, r.EffectiveDeadline(nil), "nil context") //nolint:staticcheck // nil is a case the method handles
+
+	earlier, cancel := context.WithDeadline(context.Background(), t0.Add(time.Millisecond))
+	defer cancel()
+	assert.Equal(t, t0.Add(time.Millisecond), r.EffectiveDeadline(earlier), "the context's is earlier")
+
+	later, cancel2 := context.WithDeadline(context.Background(), t0.Add(time.Hour))
+	defer cancel2()
+	assert.Equal(t, r.Deadline, r.EffectiveDeadline(later), "the request's is earlier")
+
+	same, cancel3 := context.WithDeadline(context.Background(), r.Deadline)
+	defer cancel3()
+	assert.Equal(t, r.Deadline, r.EffectiveDeadline(same), "equal deadlines")
 }

@@ -148,11 +148,7 @@ func (f *Fake) limit(ctx context.Context, req ratelimit.Request) ratelimit.Outco
 	if err := req.ValidateFor(p); err != nil {
 		return ratelimit.Unavailable{PolicyID: req.PolicyID, RetryAfter: hint, Category: ratelimit.CategoryInvalidRequest, Cause: err}
 	}
-	deadline := req.Deadline
-	if d, ok := ctx.Deadline(); ok && d.Before(deadline) {
-		deadline = d
-	}
-	if ctx.Err() != nil || !deadline.After(now) {
+	if ctx.Err() != nil || !req.EffectiveDeadline(ctx).After(now) {
 		return ratelimit.Unavailable{PolicyID: req.PolicyID, RetryAfter: hint, Category: ratelimit.CategoryDeadline, Cause: ratelimit.ErrDeadlinePassed}
 	}
 	key := string(p.ID()) + "\x00" + strconv.FormatInt(p.Revision(), 10) + "\x00" + string(req.SubjectDigest)
