@@ -15,6 +15,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/tech-log/tech-log-backend/shared-contract/ratelimit"
+
+	"github.com/tech-log/tech-log-backend/adapter-outbound-cache-redis/internal/certainty"
 )
 
 // breakerProvider builds a Provider over f with a breaker of threshold and
@@ -53,7 +55,7 @@ func TestBreakerOpensOnlyOnConnectionFailuresAndTimeouts(t *testing.T) {
 		r     fakeReply
 		opens bool
 	}{
-		{"dial failure (connection)", fakeReply{err: &dialError{err: io.EOF}, unwritten: true}, true},
+		{"dial failure (connection)", fakeReply{err: &certainty.DialError{Err: io.EOF}, unwritten: true}, true},
 		{"handshake timeout (connection)", fakeReply{err: errReadTimeout, unwritten: true}, true},
 		{"read timeout after write (timeout)", fakeReply{err: errReadTimeout}, true},
 		{"eof after write (connection_lost)", fakeReply{err: io.EOF}, true},
@@ -156,12 +158,12 @@ func TestBreakerProbesInTheBackgroundAndClosesOnFirstSuccess(t *testing.T) {
 			if healthy.Load() {
 				return fakeReply{val: "PONG"}
 			}
-			return fakeReply{err: &dialError{err: io.EOF}, unwritten: true}
+			return fakeReply{err: &certainty.DialError{Err: io.EOF}, unwritten: true}
 		}
 		if healthy.Load() {
 			return fakeReply{val: modelReply(fixedPolicy(t, "fw", 5, time.Minute), t0, 1)}
 		}
-		return fakeReply{err: &dialError{err: io.EOF}, unwritten: true}
+		return fakeReply{err: &certainty.DialError{Err: io.EOF}, unwritten: true}
 	}}
 	p := breakerProvider(t, f, 2, interval)
 	var mu sync.Mutex

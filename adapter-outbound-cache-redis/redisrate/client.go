@@ -12,6 +12,8 @@ import (
 
 	"github.com/redis/go-redis/v9"
 	"github.com/redis/go-redis/v9/maintnotifications"
+
+	"github.com/tech-log/tech-log-backend/adapter-outbound-cache-redis/internal/certainty"
 )
 
 // Bounds and fixed settings of the coordination client.
@@ -229,17 +231,9 @@ func tlsFor(cfg ClientConfig) *tls.Config {
 	return c
 }
 
-// dialError marks an error that came out of the coordination client's
-// dialer. A dial happens before any command byte is written on the new
-// connection, so for the command waiting on it nothing was sent.
-type dialError struct{ err error }
-
-func (e *dialError) Error() string { return "redisrate: dial: " + e.err.Error() }
-func (e *dialError) Unwrap() error { return e.err }
-
 // newDialer returns the go-redis Dialer of the coordination client: base (or
 // a net.Dialer with TCP keep-alive) bounded by timeout, then the TLS
-// handshake when tlsConfig is set, every failure wrapped in *dialError.
+// handshake when tlsConfig is set, every failure wrapped in *certainty.DialError.
 func newDialer(base func(ctx context.Context, network, addr string) (net.Conn, error), timeout time.Duration, tlsConfig *tls.Config) func(ctx context.Context, network, addr string) (net.Conn, error) {
 	if base == nil {
 		d := &net.Dialer{
@@ -255,7 +249,7 @@ func newDialer(base func(ctx context.Context, network, addr string) (net.Conn, e
 		defer cancel()
 		conn, err := base(ctx, network, addr)
 		if err != nil {
-			return nil, &dialError{err: err}
+			return nil, &certainty.DialError{Err: err}
 		}
 		if tlsConfig == nil {
 			return conn, nil
@@ -263,7 +257,7 @@ func newDialer(base func(ctx context.Context, network, addr string) (net.Conn, e
 		tc := tls.Client(conn, tlsForHost(tlsConfig, addr))
 		if err := tc.HandshakeContext(ctx); err != nil {
 			_ = conn.Close()
-			return nil, &dialError{err: fmt.Errorf("%w: %w", ErrTLSHandshake, err)}
+			return nil, &certainty.DialError{Err: fmt.Errorf("%w: %w", ErrTLSHandshake, err)}
 		}
 		return tc, nil
 	}

@@ -15,6 +15,8 @@ import (
 	"github.com/redis/go-redis/v9/maintnotifications"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/tech-log/tech-log-backend/adapter-outbound-cache-redis/internal/certainty"
 )
 
 func validClientConfig() ClientConfig {
@@ -176,7 +178,7 @@ func TestDialerMarksEveryDialFailure(t *testing.T) {
 
 	t.Run("refused", func(t *testing.T) {
 		_, err := newDialer(nil, time.Second, nil)(context.Background(), "tcp", addr)
-		var de *dialError
+		var de *certainty.DialError
 		require.ErrorAs(t, err, &de)
 		var oe *net.OpError
 		require.ErrorAs(t, err, &oe)
@@ -185,14 +187,14 @@ func TestDialerMarksEveryDialFailure(t *testing.T) {
 	t.Run("custom dialer", func(t *testing.T) {
 		boom := errors.New("boom")
 		_, err := newDialer(func(context.Context, string, string) (net.Conn, error) { return nil, boom }, time.Second, nil)(context.Background(), "tcp", addr)
-		var de *dialError
+		var de *certainty.DialError
 		require.ErrorAs(t, err, &de)
 		assert.ErrorIs(t, err, boom)
 	})
 	t.Run("tls handshake", func(t *testing.T) {
 		srv := startRESP(t, func([]string) respAction { return respAction{} })
 		_, err := newDialer(nil, 200*time.Millisecond, &tls.Config{ServerName: "x", MinVersion: tls.VersionTLS12})(context.Background(), "tcp", srv.Addr())
-		var de *dialError
+		var de *certainty.DialError
 		require.ErrorAs(t, err, &de, "a failed handshake is a dial failure")
 	})
 	t.Run("dial timeout bounds a custom dialer", func(t *testing.T) {
@@ -200,7 +202,7 @@ func TestDialerMarksEveryDialFailure(t *testing.T) {
 			<-ctx.Done()
 			return nil, ctx.Err()
 		}, 20*time.Millisecond, nil)(context.Background(), "tcp", addr)
-		var de *dialError
+		var de *certainty.DialError
 		require.ErrorAs(t, err, &de)
 		assert.ErrorIs(t, err, context.DeadlineExceeded)
 	})

@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -13,6 +11,8 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/tech-log/tech-log-backend/shared-contract/keyspace"
+
+	"github.com/tech-log/tech-log-backend/adapter-outbound-cache-redis/internal/certainty"
 )
 
 // Cluster routing bounds.
@@ -248,45 +248,6 @@ func (r *clusterRouter) Close() error {
 	return errors.Join(errs...)
 }
 
-// redirect is a cluster refusal a program call may follow.
-type redirect struct {
-	kind string // "MOVED", "ASK", "TRYAGAIN", "CLUSTERDOWN"
-	slot int
-	addr string
-}
-
-// parseRedirect recognizes MOVED <slot> <addr>, ASK <slot> <addr>,
-// TRYAGAIN and CLUSTERDOWN error replies: Redis sends each before running
-// the command.
-func parseRedirect(err error) (redirect, bool) {
-	var rerr redis.Error
-	if !errors.As(err, &rerr) {
-		return redirect{}, false
-	}
-	f := strings.Fields(rerr.Error())
-	if len(f) == 0 {
-		return redirect{}, false
-	}
-	switch f[0] {
-	case "MOVED", "ASK":
-		if len(f) != 3 {
-			return redirect{}, false
-		}
-		slot, err := strconv.Atoi(f[1])
-		if err != nil || slot < 0 || slot >= clusterSlots || !strings.Contains(f[2], ":") {
-			return redirect{}, false
-		}
-		addr := f[2]
-		if strings.HasPrefix(addr, ":") {
-			return redirect{}, false // unknown endpoint: nowhere to go
-		}
-		return redirect{kind: f[0], slot: slot, addr: addr}, true
-	case "TRYAGAIN", "CLUSTERDOWN":
-		return redirect{kind: f[0]}, true
-	}
-	return redirect{}, false
-}
-
 // runCluster is run for a cluster: it sends the program to the slot's
 // primary and follows MOVED, ASK (with ASKING pipelined on the same
 // connection), TRYAGAIN and CLUSTERDOWN, each a refusal before anything
@@ -324,38 +285,41 @@ func (x *executor) runCluster(ctx context.Context, c *call, s *script, argv []an
 			r.stale.Store(true)
 			return res
 		}
-		rd, isRedirect := parseRedirect(res.err)
-		noScript := !fellBack && isNoScript(res.err)
-		if !isRedirect && !noScript {
-			if !isServerReply(res.err) {
+		refusal, addr := certainty.Follow(res.err)
+		if refusal == certainty.RefusalNoScript && fellBack {
+			refusal = certainty.RefusalNone // NOSCRIPT after EVAL: not followed again
+		}
+		if refusal == certainty.RefusalNone {
+			if !certainty.IsServerReply(res.err) {
 				r.stale.Store(true) // the connection failed: the map may be old
 			}
 			return res
 		}
-		if noScript && x.now().After(sendBy) {
+		if refusal == certainty.RefusalNoScript && x.now().After(sendBy) {
 			res.fallbackTooLate = true
 			return res
 		}
 		if hop+1 >= MaxClusterHops || x.now().After(sendBy) {
 			return res // a refusal: nothing ran
 		}
-		if noScript {
+		if refusal == certainty.RefusalNoScript {
 			command, program, text, fellBack = cmdEval, s.source, s.name, true
 			continue
 		}
-		switch rd.kind {
-		case "MOVED":
-			if node, err = r.node(rd.addr); err != nil {
+		switch refusal {
+		case certainty.RefusalMoved:
+			if node, err = r.node(addr); err != nil {
 				return result{err: err, command: command, fellBack: fellBack}
 			}
-			r.slots[rd.slot].Store(node)
+			r.slots[keySlot(c.key)].Store(node)
+			r.stale.Store(true) // other slots may have moved too
 			asking = false
-		case "ASK":
-			if node, err = r.node(rd.addr); err != nil {
+		case certainty.RefusalAsk:
+			if node, err = r.node(addr); err != nil {
 				return result{err: err, command: command, fellBack: fellBack}
 			}
 			asking = true
-		case "TRYAGAIN", "CLUSTERDOWN":
+		case certainty.RefusalTryAgain, certainty.RefusalClusterDown:
 			t := time.NewTimer(clusterRetryPause)
 			select {
 			case <-ctx.Done():
@@ -363,7 +327,7 @@ func (x *executor) runCluster(ctx context.Context, c *call, s *script, argv []an
 				return res
 			case <-t.C:
 			}
-			if rd.kind == "CLUSTERDOWN" {
+			if refusal == certainty.RefusalClusterDown {
 				_ = r.refresh(ctx)
 				if node, err = r.primaryFor(ctx, c.key); err != nil {
 					return res
@@ -381,13 +345,6 @@ func (x *executor) nodeBatcher(n *clusterNode) *batcher {
 	}
 	n.batchOnce.Do(func() { n.batch.Store(newBatcher(x, n.client, x.slots, x.maxBatch)) })
 	return n.batch.Load()
-}
-
-// isServerReply reports whether err is an error reply of the server (the
-// connection is fine).
-func isServerReply(err error) bool {
-	var rerr redis.Error
-	return errors.As(err, &rerr)
 }
 
 // keySlot is the Redis Cluster slot of key (keyspace.Slot).

@@ -14,13 +14,13 @@
 // Files by concern: client.go (NewClient and the option checks New applies
 // to a caller's client), provider.go (New, Options, per-policy state),
 // evaluate.go (Evaluate: precheck, call, outcome), executor.go (the only
-// sender of a program), classify.go (failure certainty), reply.go (reply
-// decoding), lifecycle.go (Start, Ready, Close, INFO and version parsing),
-// errors.go (sentinels and CallError), keys.go (the state key), topology.go
+// sender of a program), lifecycle.go (Start, Ready, Close, INFO and version parsing),
+// errors.go (sentinels, CallError, ServerRefusalReason), keys.go (the state key), topology.go
 // (NewFailoverClient and NewClusterClient) and cluster.go (the Provider's own
 // slot routing: MOVED, ASK, TRYAGAIN and CLUSTERDOWN followed, nothing that
 // may have run ever re-sent), breaker.go (the circuit breaker: two hooks in
-// Evaluate, one background prober).
+// Evaluate, one background prober). Failure certainty (error to verdict,
+// the refusals a sender follows) is internal/certainty's.
 //
 // It imports shared-contract, the programs package and go-redis. It must
 // never import the cache store (rediscache) or share a client, configuration

@@ -3,6 +3,8 @@ package redisrate
 import (
 	"errors"
 	"fmt"
+
+	"github.com/tech-log/tech-log-backend/adapter-outbound-cache-redis/internal/certainty"
 )
 
 // Errors callers branch on: Start, Ready and New return them (outcome
@@ -81,3 +83,8 @@ func truncate(s string) string {
 	}
 	return s
 }
+
+// ServerRefusalReason is the readiness reason of a server refusal err
+// wraps: "auth" for NOAUTH, WRONGPASS and NOPERM, "loading" for LOADING,
+// and "" for anything else (recognised through go-redis's predicates).
+func ServerRefusalReason(err error) string { return certainty.ReadinessReason(err) }

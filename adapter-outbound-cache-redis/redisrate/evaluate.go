@@ -10,6 +10,8 @@ import (
 	"github.com/tech-log/tech-log-backend/adapter-outbound-cache-redis/programs"
 	"github.com/tech-log/tech-log-backend/shared-contract/keyspace"
 	"github.com/tech-log/tech-log-backend/shared-contract/ratelimit"
+
+	"github.com/tech-log/tech-log-backend/adapter-outbound-cache-redis/internal/certainty"
 )
 
 // Retry-after hints of failed outcomes (docs/failure-certainty.md).
@@ -177,6 +179,11 @@ func (p *Provider) outcome(ps *policyState, res result) ratelimit.Outcome {
 		// of the program was sent to it.
 		return ratelimit.Incompatible{PolicyID: id, Category: ratelimit.CategoryServerVersion, Cause: res.err}
 	}
+	if res.err != nil && isServerPolicyRefusal(res.err) {
+		// A cluster primary met after Start failed the server-policy
+		// checks; nothing of the program was sent to it.
+		return p.unavailable(id, ratelimit.CategoryServerRejected, res.err)
+	}
 	if res.err != nil {
 		return p.failed(ps, res)
 	}
@@ -241,16 +248,16 @@ func (p *Provider) unavailable(id ratelimit.PolicyID, cat ratelimit.Category, ca
 
 // failed maps a failed program call through the classifier.
 func (p *Provider) failed(ps *policyState, a result) ratelimit.Outcome {
-	v := classify(a.err, a.written)
+	v := certainty.Classify(a.err, a.written)
 	cause := &CallError{Command: a.command, Program: ps.script.name, Written: a.written, Err: a.err}
 	id := ps.policy.ID()
-	switch v.kind {
+	switch v.Kind {
 	case ratelimit.KindUnavailable:
-		return ratelimit.Unavailable{PolicyID: id, RetryAfter: p.retryHint, Category: v.category, Cause: cause}
+		return ratelimit.Unavailable{PolicyID: id, RetryAfter: p.retryHint, Category: v.Category, Cause: cause}
 	case ratelimit.KindIndeterminate:
-		return ratelimit.Indeterminate{PolicyID: id, RetryAfter: p.retryHint, Category: v.category, Cause: cause}
+		return ratelimit.Indeterminate{PolicyID: id, RetryAfter: p.retryHint, Category: v.Category, Cause: cause}
 	default:
-		return ratelimit.Incompatible{PolicyID: id, Category: v.category, Cause: cause}
+		return ratelimit.Incompatible{PolicyID: id, Category: v.Category, Cause: cause}
 	}
 }
 

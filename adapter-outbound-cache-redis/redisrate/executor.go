@@ -10,6 +10,8 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/tech-log/tech-log-backend/adapter-outbound-cache-redis/programs"
+
+	"github.com/tech-log/tech-log-backend/adapter-outbound-cache-redis/internal/certainty"
 )
 
 // commander is the adapter's own view of go-redis: the one call the
@@ -183,7 +185,7 @@ func (x *executor) runDedup(ctx context.Context, s *script, key, dedupKey, id st
 	} else {
 		r = x.send(ctx, x.client, c, cmdEvalSha, s.sha, s.shaHex, argv, false)
 	}
-	if r.err == nil || !r.written || !isNoScript(r.err) {
+	if r.err == nil || !r.written || !certainty.IsNoScript(r.err) {
 		return r
 	}
 	// NOSCRIPT: the server does not know the digest and ran nothing.
@@ -244,7 +246,7 @@ func (x *executor) command(ctx context.Context, c *call, command string, program
 // wait is the WAIT pipelined behind it (nil if none was sent).
 func (x *executor) collect(c *call, cmd *redis.Cmd, command string, wait *redis.IntCmd) result {
 	val, err := cmd.Result()
-	if arr, ok := val.([]any); ok && arr != nil && err != nil && !isServerReply(err) {
+	if arr, ok := val.([]any); ok && arr != nil && err != nil && !certainty.IsServerReply(err) {
 		// The whole array reply was read (go-redis keeps no partial
 		// array), then the connection failed on a command behind it, and
 		// go-redis stamped that failure on every command of the pipeline.

@@ -14,6 +14,8 @@ import (
 
 	"github.com/tech-log/tech-log-backend/adapter-outbound-cache-redis/programs"
 	"github.com/tech-log/tech-log-backend/shared-contract/ratelimit"
+
+	"github.com/tech-log/tech-log-backend/adapter-outbound-cache-redis/internal/certainty"
 )
 
 // noSendBy is a sendBy that never passes: the EVAL fallback is always sent.
@@ -70,7 +72,7 @@ func TestExecutorNeverEvalsAfterAnyOtherError(t *testing.T) {
 		{"eof", fakeReply{err: io.EOF}},
 		{"ctx cancelled", fakeReply{err: context.Canceled}},
 		{"pool timeout", fakeReply{err: redis.ErrPoolTimeout, unwritten: true}},
-		{"dial", fakeReply{err: &dialError{err: io.EOF}, unwritten: true}},
+		{"dial", fakeReply{err: &certainty.DialError{Err: io.EOF}, unwritten: true}},
 		{"oom", fakeReply{err: serverError(msgOOM)}},
 		{"readonly", fakeReply{err: serverError(msgReadOnly)}},
 		{"busy", fakeReply{err: serverError(msgBusy)}},
@@ -104,7 +106,7 @@ func TestExecutorNoScriptWithoutFallbackSendsNothingMore(t *testing.T) {
 	a := newExecutor(f, time.Now).run(context.Background(), scriptFor(t, p), "k", programs.Args(p, 1), 1, time.Time{})
 	assert.False(t, a.fellBack)
 	assert.True(t, a.fallbackTooLate)
-	assert.True(t, isNoScript(a.err))
+	assert.True(t, certainty.IsNoScript(a.err))
 	assert.Equal(t, []string{cmdEvalSha}, f.names())
 }
 

@@ -14,6 +14,8 @@ import (
 	"github.com/tech-log/tech-log-backend/adapter-outbound-cache-redis/programs"
 
 	"github.com/tech-log/tech-log-backend/shared-contract/ratelimit"
+
+	"github.com/tech-log/tech-log-backend/adapter-outbound-cache-redis/internal/certainty"
 )
 
 func fallbackPolicy(t testing.TB, id ratelimit.PolicyID, params ratelimit.Params, n int64) ratelimit.Policy {
@@ -45,7 +47,7 @@ func fallbackOver(t testing.TB, f *fakeCommander, breaker BreakerOptions, opts F
 }
 
 func down(int, sentCommand) fakeReply {
-	return fakeReply{err: &dialError{err: io.EOF}, unwritten: true}
+	return fakeReply{err: &certainty.DialError{Err: io.EOF}, unwritten: true}
 }
 
 // TestFallbackDecidesLocallyOnTheShareWhileRedisIsUnreachable: connection
@@ -95,7 +97,7 @@ func TestFallbackOnlyOnUnavailableOfALocalFallbackPolicy(t *testing.T) {
 		r      fakeReply
 		cat    ratelimit.Category
 	}{
-		{"fail-closed policy, connection", "fw", fakeReply{err: &dialError{err: io.EOF}, unwritten: true}, ratelimit.CategoryConnection},
+		{"fail-closed policy, connection", "fw", fakeReply{err: &certainty.DialError{Err: io.EOF}, unwritten: true}, ratelimit.CategoryConnection},
 		{"timeout after write (indeterminate)", "lf", fakeReply{err: errReadTimeout}, ratelimit.CategoryTimeout},
 		{"connection lost (indeterminate)", "lf", fakeReply{err: io.EOF}, ratelimit.CategoryConnectionLost},
 		{"incompatible", "lf", fakeReply{err: redis.Nil}, ratelimit.CategoryMalformedReply},
@@ -208,7 +210,7 @@ func TestFallbackReconcileChargesPendingAdmits(t *testing.T) {
 		case lost:
 			return fakeReply{err: errReadTimeout}
 		case !healthy:
-			return fakeReply{err: &dialError{err: io.EOF}, unwritten: true}
+			return fakeReply{err: &certainty.DialError{Err: io.EOF}, unwritten: true}
 		}
 		return fakeReply{val: modelReply(pol, t0, 1)}
 	}}

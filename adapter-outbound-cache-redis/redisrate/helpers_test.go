@@ -16,6 +16,8 @@ import (
 	"github.com/tech-log/tech-log-backend/adapter-outbound-cache-redis/programs"
 	"github.com/tech-log/tech-log-backend/shared-contract/keyspace"
 	"github.com/tech-log/tech-log-backend/shared-contract/ratelimit"
+
+	"github.com/tech-log/tech-log-backend/adapter-outbound-cache-redis/internal/certainty"
 )
 
 // Fixed instants and settings of the unit tests.
@@ -245,3 +247,21 @@ func waitGoroutineGone(t testing.TB, fn string) {
 }
 
 const poolDialProber = "pool.(*ConnPool).tryDial"
+
+// Verdict builders for certainty.Classify assertions.
+var (
+	unavailable = func(c ratelimit.Category) certainty.Verdict {
+		return certainty.Verdict{Kind: ratelimit.KindUnavailable, Category: c}
+	}
+	indeterminate = func(c ratelimit.Category) certainty.Verdict {
+		return certainty.Verdict{Kind: ratelimit.KindIndeterminate, Category: c}
+	}
+)
+
+// Realistic Redis 7.0 error replies, as redis-server sends them.
+const (
+	scriptSuffix = " script: 3ad0ab6a1a3a5e7e1f0b6e6c1e4b2a0a6f1e5a2b, on @user_script:57."
+	msgOOM       = "OOM command not allowed when used memory > 'maxmemory'."
+	msgReadOnly  = "READONLY You can't write against a read only replica."
+	msgBusy      = "BUSY Redis is busy running a script. You can only call SCRIPT KILL or SHUTDOWN NOSCRIPT."
+)

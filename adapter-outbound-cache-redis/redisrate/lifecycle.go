@@ -26,8 +26,11 @@ import (
 // was read.
 //
 // In cluster mode Start loads the slot map and qualifies every primary
-// (version check and warm-up); a primary met later (after a failover or a
-// resharding) is qualified before the first program call it receives.
+// (version check, warm-up and, with ServerChecks, the server-policy
+// checks); a primary met later (after a failover or a resharding) is
+// qualified the same way before the first program call it receives, and a
+// primary that fails is sent no program call (Unavailable{server_rejected}
+// for a policy violation). Ready checks every primary's policies again.
 func (p *Provider) Start(ctx context.Context) error {
 	if p.closed.Load() {
 		return ErrClosed
@@ -49,7 +52,17 @@ func (p *Provider) Start(ctx context.Context) error {
 		return err
 	}
 	p.versionErr.Store(nil)
-	return p.checkServer(ctx, "start")
+	return p.checkServer(ctx, "start", p.client)
+}
+
+// qualifyPrimary qualifies a cluster primary before its first program call:
+// the version check and script warm-up (qualify), then the server-policy
+// checks (checkServer), with the same errors as a standalone endpoint.
+func (p *Provider) qualifyPrimary(ctx context.Context, c commander) error {
+	if err := p.qualify(ctx, c); err != nil {
+		return err
+	}
+	return p.checkServer(ctx, "qualify", c)
 }
 
 // qualify runs the version check and the script warm-up on c.
@@ -100,7 +113,7 @@ func (p *Provider) Ready(ctx context.Context) error {
 	if err := p.do(ctx, ping); err != nil {
 		return fmt.Errorf("redisrate: ready: PING: %w", err)
 	}
-	return p.checkServer(ctx, "ready")
+	return p.checkServer(ctx, "ready", p.client)
 }
 
 // readyCluster: every slot has a primary in the slot map (loaded now if
@@ -121,6 +134,9 @@ func (p *Provider) readyCluster(ctx context.Context) error {
 		ping := redis.NewStatusCmd(ctx, "ping")
 		if err := p.do(ctx, ping, n.client); err != nil {
 			return fmt.Errorf("redisrate: ready: PING %s: %w", n.addr, err)
+		}
+		if err := p.checkServer(ctx, "ready", n.client); err != nil {
+			return fmt.Errorf("redisrate: primary %s: %w", n.addr, err)
 		}
 	}
 	return nil

@@ -164,7 +164,7 @@ func New(client redis.UniversalClient, keys *keyspace.Builder, policies []rateli
 		if err != nil {
 			return nil, err
 		}
-		r.qualify = p.qualify
+		r.qualify = p.qualifyPrimary
 		p.router, p.exec.router = r, r
 		return p, nil
 	}

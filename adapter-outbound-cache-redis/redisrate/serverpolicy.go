@@ -35,8 +35,10 @@ var (
 )
 
 // ServerChecks configures the checks of the server's own policies that
-// Start and Ready run on a standalone or Sentinel-managed endpoint (cluster
-// mode does not run them). The zero value checks everything.
+// Start and Ready run on the endpoint (standalone or Sentinel-managed), or
+// on every cluster primary when it is qualified: at Start, and before the
+// first program call to a primary met later (failover, resharding). The
+// zero value checks everything.
 type ServerChecks struct {
 	// AllowEviction accepts a maxmemory-policy other than noeviction; the
 	// status then says EvictionAccepted.
@@ -99,7 +101,8 @@ type serverState struct {
 }
 
 // ServerStatus returns the status of the last server-policy check, and
-// false when none has completed (or the checks are off).
+// false when none has completed (or the checks are off). In cluster mode it
+// is the status of the primary checked last.
 func (p *Provider) ServerStatus() (ServerStatus, bool) {
 	s := p.server.status.Load()
 	if s == nil {
@@ -109,15 +112,17 @@ func (p *Provider) ServerStatus() (ServerStatus, bool) {
 }
 
 // checkServer reads the server's role, replication, persistence and
-// eviction policy, stores the status and returns the first policy
-// violation. It does nothing when the checks are off or in cluster mode.
-func (p *Provider) checkServer(ctx context.Context, phase string) error {
-	if p.server.checks == nil || p.router != nil {
+// eviction policy on to (the endpoint, or one cluster primary), stores the
+// status and returns the first policy violation. It does nothing when the
+// checks are off.
+func (p *Provider) checkServer(ctx context.Context, phase string, to commander) error {
+	if p.server.checks == nil {
 		return nil
 	}
 	checks := *p.server.checks
+	do := func(cmd redis.Cmder) error { return p.do(ctx, cmd, to) }
 	info := redis.NewStringCmd(ctx, "info", "server", "replication", "persistence")
-	if err := p.do(ctx, info); err != nil {
+	if err := do(info); err != nil {
 		return fmt.Errorf("redisrate: %s: INFO: %w", phase, err)
 	}
 	text := info.Val()
@@ -142,12 +147,12 @@ func (p *Provider) checkServer(ctx context.Context, phase string) error {
 	var cfgErr error
 	if !checks.SkipConfig {
 		cfg := redis.NewMapStringStringCmd(ctx, "config", "get", "maxmemory-policy")
-		if err := p.do(ctx, cfg); err != nil {
+		if err := do(cfg); err != nil {
 			cfgErr = err
 		} else {
 			st.EvictionPolicy = cfg.Val()["maxmemory-policy"]
 			save := redis.NewMapStringStringCmd(ctx, "config", "get", "save")
-			if err := p.do(ctx, save); err != nil {
+			if err := do(save); err != nil {
 				cfgErr = err
 			} else {
 				st.RDBSaveConfigured = strings.TrimSpace(save.Val()["save"]) != ""
@@ -170,6 +175,12 @@ func (p *Provider) checkServer(ctx context.Context, phase string) error {
 		return fmt.Errorf("redisrate: %s: %w: maxmemory-policy is %s; only %s is safe for coordination", phase, ErrEvictionPolicy, truncate(st.EvictionPolicy), EvictionPolicyNone)
 	}
 	return nil
+}
+
+// isServerPolicyRefusal reports whether err is a server-policy violation
+// (checkServer's refusal of a primary), as opposed to a failure to read.
+func isServerPolicyRefusal(err error) bool {
+	return errors.Is(err, ErrReplica) || errors.Is(err, ErrEvictionPolicy) || errors.Is(err, ErrServerConfigUnreadable)
 }
 
 // atoiField is an INFO field as an int, 0 when absent or malformed.

@@ -22,6 +22,8 @@ import (
 
 	"github.com/tech-log/tech-log-backend/adapter-outbound-cache-redis/programs"
 	"github.com/tech-log/tech-log-backend/shared-contract/ratelimit"
+
+	"github.com/tech-log/tech-log-backend/adapter-outbound-cache-redis/internal/certainty"
 )
 
 const wireTimeout = 300 * time.Millisecond
@@ -250,7 +252,7 @@ func TestWireConnectionRefusedIsUnavailableFast(t *testing.T) {
 		out := p.Evaluate(context.Background(), req)
 		assert.Equal(t, ratelimit.KindUnavailable, out.Kind(), "%v", out)
 		assert.Equal(t, ratelimit.CategoryConnection, ratelimit.CategoryOf(out))
-		var de *dialError
+		var de *certainty.DialError
 		assert.ErrorAs(t, causeOf(out), &de)
 		// A refusal is answered without waiting out the dial timeout.
 		assert.Less(t, time.Since(start), cfg.DialTimeout)
@@ -341,18 +343,18 @@ func TestWirePoolWaitFailuresAreBeforeTheWrite(t *testing.T) {
 	a := x.run(context.Background(), s, "k", argv, 1, noSendBy)
 	assert.ErrorIs(t, a.err, redis.ErrPoolTimeout)
 	assert.False(t, a.written)
-	assert.Equal(t, unavailable(ratelimit.CategoryAdmission), classify(a.err, a.written))
+	assert.Equal(t, unavailable(ratelimit.CategoryAdmission), certainty.Classify(a.err, a.written))
 
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
 	defer cancel()
 	a = x.run(ctx, s, "k", argv, 1, noSendBy)
 	assert.ErrorIs(t, a.err, context.DeadlineExceeded)
 	assert.False(t, a.written)
-	assert.Equal(t, unavailable(ratelimit.CategoryDeadline), classify(a.err, a.written))
+	assert.Equal(t, unavailable(ratelimit.CategoryDeadline), certainty.Classify(a.err, a.written))
 
 	first := <-held
 	assert.True(t, first.written)
-	assert.Equal(t, indeterminate(ratelimit.CategoryTimeout), classify(first.err, first.written))
+	assert.Equal(t, indeterminate(ratelimit.CategoryTimeout), certainty.Classify(first.err, first.written))
 	assert.Equal(t, 1, srv.Count(cmdEvalSha), "the waiting calls sent nothing")
 }
 

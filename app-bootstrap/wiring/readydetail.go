@@ -4,10 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
 	"time"
-
-	"github.com/redis/go-redis/v9"
 
 	"github.com/tech-log/tech-log-backend/adapter-outbound-cache-redis/redisrate"
 )
@@ -79,10 +76,7 @@ func (r readiness) ReadyDetail(ctx context.Context) (any, error) {
 
 // reasonOf is the category of a readiness error.
 func reasonOf(err error) string {
-	var (
-		ce   *ConnError
-		rerr redis.Error
-	)
+	var ce *ConnError
 	switch {
 	case errors.As(err, &ce):
 		return ce.Reason
@@ -104,14 +98,12 @@ func reasonOf(err error) string {
 		return ReasonClusterSlots
 	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, context.Canceled):
 		return ReasonTimeout
-	case errors.As(err, &rerr):
-		msg := rerr.Error()
-		switch {
-		case strings.HasPrefix(msg, "NOAUTH"), strings.HasPrefix(msg, "WRONGPASS"), strings.HasPrefix(msg, "NOPERM"):
-			return ReasonAuth
-		case strings.HasPrefix(msg, "LOADING"):
-			return ReasonLoading
-		}
+	}
+	switch redisrate.ServerRefusalReason(err) {
+	case "auth":
+		return ReasonAuth
+	case "loading":
+		return ReasonLoading
 	}
 	return ReasonConnection
 }

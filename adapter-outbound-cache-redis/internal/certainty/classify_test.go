@@ -1,4 +1,4 @@
-package redisrate
+package certainty
 
 import (
 	"context"
@@ -18,9 +18,9 @@ import (
 )
 
 var (
-	unavailable   = func(c ratelimit.Category) verdict { return verdict{ratelimit.KindUnavailable, c} }
-	indeterminate = func(c ratelimit.Category) verdict { return verdict{ratelimit.KindIndeterminate, c} }
-	incompatible  = func(c ratelimit.Category) verdict { return verdict{ratelimit.KindIncompatible, c} }
+	unavailable   = func(c ratelimit.Category) Verdict { return Verdict{ratelimit.KindUnavailable, c} }
+	indeterminate = func(c ratelimit.Category) Verdict { return Verdict{ratelimit.KindIndeterminate, c} }
+	incompatible  = func(c ratelimit.Category) Verdict { return Verdict{ratelimit.KindIncompatible, c} }
 )
 
 // Realistic Redis 7.0 error replies, as redis-server sends them.
@@ -37,7 +37,7 @@ const (
 func TestClassifyServerErrorReplies(t *testing.T) {
 	tests := []struct {
 		msg  string
-		want verdict
+		want Verdict
 	}{
 		// Refused before the script ran (no script suffix): known no mutation.
 		{"NOPERM User limiter has no permissions to run the 'evalsha' command", unavailable(ratelimit.CategoryServerRejected)},
@@ -70,26 +70,26 @@ func TestClassifyServerErrorReplies(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.msg, func(t *testing.T) {
-			assert.Equal(t, tt.want, classify(serverError(tt.msg), true), "plain reply")
+			assert.Equal(t, tt.want, Classify(serverError(tt.msg), true), "plain reply")
 			// go-redis's typed errors (OOMError, ReadOnlyError, ...) are
 			// redis.Error too and may be wrapped.
-			assert.Equal(t, tt.want, classify(fmt.Errorf("wrapped: %w", serverError(tt.msg)), true), "wrapped reply")
+			assert.Equal(t, tt.want, Classify(fmt.Errorf("wrapped: %w", serverError(tt.msg)), true), "wrapped reply")
 			// Before the call was serialized, an error reply can only be the
 			// handshake's: the server refused the connection.
-			assert.Equal(t, unavailable(ratelimit.CategoryServerRejected), classify(serverError(tt.msg), false), "handshake reply")
+			assert.Equal(t, unavailable(ratelimit.CategoryServerRejected), Classify(serverError(tt.msg), false), "handshake reply")
 		})
 	}
 }
 
 func TestClassifyGoRedisSentinels(t *testing.T) {
-	assert.Equal(t, incompatible(ratelimit.CategoryProgramFault), classify(redis.ErrNoScript, true))
-	assert.Equal(t, incompatible(ratelimit.CategoryMalformedReply), classify(redis.Nil, true), "a nil reply")
-	assert.Equal(t, incompatible(ratelimit.CategoryMalformedReply), classify(redis.Nil, false))
-	assert.True(t, isNoScript(redis.ErrNoScript))
-	assert.True(t, isNoScript(fmt.Errorf("x: %w", serverError("NOSCRIPT No matching script. Please use EVAL."))))
-	assert.False(t, isNoScript(serverError("ERR NOSCRIPT")))
-	assert.False(t, isNoScript(errors.New("NOSCRIPT not a server reply")))
-	assert.False(t, isNoScript(nil))
+	assert.Equal(t, incompatible(ratelimit.CategoryProgramFault), Classify(redis.ErrNoScript, true))
+	assert.Equal(t, incompatible(ratelimit.CategoryMalformedReply), Classify(redis.Nil, true), "a nil reply")
+	assert.Equal(t, incompatible(ratelimit.CategoryMalformedReply), Classify(redis.Nil, false))
+	assert.True(t, IsNoScript(redis.ErrNoScript))
+	assert.True(t, IsNoScript(fmt.Errorf("x: %w", serverError("NOSCRIPT No matching script. Please use EVAL."))))
+	assert.False(t, IsNoScript(serverError("ERR NOSCRIPT")))
+	assert.False(t, IsNoScript(errors.New("NOSCRIPT not a server reply")))
+	assert.False(t, IsNoScript(nil))
 }
 
 type timeoutErr struct{}
@@ -109,11 +109,11 @@ func TestClassifyTransportErrors(t *testing.T) {
 	tests := []struct {
 		name          string
 		err           error
-		before, after verdict
+		before, after Verdict
 	}{
-		{"dial refused", &dialError{err: refused}, unavailable(ratelimit.CategoryConnection), indeterminate(ratelimit.CategoryConnectionLost)},
-		{"dial timeout", &dialError{err: &net.OpError{Op: "dial", Err: timeoutErr{}}}, unavailable(ratelimit.CategoryConnection), indeterminate(ratelimit.CategoryTimeout)},
-		{"dial ctx deadline", &dialError{err: context.DeadlineExceeded}, unavailable(ratelimit.CategoryConnection), indeterminate(ratelimit.CategoryCancelled)},
+		{"dial refused", &DialError{Err: refused}, unavailable(ratelimit.CategoryConnection), indeterminate(ratelimit.CategoryConnectionLost)},
+		{"dial timeout", &DialError{Err: &net.OpError{Op: "dial", Err: timeoutErr{}}}, unavailable(ratelimit.CategoryConnection), indeterminate(ratelimit.CategoryTimeout)},
+		{"dial ctx deadline", &DialError{Err: context.DeadlineExceeded}, unavailable(ratelimit.CategoryConnection), indeterminate(ratelimit.CategoryCancelled)},
 		{"pool timeout", redis.ErrPoolTimeout, unavailable(ratelimit.CategoryAdmission), indeterminate(ratelimit.CategoryConnectionLost)},
 		{"pool exhausted", redis.ErrPoolExhausted, unavailable(ratelimit.CategoryAdmission), indeterminate(ratelimit.CategoryConnectionLost)},
 		{"client closed", redis.ErrClosed, unavailable(ratelimit.CategoryClosed), indeterminate(ratelimit.CategoryConnectionLost)},
@@ -131,8 +131,8 @@ func TestClassifyTransportErrors(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			assert.Equal(t, tt.before, classify(tt.err, false), "before the write")
-			assert.Equal(t, tt.after, classify(tt.err, true), "after the write")
+			assert.Equal(t, tt.before, Classify(tt.err, false), "before the write")
+			assert.Equal(t, tt.after, Classify(tt.err, true), "after the write")
 		})
 	}
 }
@@ -150,21 +150,29 @@ func FuzzClassify(f *testing.F) {
 		if asServerReply {
 			err = serverError(msg)
 		}
-		v := classify(err, written)
-		require.Contains(t, []ratelimit.OutcomeKind{ratelimit.KindUnavailable, ratelimit.KindIndeterminate, ratelimit.KindIncompatible}, v.kind)
-		require.NotEmpty(t, v.category)
+		v := Classify(err, written)
+		require.Contains(t, []ratelimit.OutcomeKind{ratelimit.KindUnavailable, ratelimit.KindIndeterminate, ratelimit.KindIncompatible}, v.Kind)
+		require.NotEmpty(t, v.Category)
 		if !written {
-			require.Equal(t, ratelimit.KindUnavailable, v.kind)
+			require.Equal(t, ratelimit.KindUnavailable, v.Kind)
 			return
 		}
-		if v.kind == ratelimit.KindUnavailable {
+		if v.Kind == ratelimit.KindUnavailable {
 			require.True(t, asServerReply)
-			require.True(t, preRunRefusal(serverError(msg)), msg)
-			require.NotContains(t, msg, scriptRunMarker)
-			require.NotContains(t, msg, scriptErrorSuffixKey)
+			require.True(t, PreRunRefusal(serverError(msg)), msg)
+			require.NotContains(t, msg, ScriptRunMarker)
+			require.NotContains(t, msg, ScriptErrorSuffixKey)
 		}
 		if !asServerReply {
-			require.Equal(t, ratelimit.KindIndeterminate, v.kind)
+			require.Equal(t, ratelimit.KindIndeterminate, v.Kind)
 		}
 	})
 }
+
+// serverError is a Redis error reply as go-redis surfaces it.
+type serverError string
+
+func (e serverError) Error() string { return string(e) }
+func (serverError) RedisError()     {}
+
+var _ redis.Error = serverError("")
