@@ -3,6 +3,7 @@ package reliability_test
 import (
 	"context"
 	"net"
+	"strconv"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -32,13 +33,25 @@ func dedupPolicies(t testing.TB) []ratelimit.Policy {
 	return out
 }
 
-// lossyProvider is a started Provider whose connections go through proxy
+// dedupDeadline is the service's derived evaluation deadline for a policy
+// with a dedup window at the default command timeout.
+var dedupDeadline = redisrate.EvaluationTimeout(redisrate.DefaultCommandTimeout, true)
+
+// lossyProvider is a started Provider at the service's default timeouts whose connections go through proxy
 // until direct is set, and straight to the server after: a reply dropped
 // on a proxied connection is lost, and the retry's new connection is not.
 func lossyProvider(t *testing.T, proxy, server string, keys *keyspace.Builder, pols []ratelimit.Policy) (*redisrate.Provider, *atomic.Bool) {
 	t.Helper()
+	cfg := clientConfig(proxy, redisrate.DefaultCommandTimeout, 4)
+	cfg.DialTimeout = redisrate.DefaultDialTimeout
+	return lossyProviderWith(t, proxy, server, keys, pols, cfg, redisrate.Options{CommandTimeout: redisrate.DefaultCommandTimeout, MaxInFlight: 4})
+}
+
+// lossyProviderWith is lossyProvider with the given client configuration
+// and options.
+func lossyProviderWith(t *testing.T, proxy, server string, keys *keyspace.Builder, pols []ratelimit.Policy, cfg redisrate.ClientConfig, opts redisrate.Options) (*redisrate.Provider, *atomic.Bool) {
+	t.Helper()
 	direct := new(atomic.Bool)
-	cfg := clientConfig(proxy, faultTimeout, 4)
 	cfg.Dialer = func(ctx context.Context, network, _ string) (net.Conn, error) {
 		addr := proxy
 		if direct.Load() {
@@ -49,11 +62,91 @@ func lossyProvider(t *testing.T, proxy, server string, keys *keyspace.Builder, p
 	}
 	client, err := redisrate.NewClient(cfg)
 	require.NoError(t, err)
-	p, err := redisrate.New(client, keys, pols, redisrate.Options{CommandTimeout: faultTimeout, MaxInFlight: 4})
+	p, err := redisrate.New(client, keys, pols, opts)
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = p.Close() })
 	require.NoError(t, p.Start(adminCtx(t)))
 	return p, direct
+}
+
+// TestDedupRetryAtDefaultTimeouts is issue 20's proof that the promised
+// retry works at the service's shipped defaults: the command and dial
+// timeouts are redisrate's defaults (APP_RATE_LIMIT_COMMAND_TIMEOUT and
+// _DIAL_TIMEOUT), pipelining is on as in the service, and the deadline is
+// the derived APP_WEB_EVALUATION_TIMEOUT for a dedup policy
+// (redisrate.EvaluationTimeout, three command timeouts; ADR 0017). The
+// server runs the call and its reply is lost: no reply at all (a downstream
+// timeout toxic: Indeterminate{timeout} after one command timeout) or the
+// connection dropped as the reply comes (a downstream limit_data toxic of 0
+// bytes: Indeterminate{connection_lost} at once). Either way the provider
+// retries once with the same evaluation ID, the request is admitted, and
+// the state counts its cost exactly once. With the deadline of a policy
+// without a dedup window (two command timeouts) a timed-out reply leaves
+// less than one command timeout: not retried, Indeterminate{timeout},
+// charged once.
+func TestDedupRetryAtDefaultTimeouts(t *testing.T) {
+	srv := redistest.Start(t)
+	admin := srv.Client()
+	proxy := startProxy(t, srv.Addr())
+	keys := randomKeys(t)
+	pol := dedupPolicies(t)[0]
+	defaults := func() (redisrate.ClientConfig, redisrate.Options) {
+		cfg := clientConfig(proxy.Listen, redisrate.DefaultCommandTimeout, 4)
+		cfg.DialTimeout = redisrate.DefaultDialTimeout
+		return cfg, redisrate.Options{CommandTimeout: redisrate.DefaultCommandTimeout, MaxInFlight: 4, PipelineMaxBatch: lanePipelineBatch}
+	}
+	faults := []struct {
+		name, toxic string
+		category    ratelimit.Category
+	}{
+		{"reply never comes", `{"type":"timeout","stream":"downstream","attributes":{"timeout":0}}`, ratelimit.CategoryTimeout},
+		{"connection dropped", `{"type":"limit_data","stream":"downstream","attributes":{"bytes":0}}`, ratelimit.CategoryConnectionLost},
+	}
+	for i, f := range faults {
+		t.Run(f.name, func(t *testing.T) {
+			cfg, opts := defaults()
+			p, direct := lossyProviderWith(t, proxy.Listen, srv.Addr(), keys, []ratelimit.Policy{pol}, cfg, opts)
+			require.True(t, ratelimit.Admitted(ask(p, pol.ID(), randomSubject(t), 1)), "warm proxied connection")
+			subject := randomSubject(t)
+			resetStats(t, admin)
+			remove := addToxic(t, proxy, f.toxic)
+			direct.Store(true)
+			id := ratelimit.EvaluationID("lost-at-defaults-" + strconv.Itoa(i))
+			start := time.Now()
+			out := p.Evaluate(context.Background(), ratelimit.Request{PolicyID: pol.ID(), SubjectDigest: subject, Cost: 2,
+				EvaluationID: id, Deadline: start.Add(redisrate.EvaluationTimeout(redisrate.DefaultCommandTimeout, true))})
+			took := time.Since(start)
+			remove()
+			require.True(t, ratelimit.Admitted(out), "%v (after %v)", out, took)
+			waitCalls(t, admin, "evalsha", 2)
+			used, ok := consumed(t, admin, keys, pol, subject)
+			require.True(t, ok)
+			assert.Equal(t, int64(2), used, "cost 2 charged exactly once")
+			decided, failed := p.DedupRetries()
+			assert.Equal(t, [2]uint64{1, 0}, [2]uint64{decided, failed})
+			t.Logf("%s: admitted after %v, replayed %v", f.name, took, out.(ratelimit.Evaluated).Decision.Replayed)
+		})
+	}
+	t.Run("reply never comes, deadline without room for a retry", func(t *testing.T) {
+		cfg, opts := defaults()
+		p, direct := lossyProviderWith(t, proxy.Listen, srv.Addr(), keys, []ratelimit.Policy{pol}, cfg, opts)
+		require.True(t, ratelimit.Admitted(ask(p, pol.ID(), randomSubject(t), 1)), "warm proxied connection")
+		subject := randomSubject(t)
+		resetStats(t, admin)
+		remove := addToxic(t, proxy, faults[0].toxic)
+		direct.Store(true)
+		out := p.Evaluate(context.Background(), ratelimit.Request{PolicyID: pol.ID(), SubjectDigest: subject, Cost: 2,
+			EvaluationID: "lost-no-room", Deadline: time.Now().Add(redisrate.EvaluationTimeout(redisrate.DefaultCommandTimeout, false))})
+		remove()
+		assert.Equal(t, ratelimit.KindIndeterminate, out.Kind(), "%v", out)
+		assert.Equal(t, ratelimit.CategoryTimeout, ratelimit.CategoryOf(out), "%v", out)
+		waitCalls(t, admin, "evalsha", 1)
+		used, ok := consumed(t, admin, keys, pol, subject)
+		require.True(t, ok, "the lost call ran")
+		assert.Equal(t, int64(2), used)
+		decided, failed := p.DedupRetries()
+		assert.Zero(t, decided+failed, "no room: not re-sent")
+	})
 }
 
 // TestDedupRetryChargesOnce is issue 14's exactly-once proof on the fault
@@ -77,7 +170,7 @@ func TestDedupRetryChargesOnce(t *testing.T) {
 			remove := addToxic(t, proxy, `{"type":"timeout","stream":"downstream","attributes":{"timeout":0}}`)
 			direct.Store(true)
 			out := p.Evaluate(context.Background(), ratelimit.Request{PolicyID: pol.ID(), SubjectDigest: subject, Cost: 2,
-				EvaluationID: "lost-reply-1", Deadline: time.Now().Add(30 * time.Second)})
+				EvaluationID: "lost-reply-1", Deadline: time.Now().Add(dedupDeadline)})
 			remove()
 			require.True(t, ratelimit.Admitted(out), "%v", out)
 			// Both calls ran: the lost one and the retry. Normally the
@@ -96,7 +189,7 @@ func TestDedupRetryChargesOnce(t *testing.T) {
 
 			// The same ID again, later: replayed, nothing charged.
 			out = p.Evaluate(context.Background(), ratelimit.Request{PolicyID: pol.ID(), SubjectDigest: subject, Cost: 2,
-				EvaluationID: "lost-reply-1", Deadline: time.Now().Add(30 * time.Second)})
+				EvaluationID: "lost-reply-1", Deadline: time.Now().Add(dedupDeadline)})
 			require.True(t, ratelimit.Admitted(out), "%v", out)
 			assert.True(t, out.(ratelimit.Evaluated).Decision.Replayed)
 			used, _ = consumed(t, admin, keys, pol, subject)

@@ -150,8 +150,9 @@ type Web struct {
 	// EvaluationTimeout is the deadline given to each rate-limit
 	// evaluation; it exceeds RateLimit.CommandTimeout. When
 	// APP_WEB_EVALUATION_TIMEOUT is unset it is DefaultEvaluationTimeout, or
-	// EvaluationTimeoutFactor times the command timeout when the Redis
-	// limiter is enabled.
+	// when the Redis limiter is enabled EvaluationTimeoutFactor times the
+	// command timeout (DedupEvaluationTimeoutFactor times it when a policy
+	// has a dedup window: room for the retry of a lost reply).
 	EvaluationTimeout time.Duration
 	// LocalLimit is the legacy in-process limiter.
 	LocalLimit LocalLimit

@@ -36,16 +36,19 @@ const (
 )
 
 // Derived defaults of APP_WEB_EVALUATION_TIMEOUT: with the Redis limiter
-// on, EvaluationTimeoutFactor times APP_RATE_LIMIT_COMMAND_TIMEOUT (500ms
-// for the default 250ms), otherwise DefaultEvaluationTimeout.
+// on, redisrate.EvaluationTimeout of APP_RATE_LIMIT_COMMAND_TIMEOUT
+// (EvaluationTimeoutFactor times it, 500ms for the default 250ms; when a
+// policy has a dedup window DedupEvaluationTimeoutFactor times it, 750ms,
+// room for the retry of a lost reply), otherwise DefaultEvaluationTimeout.
 const (
-	EvaluationTimeoutFactor  = 2
-	DefaultEvaluationTimeout = 500 * time.Millisecond
+	EvaluationTimeoutFactor      = redisrate.EvaluationTimeoutFactor
+	DedupEvaluationTimeoutFactor = redisrate.DedupEvaluationTimeoutFactor
+	DefaultEvaluationTimeout     = 500 * time.Millisecond
 )
 
 // Compile-time proof that the derived evaluation timeout is within the
 // edge's bound for every accepted command timeout.
-const _ = uint64(maxWebTimeout - EvaluationTimeoutFactor*maxRateLimitTimeout)
+const _ = uint64(maxWebTimeout - DedupEvaluationTimeoutFactor*maxRateLimitTimeout)
 
 // Supported values of the selection variables in v1.
 const (

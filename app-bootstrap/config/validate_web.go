@@ -5,6 +5,9 @@ import (
 	"net"
 	"net/netip"
 	"strings"
+
+	"github.com/tech-log/tech-log-backend/adapter-outbound-cache-redis/redisrate"
+	"github.com/tech-log/tech-log-backend/shared-contract/ratelimit"
 )
 
 func (v *errs) web(w rawWeb, rl RateLimit) Web {
@@ -36,8 +39,10 @@ func (v *errs) web(w rawWeb, rl RateLimit) Web {
 		out.EvaluationTimeout = v.duration(g+"EVALUATION_TIMEOUT", *w.EvaluationTimeout, maxWebTimeout)
 	case rl.Enabled && rl.CommandTimeout > 0:
 		// Derived: room for the command plus as long again for admission
-		// and the response (<= 2 * redisrate.MaxTimeout < maxWebTimeout).
-		out.EvaluationTimeout = EvaluationTimeoutFactor * rl.CommandTimeout
+		// and the response, and one command timeout more for the retry of
+		// a lost reply when a policy has a dedup window
+		// (<= 3 * redisrate.MaxTimeout < maxWebTimeout).
+		out.EvaluationTimeout = redisrate.EvaluationTimeout(rl.CommandTimeout, anyDedupWindow(rl.Policies.Policies))
 	default:
 		out.EvaluationTimeout = DefaultEvaluationTimeout
 	}
@@ -63,6 +68,16 @@ func (v *errs) web(w rawWeb, rl RateLimit) Web {
 		}
 	}
 	return out
+}
+
+// anyDedupWindow reports whether a policy has a dedup window.
+func anyDedupWindow(policies []ratelimit.Policy) bool {
+	for _, p := range policies {
+		if p.DedupWindow() != 0 {
+			return true
+		}
+	}
+	return false
 }
 
 func parsePrefix(s string) (netip.Prefix, error) {
