@@ -2,6 +2,7 @@ package redisrate
 
 import (
 	"context"
+	"fmt"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -26,7 +27,7 @@ type pipeliner interface {
 //
 // Only first attempts are batched: an EVALSHA. The one EVAL after a
 // NOSCRIPT reply, and the cluster redirects, are sent alone by the call's
-// own goroutine (executor.run, runCluster). Certainty stays per command:
+// own goroutine (the send loop, loop.go). Certainty stays per command:
 // every command carries its own wireArg, set when go-redis serializes it,
 // and go-redis stamps a transport failure on the command it was reading
 // and every later one, keeping the replies that arrived before it.
@@ -50,7 +51,7 @@ func newBatcher(x *executor, client pipeliner, slots, maxBatch int) *batcher {
 
 // do sends c's EVALSHA, alone if a slot is free, else in the next batch,
 // and returns its result. req holds what the call needs to be sent.
-func (b *batcher) do(ctx context.Context, c *call, req batchReq) result {
+func (b *batcher) do(ctx context.Context, c *call, req batchReq) sent {
 	b.mu.Lock()
 	if b.free > 0 {
 		b.free--
@@ -124,7 +125,7 @@ func (b *batcher) lead(ctx context.Context, batch []*call) {
 		}
 		// A panic while sending: nothing is known about any command.
 		for _, c := range batch {
-			c.res = result{err: errPanic, command: cmdEvalSha, written: true}
+			c.res = mayHaveRun{cause: errPanic, command: cmdEvalSha}
 		}
 		b.release()
 		for _, c := range batch[1:] {
@@ -140,9 +141,9 @@ func (b *batcher) lead(ctx context.Context, batch []*call) {
 		}
 		switch {
 		case cctx.Err() != nil:
-			c.res = result{err: cctx.Err(), command: cmdEvalSha, expired: true}
+			c.res = notSent{reason: reasonDeadline, cause: fmt.Errorf("waiting for a batch: %w", cctx.Err()), command: cmdEvalSha}
 		case now.After(c.req.sendBy):
-			c.res = result{err: errDeadlineTooShort, command: cmdEvalSha, expired: true}
+			c.res = notSent{reason: reasonDeadline, cause: fmt.Errorf("waiting for a batch: %w", errDeadlineTooShort), command: cmdEvalSha}
 		default:
 			send = append(send, c)
 		}
@@ -203,31 +204,20 @@ type PipelineStats struct {
 	Queued  int
 }
 
-// PipelineStats returns the provider's batching counters, summed over the
-// cluster's primaries in cluster mode; zero with batching off.
+// PipelineStats returns the provider's batching counters, summed over its
+// targets (the server, or the cluster's primaries); zero with batching off.
 func (p *Provider) PipelineStats() PipelineStats {
 	var s PipelineStats
-	add := func(b *batcher) {
+	for _, t := range p.exec.route.targets() {
+		b := t.batch.Load()
 		if b == nil {
-			return
+			continue
 		}
 		s.Batches += b.batches.Load()
 		s.Calls += b.batched.Load()
 		b.mu.Lock()
 		s.Queued += len(b.queue)
 		b.mu.Unlock()
-	}
-	add(p.exec.batch)
-	if p.router != nil {
-		p.router.mu.Lock()
-		nodes := make([]*clusterNode, 0, len(p.router.nodes))
-		for _, n := range p.router.nodes {
-			nodes = append(nodes, n)
-		}
-		p.router.mu.Unlock()
-		for _, n := range nodes {
-			add(n.batch.Load())
-		}
 	}
 	return s
 }

@@ -77,7 +77,7 @@ func newBatchRigA(t *testing.T, maxBatch int, a respAction, handler func(i int, 
 	})
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = p.Close() })
-	require.NotNil(t, p.exec.batch)
+	require.NotNil(t, p.exec.batcherOf(p.exec.route.targets()[0]))
 	require.Equal(t, 1, p.exec.slots, "MaxInFlight = PipelineMaxBatch: one slot")
 	r.p = p
 	return r
@@ -90,7 +90,7 @@ func (r *batchRig) request() ratelimit.Request {
 }
 
 func (r *batchRig) queued() int {
-	b := r.p.exec.batch
+	b := r.p.exec.batcherOf(r.p.exec.route.targets()[0])
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return len(b.queue)
@@ -138,7 +138,7 @@ func (r *batchRig) run(queued int, between func()) (ratelimit.Outcome, []ratelim
 }
 
 func (r *batchRig) stats() (batches, batched int64) {
-	return r.p.exec.batch.batches.Load(), r.p.exec.batch.batched.Load()
+	return r.p.exec.batcherOf(r.p.exec.route.targets()[0]).batches.Load(), r.p.exec.batcherOf(r.p.exec.route.targets()[0]).batched.Load()
 }
 
 func TestBatchLoneCallIsSentAtOnceAlone(t *testing.T) {
@@ -172,7 +172,8 @@ func TestBatchQueuedCallsAreOnePipelineDecidedByTheirReplies(t *testing.T) {
 func TestBatchSizeIsBounded(t *testing.T) {
 	reply := validWireReply(t)
 	r := newBatchRig(t, 8, func(int, []string) respAction { return respAction{reply: reply} })
-	r.p.exec.batch = newBatcher(r.p.exec, r.p.exec.batch.client, 1, 3) // one slot, 3 per batch
+	tg := r.p.exec.route.targets()[0]
+	tg.batch.Store(newBatcher(r.p.exec, r.p.exec.batcherOf(tg).client, 1, 3)) // one slot, 3 per batch
 	a, outs := r.run(5, nil)
 	require.True(t, ratelimit.Admitted(a), "%v", a)
 	for i, out := range outs {

@@ -190,11 +190,8 @@ func BenchmarkProviderPipelined(b *testing.B) {
 					}
 					return nil
 				})
-				if p.exec.batch != nil {
-					n, k := p.exec.batch.batches.Load(), p.exec.batch.batched.Load()
-					if n > 0 {
-						b.ReportMetric(float64(k)/float64(n), "calls/batch")
-					}
+				if st := p.PipelineStats(); st.Batches > 0 {
+					b.ReportMetric(float64(st.Calls)/float64(st.Batches), "calls/batch")
 				}
 			})
 		}

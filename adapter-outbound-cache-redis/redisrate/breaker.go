@@ -9,10 +9,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/redis/go-redis/v9"
 	"github.com/sony/gobreaker/v2"
-
-	"github.com/tech-log/tech-log-backend/shared-contract/ratelimit"
 )
 
 // Bounds of BreakerOptions.
@@ -96,8 +93,8 @@ type breaker struct {
 	cb       *gobreaker.TwoStepCircuitBreaker[struct{}]
 	interval time.Duration
 	probe    func(ctx context.Context) error
-	// onChange are told every state change (after it happened).
-	onChange []func(BreakerState)
+	// notify is told every state change (after it happened); nil: none.
+	notify func(BreakerState)
 
 	probing atomic.Bool // a PING of the prober is in flight
 	trips   atomic.Uint64
@@ -112,12 +109,12 @@ type breaker struct {
 
 // newBreaker returns the breaker for opts (nil when opts turn it off);
 // probe is the recovery check, called with a context bounded by the
-// caller.
-func newBreaker(opts BreakerOptions, probe func(ctx context.Context) error) *breaker {
+// caller; notify (optional) is told every change.
+func newBreaker(opts BreakerOptions, probe func(ctx context.Context) error, notify func(BreakerState)) *breaker {
 	if opts.Threshold == 0 {
 		return nil
 	}
-	b := &breaker{interval: opts.ProbeInterval, probe: probe, stop: make(chan struct{}), rand: rand.Int64N}
+	b := &breaker{interval: opts.ProbeInterval, probe: probe, notify: notify, stop: make(chan struct{}), rand: rand.Int64N}
 	threshold := uint32(opts.Threshold)
 	b.cb = gobreaker.NewTwoStepCircuitBreaker[struct{}](gobreaker.Settings{
 		Name:        "redisrate",
@@ -132,45 +129,23 @@ func newBreaker(opts BreakerOptions, probe func(ctx context.Context) error) *bre
 	return b
 }
 
-// admit is the hook before a program call. With the breaker closed it
-// returns done, which the caller must call with the call's outcome; else it
-// returns the refusal for policy id. A nil breaker admits everything.
-func (b *breaker) admit(id ratelimit.PolicyID, retryHint time.Duration) (done func(ratelimit.Outcome), refused ratelimit.Outcome) {
+// admit is the hook before a program call to the breaker's target. With
+// the breaker closed it returns done, which the caller must call with what
+// the send reported, and true; else false (the call is not sent). A nil
+// breaker admits everything.
+func (b *breaker) admit() (done func(sent), ok bool) {
 	if b == nil {
-		return noRecord, nil
+		return noRecord, true
 	}
 	if b.cb.State() == gobreaker.StateClosed {
 		if d, err := b.cb.Allow(); err == nil {
-			return func(o ratelimit.Outcome) { d(breakerResult(o)) }, nil
+			return func(s sent) { d(breakerSignal(s)) }, true
 		}
 	}
-	return nil, ratelimit.Unavailable{PolicyID: id, RetryAfter: retryHint, Category: ratelimit.CategoryCircuitOpen, Cause: ErrCircuitOpen}
+	return nil, false
 }
 
-func noRecord(ratelimit.Outcome) {}
-
-// breakerResult maps an outcome to what the breaker records: a failure for
-// connection failures and timeouts, success for anything the server
-// answered, and nothing (excluded) for the rest.
-func breakerResult(o ratelimit.Outcome) error {
-	switch v := o.(type) {
-	case ratelimit.Evaluated, ratelimit.Incompatible:
-		return nil
-	case ratelimit.Unavailable:
-		switch v.Category {
-		case ratelimit.CategoryConnection:
-			return errBreakerFailure
-		case ratelimit.CategoryServerRejected, ratelimit.CategoryClockUnsafe:
-			return nil
-		}
-	case ratelimit.Indeterminate:
-		switch v.Category {
-		case ratelimit.CategoryTimeout, ratelimit.CategoryConnectionLost:
-			return errBreakerFailure
-		}
-	}
-	return errBreakerExcluded
-}
+func noRecord(sent) {}
 
 // state reports the breaker's state.
 func (b *breaker) state() BreakerState {
@@ -202,8 +177,8 @@ func (b *breaker) stateChanged(_ string, from, to gobreaker.State) {
 	default:
 		return
 	}
-	for _, f := range b.onChange {
-		f(s)
+	if b.notify != nil {
+		b.notify(s)
 	}
 }
 
@@ -285,32 +260,4 @@ func (b *breaker) shutdown() {
 	}
 	b.mu.Unlock()
 	b.wg.Wait()
-}
-
-// BreakerState reports the state of the provider's circuit breaker
-// (BreakerDisabled without one).
-func (p *Provider) BreakerState() BreakerState { return p.breaker.state() }
-
-// BreakerTrips reports how many times the breaker has opened since New.
-func (p *Provider) BreakerTrips() uint64 {
-	if p.breaker == nil {
-		return 0
-	}
-	return p.breaker.trips.Load()
-}
-
-// OnBreakerChange registers f (in addition to any registered before) to be
-// told every change of the breaker's state (open, closed); call it before
-// serving. It is called synchronously on the goroutine that changed the
-// state and must not block or call the provider.
-func (p *Provider) OnBreakerChange(f func(BreakerState)) {
-	if p.breaker != nil {
-		p.breaker.onChange = append(p.breaker.onChange, f)
-	}
-}
-
-// probePing is the breaker's recovery probe: one PING bounded by the
-// command timeout.
-func (p *Provider) probePing(ctx context.Context) error {
-	return p.do(ctx, redis.NewStatusCmd(ctx, "ping"))
 }

@@ -285,7 +285,7 @@ func TestBreakerOptionsValidation(t *testing.T) {
 // TestBreakerWaitIsJitteredWithinTheInterval: every probe wait lies in
 // [interval/2, interval].
 func TestBreakerWaitIsJitteredWithinTheInterval(t *testing.T) {
-	b := newBreaker(BreakerOptions{Threshold: 1, ProbeInterval: 100 * time.Millisecond}, nil)
+	b := newBreaker(BreakerOptions{Threshold: 1, ProbeInterval: 100 * time.Millisecond}, nil, nil)
 	seen := map[time.Duration]bool{}
 	for range 1000 {
 		w := b.wait()
@@ -300,19 +300,19 @@ func TestBreakerWaitIsJitteredWithinTheInterval(t *testing.T) {
 // record a success) and open (the refusal), on one goroutine and in
 // parallel.
 func BenchmarkBreakerAdmit(b *testing.B) {
-	ok := ratelimit.Evaluated{}
+	var ok sent = replied{}
 	for _, tc := range []struct {
 		name string
 		open bool
 	}{{"closed", false}, {"open", true}} {
-		br := newBreaker(BreakerOptions{Threshold: 1, ProbeInterval: MaxProbeInterval}, func(context.Context) error { return io.EOF })
+		br := newBreaker(BreakerOptions{Threshold: 1, ProbeInterval: MaxProbeInterval}, func(context.Context) error { return io.EOF }, nil)
 		if tc.open {
-			done, _ := br.admit("fw", time.Second)
-			done(ratelimit.Unavailable{Category: ratelimit.CategoryConnection})
+			done, _ := br.admit()
+			done(notSent{reason: reasonPreSend, cause: &certainty.DialError{Err: io.EOF}})
 		}
 		b.Run(tc.name, func(b *testing.B) {
 			for b.Loop() {
-				if done, _ := br.admit("fw", time.Second); done != nil {
+				if done, _ := br.admit(); done != nil {
 					done(ok)
 				}
 			}
@@ -320,7 +320,7 @@ func BenchmarkBreakerAdmit(b *testing.B) {
 		b.Run(tc.name+"-parallel", func(b *testing.B) {
 			b.RunParallel(func(pb *testing.PB) {
 				for pb.Next() {
-					if done, _ := br.admit("fw", time.Second); done != nil {
+					if done, _ := br.admit(); done != nil {
 						done(ok)
 					}
 				}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -11,39 +12,18 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/tech-log/tech-log-backend/shared-contract/keyspace"
-
-	"github.com/tech-log/tech-log-backend/adapter-outbound-cache-redis/internal/certainty"
 )
 
 // Cluster routing bounds.
 const (
 	// clusterSlots is the number of Redis Cluster hash slots.
 	clusterSlots = 16384
-	// MaxClusterHops bounds the refusals one program call follows: MOVED,
-	// ASK, TRYAGAIN and CLUSTERDOWN replies (each sent before anything
-	// ran), and the NOSCRIPT that leads to the one EVAL.
-	MaxClusterHops = 5
-	// clusterRetryPause is the pause before a program call is sent again
-	// after TRYAGAIN or CLUSTERDOWN.
-	clusterRetryPause = 25 * time.Millisecond
 	// minRefreshInterval spaces slot-map reloads triggered by failures.
 	minRefreshInterval = 100 * time.Millisecond
 )
 
 // ErrClusterSlotUnserved: the slot map has no primary for the key's slot.
 var ErrClusterSlotUnserved = errors.New("no cluster node serves the key's slot")
-
-// clusterNode is one node's client and whether it passed qualification
-// (version check and script warm-up) since the router first met it.
-type clusterNode struct {
-	addr      string
-	client    *redis.Client
-	mu        sync.Mutex // serializes qualification
-	qualified atomic.Bool
-	// batch batches first attempts to this node when batching is on.
-	batchOnce sync.Once
-	batch     atomic.Pointer[batcher]
-}
 
 // clusterRouter maps slots to primaries itself and sends each program call
 // to one node client: go-redis's cluster loop, which re-sends after EOF and
@@ -59,10 +39,11 @@ type clusterRouter struct {
 	qualify func(ctx context.Context, c commander) error
 
 	mu     sync.Mutex
-	nodes  map[string]*clusterNode
+	nodes  map[string]*target
+	count  int // targets met: the next index
 	closed bool
 
-	slots       [clusterSlots]atomic.Pointer[clusterNode]
+	slots       [clusterSlots]atomic.Pointer[target]
 	loaded      atomic.Bool
 	stale       atomic.Bool
 	refreshMu   sync.Mutex
@@ -73,12 +54,12 @@ func newClusterRouter(cc *redis.ClusterClient, timeout time.Duration, now func()
 	o := cc.Options()
 	return &clusterRouter{
 		cc: cc, newClient: o.NewClient, seeds: append([]string(nil), o.Addrs...),
-		timeout: timeout, now: now, nodes: map[string]*clusterNode{},
+		timeout: timeout, now: now, nodes: map[string]*target{},
 	}
 }
 
 // node returns the client of addr, creating it on first use.
-func (r *clusterRouter) node(addr string) (*clusterNode, error) {
+func (r *clusterRouter) node(addr string) (*target, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.closed {
@@ -86,7 +67,8 @@ func (r *clusterRouter) node(addr string) (*clusterNode, error) {
 	}
 	n := r.nodes[addr]
 	if n == nil {
-		n = &clusterNode{addr: addr, client: r.newClient(&redis.Options{Addr: addr})}
+		n = newTarget(r.count, addr, r.newClient(&redis.Options{Addr: addr}))
+		r.count++
 		r.nodes[addr] = n
 	}
 	return n, nil
@@ -128,9 +110,9 @@ func (r *clusterRouter) candidates() []string {
 }
 
 // primaries returns the distinct nodes of the slot map.
-func (r *clusterRouter) primaries() []*clusterNode {
-	seen := map[*clusterNode]bool{}
-	var out []*clusterNode
+func (r *clusterRouter) primaries() []*target {
+	seen := map[*target]bool{}
+	var out []*target
 	for i := range r.slots {
 		if n := r.slots[i].Load(); n != nil && !seen[n] {
 			seen[n] = true
@@ -153,13 +135,17 @@ func (r *clusterRouter) refresh(ctx context.Context) error {
 			return err
 		}
 		cctx, cancel := context.WithTimeout(ctx, r.timeout)
-		slots, err := n.client.ClusterSlots(cctx).Result() //nolint:staticcheck // SA1019: CLUSTER SHARDS needs Redis 7; CLUSTER SLOTS answers on every supported version
+		// CLUSTER SLOTS (CLUSTER SHARDS needs Redis 7; CLUSTER SLOTS
+		// answers on every supported version).
+		cmd := redis.NewClusterSlotsCmd(cctx, "cluster", "slots")
+		_ = n.client.Process(cctx, cmd)
+		slots, err := cmd.Result()
 		cancel()
 		if err != nil {
 			lastErr = fmt.Errorf("CLUSTER SLOTS on %s: %w", addr, err)
 			continue
 		}
-		var table [clusterSlots]*clusterNode
+		var table [clusterSlots]*target
 		bad := false
 		for _, s := range slots {
 			if len(s.Nodes) == 0 || s.Start < 0 || s.End >= clusterSlots || s.Start > s.End {
@@ -195,7 +181,7 @@ func (r *clusterRouter) refresh(ctx context.Context) error {
 // primaryFor returns the node serving key's slot, loading the slot map
 // first if it was never loaded or a failure marked it stale (at most one
 // reload per minRefreshInterval; a reload in progress is not waited for).
-func (r *clusterRouter) primaryFor(ctx context.Context, key string) (*clusterNode, error) {
+func (r *clusterRouter) primaryFor(ctx context.Context, key string) (*target, error) {
 	if !r.loaded.Load() {
 		if err := r.refresh(ctx); err != nil {
 			return nil, err
@@ -213,7 +199,7 @@ func (r *clusterRouter) primaryFor(ctx context.Context, key string) (*clusterNod
 
 // ensure qualifies n once: version check and script warm-up before the
 // first program call it receives.
-func (r *clusterRouter) ensure(ctx context.Context, n *clusterNode) error {
+func (r *clusterRouter) ensure(ctx context.Context, n *target) error {
 	if n.qualified.Load() {
 		return nil
 	}
@@ -234,11 +220,11 @@ func (r *clusterRouter) Close() error {
 	r.mu.Lock()
 	r.closed = true
 	nodes := r.nodes
-	r.nodes = map[string]*clusterNode{}
+	r.nodes = map[string]*target{}
 	r.mu.Unlock()
 	var errs []error
 	for _, n := range nodes {
-		if err := n.client.Close(); err != nil {
+		if err := n.client.(io.Closer).Close(); err != nil {
 			errs = append(errs, err)
 		}
 	}
@@ -246,105 +232,6 @@ func (r *clusterRouter) Close() error {
 		errs = append(errs, err)
 	}
 	return errors.Join(errs...)
-}
-
-// runCluster is run for a cluster: it sends the program to the slot's
-// primary and follows MOVED, ASK (with ASKING pipelined on the same
-// connection), TRYAGAIN and CLUSTERDOWN, each a refusal before anything
-// ran, and NOSCRIPT with the one EVAL, at most MaxClusterHops times and
-// never after sendBy. Any other failure ends the call: a command that may
-// have run is never sent again.
-func (x *executor) runCluster(ctx context.Context, c *call, s *script, argv []any, sendBy time.Time) result {
-	r := x.router
-	node, err := r.primaryFor(ctx, c.key)
-	if err != nil {
-		return result{err: err, command: cmdEvalSha}
-	}
-	command, program, text := cmdEvalSha, s.sha, s.shaHex
-	fellBack, asking := false, false
-	for hop := 0; ; hop++ {
-		if err := r.ensure(ctx, node); err != nil {
-			return result{err: err, command: command, fellBack: fellBack}
-		}
-		var res result
-		if hop == 0 && x.maxBatch > 1 {
-			// First attempts batch per node; redirects and the EVAL
-			// fallback go alone.
-			res = x.nodeBatcher(node).do(ctx, c, batchReq{s: s, argv: argv, sendBy: sendBy})
-			if res.expired {
-				return res
-			}
-		} else {
-			res = x.send(ctx, node.client, c, command, program, text, argv, asking)
-		}
-		res.fellBack = fellBack
-		if res.err == nil {
-			return res
-		}
-		if !res.written {
-			r.stale.Store(true)
-			return res
-		}
-		refusal, addr := certainty.Follow(res.err)
-		if refusal == certainty.RefusalNoScript && fellBack {
-			refusal = certainty.RefusalNone // NOSCRIPT after EVAL: not followed again
-		}
-		if refusal == certainty.RefusalNone {
-			if !certainty.IsServerReply(res.err) {
-				r.stale.Store(true) // the connection failed: the map may be old
-			}
-			return res
-		}
-		if refusal == certainty.RefusalNoScript && x.now().After(sendBy) {
-			res.fallbackTooLate = true
-			return res
-		}
-		if hop+1 >= MaxClusterHops || x.now().After(sendBy) {
-			return res // a refusal: nothing ran
-		}
-		if refusal == certainty.RefusalNoScript {
-			command, program, text, fellBack = cmdEval, s.source, s.name, true
-			continue
-		}
-		switch refusal {
-		case certainty.RefusalMoved:
-			if node, err = r.node(addr); err != nil {
-				return result{err: err, command: command, fellBack: fellBack}
-			}
-			r.slots[keySlot(c.key)].Store(node)
-			r.stale.Store(true) // other slots may have moved too
-			asking = false
-		case certainty.RefusalAsk:
-			if node, err = r.node(addr); err != nil {
-				return result{err: err, command: command, fellBack: fellBack}
-			}
-			asking = true
-		case certainty.RefusalTryAgain, certainty.RefusalClusterDown:
-			t := time.NewTimer(clusterRetryPause)
-			select {
-			case <-ctx.Done():
-				t.Stop()
-				return res
-			case <-t.C:
-			}
-			if refusal == certainty.RefusalClusterDown {
-				_ = r.refresh(ctx)
-				if node, err = r.primaryFor(ctx, c.key); err != nil {
-					return res
-				}
-				asking = false
-			}
-		}
-	}
-}
-
-// nodeBatcher returns n's batcher, creating it on first use.
-func (x *executor) nodeBatcher(n *clusterNode) *batcher {
-	if b := n.batch.Load(); b != nil {
-		return b
-	}
-	n.batchOnce.Do(func() { n.batch.Store(newBatcher(x, n.client, x.slots, x.maxBatch)) })
-	return n.batch.Load()
 }
 
 // keySlot is the Redis Cluster slot of key (keyspace.Slot).

@@ -2,16 +2,11 @@ package redisrate
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"math"
 	"time"
 
-	"github.com/tech-log/tech-log-backend/adapter-outbound-cache-redis/programs"
 	"github.com/tech-log/tech-log-backend/shared-contract/keyspace"
 	"github.com/tech-log/tech-log-backend/shared-contract/ratelimit"
-
-	"github.com/tech-log/tech-log-backend/adapter-outbound-cache-redis/internal/certainty"
 )
 
 // Retry-after hints of failed outcomes (docs/failure-certainty.md).
@@ -46,15 +41,10 @@ func (p *Provider) Evaluate(ctx context.Context, req ratelimit.Request) (out rat
 	if refused != nil {
 		return refused
 	}
-	record, open := p.breaker.admit(req.PolicyID, p.retryHint) // breaker.go
-	if open != nil {
-		return open
-	}
-	defer func() { record(out) }()
 	select {
 	case p.sem <- struct{}{}:
 	default:
-		return p.unavailable(req.PolicyID, ratelimit.CategoryAdmission, errInFlightFull)
+		return p.outcome(c.policy, notSent{reason: reasonInFlight, cause: errInFlightFull, command: cmdEvalSha})
 	}
 	defer func() { <-p.sem }()
 	if c.dedupKey == "" {
@@ -159,126 +149,6 @@ func (p *Provider) precheck(ctx context.Context, req ratelimit.Request) (checked
 		}
 	}
 	return checked{policy: ps, key: key, sendBy: sendBy, dedupKey: dk}, nil
-}
-
-// outcome maps the executor's result: a failed call through the
-// classifier, a reply through programs.Decode and its status.
-func (p *Provider) outcome(ps *policyState, res result) ratelimit.Outcome {
-	id := ps.policy.ID()
-	if res.expired {
-		// Queued for a batch; when its turn came the caller had gone or
-		// too little deadline was left. Nothing was sent.
-		return p.unavailable(id, ratelimit.CategoryDeadline, fmt.Errorf("redisrate: waiting for a batch: %w", res.err))
-	}
-	if res.fallbackTooLate {
-		// NOSCRIPT ran nothing, and too little deadline is left for EVAL.
-		return p.unavailable(id, ratelimit.CategoryDeadline, fmt.Errorf("redisrate: after NOSCRIPT: %w", errDeadlineTooShort))
-	}
-	if res.err != nil && (errors.Is(res.err, ErrServerVersion) || errors.Is(res.err, ErrScriptDigest)) {
-		// A cluster node met after Start failed qualification; nothing
-		// of the program was sent to it.
-		return ratelimit.Incompatible{PolicyID: id, Category: ratelimit.CategoryServerVersion, Cause: res.err}
-	}
-	if res.err != nil && isServerPolicyRefusal(res.err) {
-		// A cluster primary met after Start failed the server-policy
-		// checks; nothing of the program was sent to it.
-		return p.unavailable(id, ratelimit.CategoryServerRejected, res.err)
-	}
-	if res.err != nil {
-		return p.failed(ps, res)
-	}
-	r, err := programs.Decode(res.reply, ps.policy)
-	if err != nil {
-		return ratelimit.Incompatible{PolicyID: id, Category: ratelimit.CategoryMalformedReply, Cause: err}
-	}
-	//exhaustive:enforce
-	switch r.Status {
-	case programs.StatusReplayed:
-		if p.exec.acks > 0 {
-			// WAIT behind a replay (which writes nothing) cannot vouch for
-			// the recorded write's replication.
-			return ratelimit.Indeterminate{PolicyID: id, RetryAfter: p.retryHint, Category: ratelimit.CategoryReplication, Cause: fmt.Errorf("redisrate: %w: %w", ErrReplicationShortfall, errReplayUnreplicated)}
-		}
-		d := p.decision(ps, r)
-		d.Allowed, d.Replayed = true, true
-		return ratelimit.Evaluated{Decision: d}
-	case programs.StatusDedupConflict:
-		return ratelimit.Incompatible{PolicyID: id, Category: ratelimit.CategoryDedupConflict, Cause: errDedupConflict}
-	case programs.StatusAllowed, programs.StatusDenied:
-		if r.Status == programs.StatusAllowed && p.exec.acks > 0 && (res.ackErr != nil || res.acked < p.exec.acks) {
-			// Admitted by the primary, not acknowledged by enough replicas:
-			// a failover could lose it. Not admitted; stays counted.
-			cause := fmt.Errorf("redisrate: %w: WAIT %d: %d acknowledged", ErrReplicationShortfall, p.exec.acks, res.acked)
-			if res.ackErr != nil {
-				cause = fmt.Errorf("redisrate: %w: WAIT %d: %w", ErrReplicationShortfall, p.exec.acks, res.ackErr)
-			}
-			return ratelimit.Indeterminate{PolicyID: id, RetryAfter: p.retryHint, Category: ratelimit.CategoryReplication, Cause: cause}
-		}
-		d := p.decision(ps, r)
-		d.Allowed = r.Status == programs.StatusAllowed
-		return ratelimit.Evaluated{Decision: d}
-	case programs.StatusClockUnsafe:
-		return ratelimit.Unavailable{PolicyID: id, RetryAfter: p.clockHint(r), Category: ratelimit.CategoryClockUnsafe, Cause: errClockUnsafe}
-	case programs.StatusStateIncompatible:
-		return ratelimit.Incompatible{PolicyID: id, Category: ratelimit.CategoryStateIncompatible, Cause: errStateIncompatible}
-	default: // programs.StatusInvalid: Decode admits no other status
-		return ratelimit.Incompatible{PolicyID: id, Category: ratelimit.CategoryInvalidArguments, Cause: errInvalidArguments}
-	}
-}
-
-// decision is the Decision of a reply with a decision (its Allowed and
-// Replayed are for the caller to set).
-func (p *Provider) decision(ps *policyState, r programs.Reply) ratelimit.Decision {
-	return ratelimit.Decision{
-		Limit:          r.Limit,
-		Remaining:      r.Remaining,
-		RetryAfter:     millis(r.RetryAfterMillis),
-		ResetAt:        time.UnixMilli(r.ResetAtMillis),
-		ServerNow:      time.UnixMilli(r.ServerNowMillis),
-		PolicyID:       ps.policy.ID(),
-		PolicyRevision: ps.policy.Revision(),
-		Source:         ratelimit.GlobalRedis,
-		Certainty:      ps.certainty,
-	}
-}
-
-func (p *Provider) unavailable(id ratelimit.PolicyID, cat ratelimit.Category, cause error) ratelimit.Outcome {
-	return ratelimit.Unavailable{PolicyID: id, RetryAfter: p.retryHint, Category: cat, Cause: cause}
-}
-
-// failed maps a failed program call through the classifier.
-func (p *Provider) failed(ps *policyState, a result) ratelimit.Outcome {
-	v := certainty.Classify(a.err, a.written)
-	cause := &CallError{Command: a.command, Program: ps.script.name, Written: a.written, Err: a.err}
-	id := ps.policy.ID()
-	switch v.Kind {
-	case ratelimit.KindUnavailable:
-		return ratelimit.Unavailable{PolicyID: id, RetryAfter: p.retryHint, Category: v.Category, Cause: cause}
-	case ratelimit.KindIndeterminate:
-		return ratelimit.Indeterminate{PolicyID: id, RetryAfter: p.retryHint, Category: v.Category, Cause: cause}
-	default:
-		return ratelimit.Incompatible{PolicyID: id, Category: v.Category, Cause: cause}
-	}
-}
-
-// clockHint is the RetryAfter of Unavailable{clock_unsafe}: the program's
-// wait until the regression is tolerated again, within
-// [retryHint, MaxClockRetryAfter]; MaxClockRetryAfter when the server clock
-// is past MaxServerMillis (no wait heals that).
-func (p *Provider) clockHint(r programs.Reply) time.Duration {
-	if r.EffectiveNowMillis == 0 {
-		return MaxClockRetryAfter
-	}
-	return min(max(millis(r.RetryAfterMillis), p.retryHint), MaxClockRetryAfter)
-}
-
-// millis converts ms to a Duration, saturating instead of overflowing (a
-// policy horizon may exceed the ~292 years a Duration holds).
-func millis(ms int64) time.Duration {
-	if ms > math.MaxInt64/int64(time.Millisecond) {
-		return time.Duration(math.MaxInt64)
-	}
-	return time.Duration(ms) * time.Millisecond
 }
 
 // knownID returns id when it is a syntactically valid PolicyID and ""

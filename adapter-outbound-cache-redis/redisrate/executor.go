@@ -84,48 +84,20 @@ type call struct {
 
 	// A call queued in a batcher (batch.go): what it sends, its caller's
 	// context, its result, and ready, signalled once per queueing: true
-	// when the slot passed to it (it leads the next batch), false when
+	// when the turn passed to it (it leads the next batch), false when
 	// another call's batch has stored res.
 	req   batchReq
 	ctx   context.Context
-	res   result
+	res   sent
 	ready chan bool
 }
 
-// result is what the executor reports about one program call: what it
-// sent last, whether that may have been written, whether it fell back to
-// EVAL, and the reply or error.
-type result struct {
-	// reply is the program's reply when err is nil.
-	reply any
-	// err is the error of the last command sent.
-	err error
-	// command is the last command sent: cmdEvalSha or cmdEval.
-	command string
-	// written: go-redis began serializing the last command (see wireArg).
-	written bool
-	// fellBack: EVALSHA answered NOSCRIPT and EVAL was sent.
-	fellBack bool
-	// fallbackTooLate: EVALSHA answered NOSCRIPT (the server ran nothing),
-	// and the time to send the EVAL had passed, so it was not sent.
-	fallbackTooLate bool
-	// expired: the call waited for a batch and, when its turn came, its
-	// context was done or its sendBy had passed; nothing was sent (err is
-	// the context's error or errDeadlineTooShort).
-	expired bool
-	// acked is WAIT's reply (replicas that acknowledged) when the executor
-	// requires acks; ackErr its error.
-	acked  int64
-	ackErr error
-}
-
-// executor runs a program: EVALSHA with the manifest digest, and on a
-// NOSCRIPT reply, and on nothing else, exactly one EVAL of the exact source.
-// It is the only place that sends a program.
+// executor sends program calls: the send loop (loop.go) over the targets
+// its route gives (route.go: one fixed target, or the cluster's
+// primaries), each command written by send below. It is the only place
+// that sends a program.
 type executor struct {
-	client commander
-	// router, when set, routes each call to a cluster node (runCluster).
-	router *clusterRouter
+	route route
 	// acks > 0 pipelines WAIT acks ackTimeoutMs right behind every program
 	// command, on the same connection (opt-in replication acks).
 	acks         int64
@@ -133,75 +105,42 @@ type executor struct {
 	now          func() time.Time
 	calls        sync.Pool // of *call
 	// maxBatch > 1 turns batching on (batch.go): at most slots program
-	// calls or batches at once per connection target (the client, or each
-	// cluster node), at most maxBatch calls per batch.
+	// calls or batches at once per target, at most maxBatch calls per
+	// batch.
 	maxBatch, slots int
-	batch           *batcher // standalone and failover; nil when off
+	// breakerOpts configures every target's circuit breaker (breakers.go;
+	// Threshold 0: none); onBreakerChange is told their changes; timeout
+	// bounds a probe.
+	breakerOpts     BreakerOptions
+	onBreakerChange []func(BreakerState)
+	timeout         time.Duration
 }
 
-// newExecutor returns an executor over client; now is the clock the EVAL
-// fallback's sendBy is compared with.
+// newExecutor returns an executor over one fixed target, client; now is
+// the clock sendBy is compared with.
 func newExecutor(client commander, now func() time.Time) *executor {
-	x := &executor{client: client, now: now}
+	x := &executor{now: now}
+	x.route = &fixedRoute{t: newTarget(0, "", client)}
 	x.calls.New = func() any { return &call{ready: make(chan bool, 1)} }
 	return x
 }
 
 // enableBatching turns batching on with at most maxBatch calls per batch
 // and slots connection turns per target; maxBatch <= 1 leaves it off, as
-// does a client that cannot pipeline (then every call is sent alone).
+// does a target client that cannot pipeline (then every call is sent
+// alone).
 func (x *executor) enableBatching(slots, maxBatch int) {
 	if maxBatch <= 1 || slots < 1 {
 		return
 	}
 	x.maxBatch, x.slots = maxBatch, slots
-	if pl, ok := x.client.(pipeliner); ok {
-		x.batch = newBatcher(x, pl, slots, maxBatch)
-	}
 }
 
-// run sends s for key with argv (the policy's ARGV; argv[programs.ArgCost]
-// is replaced by cost): EVALSHA, and after a NOSCRIPT reply one EVAL if the
-// clock has not passed sendBy (else the result says fallbackTooLate).
-func (x *executor) run(ctx context.Context, s *script, key string, argv []any, cost int64, sendBy time.Time) result {
-	return x.runDedup(ctx, s, key, "", "", argv, cost, sendBy)
-}
-
-// runDedup is run for a dedup program (dedupKey not empty): KEYS are key
-// and dedupKey, and id replaces the evaluation-ID placeholder of argv
-// (programs.DedupArgs).
-func (x *executor) runDedup(ctx context.Context, s *script, key, dedupKey, id string, argv []any, cost int64, sendBy time.Time) result {
-	c := x.calls.Get().(*call)
-	defer x.release(c)
-	c.key, c.cost = key, cost
-	c.dedupKey, c.evalID = dedupKey, id
-	if x.router != nil {
-		return x.runCluster(ctx, c, s, argv, sendBy)
-	}
-
-	var r result
-	if x.batch != nil {
-		r = x.batch.do(ctx, c, batchReq{s: s, argv: argv, sendBy: sendBy})
-	} else {
-		r = x.send(ctx, x.client, c, cmdEvalSha, s.sha, s.shaHex, argv, false)
-	}
-	if r.err == nil || !r.written || !certainty.IsNoScript(r.err) {
-		return r
-	}
-	// NOSCRIPT: the server does not know the digest and ran nothing.
-	if x.now().After(sendBy) {
-		r.fallbackTooLate = true
-		return r
-	}
-	r = x.send(ctx, x.client, c, cmdEval, s.source, s.name, argv, false)
-	r.fellBack = true
-	return r
-}
-
-// send sends one command on to. With asking (a cluster ASK redirect), to
-// must be a *redis.Client: ASKING and the command go in one pipeline, so on
-// one connection, as the redirect requires.
-func (x *executor) send(ctx context.Context, to commander, c *call, command string, program []byte, text string, argv []any, asking bool) result {
+// send writes one command on to and reports what happened. With asking (a
+// cluster ASK redirect), to must be a *redis.Client: ASKING and the
+// command go in one pipeline, so on one connection, as the redirect
+// requires.
+func (x *executor) send(ctx context.Context, to commander, c *call, command string, program []byte, text string, argv []any, asking bool) sent {
 	cmd := x.command(ctx, c, command, program, text, argv)
 	var wait *redis.IntCmd
 	if cl, ok := to.(*redis.Client); ok && (asking || x.acks > 0) {
@@ -243,8 +182,11 @@ func (x *executor) command(ctx context.Context, c *call, command string, program
 }
 
 // collect reads the result of c's cmd once go-redis has processed it;
-// wait is the WAIT pipelined behind it (nil if none was sent).
-func (x *executor) collect(c *call, cmd *redis.Cmd, command string, wait *redis.IntCmd) result {
+// wait is the WAIT pipelined behind it (nil if none was sent). It is the
+// one place that decides what was sent: a reply or error reply (replied),
+// a failure after go-redis began writing the command (mayHaveRun), or
+// one before (notSent).
+func (x *executor) collect(c *call, cmd *redis.Cmd, command string, wait *redis.IntCmd) sent {
 	val, err := cmd.Result()
 	if arr, ok := val.([]any); ok && arr != nil && err != nil && !certainty.IsServerReply(err) {
 		// The whole array reply was read (go-redis keeps no partial
@@ -253,7 +195,14 @@ func (x *executor) collect(c *call, cmd *redis.Cmd, command string, wait *redis.
 		// This command is decided by its reply.
 		err = nil
 	}
-	r := result{reply: val, err: err, written: c.program.serialized.Load(), command: command}
+	written := c.program.serialized.Load()
+	switch {
+	case err != nil && !written && !errors.Is(err, redis.Nil):
+		return notSent{reason: reasonPreSend, cause: err, command: command}
+	case err != nil && !certainty.IsServerReply(err) && !errors.Is(err, redis.Nil):
+		return mayHaveRun{cause: err, command: command}
+	}
+	r := replied{reply: val, err: err, command: command}
 	if x.acks > 0 {
 		r.ackErr = errNoWait
 		if wait != nil {
@@ -272,6 +221,6 @@ func (x *executor) release(c *call) {
 	c.program.serialized.Store(false)
 	c.key, c.dedupKey, c.evalID = "", "", ""
 	clear(c.args[:])
-	c.req, c.ctx, c.res = batchReq{}, nil, result{}
+	c.req, c.ctx, c.res = batchReq{}, nil, nil
 	x.calls.Put(c)
 }

@@ -40,11 +40,11 @@ func TestExecutorFallsBackToExactlyOneEvalOnNoScript(t *testing.T) {
 			}}
 			prog, _ := programs.ForAlgorithm(p.Algorithm())
 			a := newExecutor(f, time.Now).run(context.Background(), newScript(prog), "k1", programs.Args(p, 1), 2, noSendBy)
-			require.NoError(t, a.err)
-			assert.True(t, a.fellBack)
-			assert.False(t, a.fallbackTooLate)
-			assert.Equal(t, reply, a.reply)
-			assert.Equal(t, cmdEval, a.command)
+			rep, ok := a.(replied)
+			require.True(t, ok, "%#v", a)
+			require.NoError(t, rep.err)
+			assert.Equal(t, reply, rep.reply)
+			assert.Equal(t, cmdEval, rep.command, "the reply is the EVAL's")
 
 			sent := f.commands()
 			require.Len(t, sent, 2)
@@ -91,11 +91,11 @@ func TestExecutorNeverEvalsAfterAnyOtherError(t *testing.T) {
 				return time.Now()
 			}
 			a := newExecutor(f, clock).run(context.Background(), scriptFor(t, p), "k", programs.Args(p, 1), 1, noSendBy)
-			assert.False(t, a.fellBack)
-			assert.False(t, a.fallbackTooLate)
 			assert.Equal(t, []string{cmdEvalSha}, f.names())
-			assert.Equal(t, tt.r.err, a.err)
-			assert.Equal(t, !tt.r.unwritten, a.written)
+			err, written, command := sentFields(t, a)
+			assert.Equal(t, tt.r.err, err)
+			assert.Equal(t, !tt.r.unwritten, written)
+			assert.Equal(t, cmdEvalSha, command)
 		})
 	}
 }
@@ -104,9 +104,10 @@ func TestExecutorNoScriptWithoutFallbackSendsNothingMore(t *testing.T) {
 	p := fixedPolicy(t, "fw", 5, time.Minute)
 	f := &fakeCommander{respond: func(int, sentCommand) fakeReply { return fakeReply{err: redis.ErrNoScript} }}
 	a := newExecutor(f, time.Now).run(context.Background(), scriptFor(t, p), "k", programs.Args(p, 1), 1, time.Time{})
-	assert.False(t, a.fellBack)
-	assert.True(t, a.fallbackTooLate)
-	assert.True(t, certainty.IsNoScript(a.err))
+	ns, ok := a.(notSent)
+	require.True(t, ok, "%#v", a)
+	assert.Equal(t, reasonDeadline, ns.reason, "NOSCRIPT ran nothing; no time for the EVAL")
+	assert.ErrorIs(t, ns.cause, errDeadlineTooShort)
 	assert.Equal(t, []string{cmdEvalSha}, f.names())
 }
 
@@ -120,10 +121,10 @@ func TestExecutorEvalFailureIsTheResult(t *testing.T) {
 		return fakeReply{err: readTimeout}
 	}}
 	a := newExecutor(f, time.Now).run(context.Background(), scriptFor(t, p), "k", programs.Args(p, 1), 1, noSendBy)
-	assert.True(t, a.fellBack)
-	assert.Equal(t, cmdEval, a.command)
-	assert.True(t, a.written)
-	assert.Equal(t, readTimeout, a.err)
+	m, ok := a.(mayHaveRun)
+	require.True(t, ok, "%#v", a)
+	assert.Equal(t, cmdEval, m.command)
+	assert.Equal(t, readTimeout, m.cause)
 	assert.Equal(t, []string{cmdEvalSha, cmdEval}, f.names(), "no second EVAL, no retry")
 }
 
@@ -157,4 +158,20 @@ func TestExecutorReleaseClearsTheCall(t *testing.T) {
 	for _, a := range c.args {
 		assert.Nil(t, a)
 	}
+}
+
+// sentFields returns the error, whether the command may have been written,
+// and the command of a send result, for assertions across variants.
+func sentFields(t testing.TB, s sent) (err error, written bool, command string) {
+	t.Helper()
+	switch r := s.(type) {
+	case notSent:
+		return r.cause, false, r.command
+	case mayHaveRun:
+		return r.cause, true, r.command
+	case replied:
+		return r.err, true, r.command
+	}
+	t.Fatalf("unknown send result %T", s)
+	return nil, false, ""
 }

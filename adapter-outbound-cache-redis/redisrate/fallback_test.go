@@ -77,9 +77,10 @@ func TestFallbackDecidesLocallyOnTheShareWhileRedisIsUnreachable(t *testing.T) {
 	assert.Equal(t, 5, allowed)
 	assert.Equal(t, 3, denied)
 	assert.Equal(t, BreakerOpen, p.BreakerState())
-	// Two program calls opened the breaker; between them, one charge of
-	// the first local admit was tried (and failed: it stays pending).
-	assert.Equal(t, 3, countNamed(f, cmdEvalSha), "the breaker stopped the sends")
+	// The first program call and the charge of the first local admit
+	// (sent through the same send loop, so the same breaker: ADR 0016)
+	// failed and opened the breaker; the charge stays pending.
+	assert.Equal(t, 2, countNamed(f, cmdEvalSha), "the breaker stopped the sends")
 	assert.Equal(t, map[ratelimit.PolicyID]int64{"lf": 5}, fb.Pending())
 	// Another subject has its own share.
 	out := fb.Evaluate(context.Background(), request("lf", subjectB, 2, t0))

@@ -163,7 +163,7 @@ func (p *Provider) do(ctx context.Context, cmd redis.Cmder, to ...commander) err
 func (p *Provider) Close() error {
 	p.closeOnce.Do(func() {
 		p.closed.Store(true)
-		p.breaker.shutdown()
+		p.exec.shutdownBreakers()
 		p.closeErr = p.client.Close()
 	})
 	return p.closeErr

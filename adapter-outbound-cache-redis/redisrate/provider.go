@@ -90,8 +90,6 @@ type Provider struct {
 	// versionErr is set by Start when the server is too old; Evaluate then
 	// answers Incompatible{server_version} without sending.
 	versionErr atomic.Pointer[error]
-	// breaker is the circuit breaker (breaker.go); nil when off.
-	breaker *breaker
 	// server is the server-policy checks' state (serverpolicy.go).
 	server serverState
 	// dedupRetries counts the retries of Indeterminate dedup calls.
@@ -165,36 +163,10 @@ func New(client redis.UniversalClient, keys *keyspace.Builder, policies []rateli
 			return nil, err
 		}
 		r.qualify = p.qualifyPrimary
-		p.router, p.exec.router = r, r
+		p.router, p.exec.route = r, r
 		return p, nil
 	}
 	return nil, fmt.Errorf("%w: %T (supported: *redis.Client, standalone or failover, and *redis.ClusterClient from NewClusterClient)", ErrUnsupportedClient, client)
-}
-
-// checkClusterOptions verifies a ClusterClient's options: no redirects or
-// retries of its own, a NewClient hook, and node clients (probed through
-// the hook, without I/O) that pass checkClientOptions.
-func checkClusterOptions(o *redis.ClusterOptions, opts Options) error {
-	var errs []error
-	if o.MaxRedirects != 0 { // go-redis normalizes -1 to 0 and 0 to 3
-		errs = append(errs, fmt.Errorf("%w: cluster client MaxRedirects allows %d redirects or retries: set -1 (a retry after a write could apply the program twice)", ErrInvalidConfig, o.MaxRedirects))
-	}
-	if o.ReadOnly || o.RouteByLatency || o.RouteRandomly {
-		errs = append(errs, fmt.Errorf("%w: cluster client must route to primaries only (ReadOnly, RouteByLatency and RouteRandomly off)", ErrInvalidConfig))
-	}
-	if len(o.Addrs) == 0 {
-		errs = append(errs, fmt.Errorf("%w: cluster client has no seed Addrs", ErrInvalidConfig))
-	}
-	if o.NewClient == nil {
-		errs = append(errs, fmt.Errorf("%w: cluster client has no NewClient hook (build it with NewClusterClient)", ErrInvalidConfig))
-	} else if len(o.Addrs) > 0 {
-		probe := o.NewClient(&redis.Options{Addr: o.Addrs[0]})
-		if err := checkClientOptions(probe.Options(), opts); err != nil {
-			errs = append(errs, fmt.Errorf("cluster node client: %w", err))
-		}
-		_ = probe.Close()
-	}
-	return errors.Join(errs...)
 }
 
 // newProvider builds the Provider over any coordinationClient; New checks
@@ -321,6 +293,6 @@ func newProvider(client coordinationClient, keys *keyspace.Builder, policies []r
 		// Slots enough to carry MaxInFlight calls in full batches.
 		p.exec.enableBatching((opts.MaxInFlight+opts.PipelineMaxBatch-1)/opts.PipelineMaxBatch, opts.PipelineMaxBatch)
 	}
-	p.breaker = newBreaker(opts.Breaker, p.probePing)
+	p.exec.breakerOpts, p.exec.timeout = opts.Breaker, opts.CommandTimeout
 	return p, nil
 }

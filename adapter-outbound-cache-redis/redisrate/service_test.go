@@ -170,7 +170,8 @@ func TestServiceProgramsMatchModel(t *testing.T) {
 					time.Sleep(time.Duration(rng.IntN(12)) * time.Millisecond)
 				}
 				cost := 1 + rng.Int64N(pol.MaxCost())
-				a := p.exec.run(context.Background(), ps.script, key, ps.argv, cost, noSendBy)
+				a, ok := p.exec.run(context.Background(), ps.script, key, ps.argv, cost, noSendBy).(replied)
+				require.True(t, ok, "step %d", step)
 				require.NoError(t, a.err, "step %d", step)
 				got, err := programs.Decode(a.reply, pol)
 				require.NoError(t, err, "step %d", step)

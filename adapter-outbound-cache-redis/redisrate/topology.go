@@ -9,7 +9,6 @@ import (
 	"strings"
 
 	"github.com/redis/go-redis/v9"
-	"github.com/redis/go-redis/v9/maintnotifications"
 )
 
 // MaxAddrs bounds the seed or sentinel addresses of a topology client.
@@ -100,37 +99,10 @@ func NewFailoverClient(cfg ClientConfig, s SentinelConfig) (*redis.Client, error
 	if err := errors.Join(errs...); err != nil {
 		return nil, err
 	}
-	o := clientOptions(cfg)
-	return redis.NewFailoverClient(&redis.FailoverOptions{
-		MasterName:       s.MasterName,
-		SentinelAddrs:    append([]string(nil), s.Addrs...),
-		SentinelUsername: s.Username,
-		SentinelPassword: s.Password,
-
-		ClientName: o.ClientName,
-		Dialer:     newDialer(cfg.Dialer, cfg.DialTimeout, topologyTLS(cfg)),
-		OnConnect:  o.OnConnect,
-		Protocol:   o.Protocol,
-		Username:   o.Username,
-		Password:   o.Password,
-
-		MaxRetries:      o.MaxRetries,
-		MinRetryBackoff: o.MinRetryBackoff,
-		MaxRetryBackoff: o.MaxRetryBackoff,
-
-		DialTimeout:   o.DialTimeout,
-		DialerRetries: o.DialerRetries,
-
-		ReadTimeout:           o.ReadTimeout,
-		WriteTimeout:          o.WriteTimeout,
-		ContextTimeoutEnabled: o.ContextTimeoutEnabled,
-
-		PoolSize:         o.PoolSize,
-		PoolTimeout:      o.PoolTimeout,
-		PipelinePoolSize: o.PipelinePoolSize,
-
-		DisableIdentity: true,
-	}), nil
+	u := universalOptions(cfg, s.Addrs, topologyTLS(cfg))
+	u.MasterName = s.MasterName
+	u.SentinelUsername, u.SentinelPassword = s.Username, s.Password
+	return redis.NewFailoverClient(u.Failover()), nil
 }
 
 // NewClusterClient validates cfg and addrs (seed nodes) and builds the
@@ -146,43 +118,42 @@ func NewClusterClient(cfg ClientConfig, addrs []string) (*redis.ClusterClient, e
 	if err := errors.Join(errs...); err != nil {
 		return nil, err
 	}
-	tlsConfig := topologyTLS(cfg)
-	o := clientOptions(cfg)
-	newNode := func(no *redis.Options) *redis.Client {
-		node := clientOptions(cfg)
+	u := universalOptions(cfg, addrs, topologyTLS(cfg))
+	o := u.Cluster()
+	// Every node client is derived from the same options, at the node's
+	// address (the dialer checks each host's certificate against its own
+	// name).
+	o.NewClient = func(no *redis.Options) *redis.Client {
+		node := u.Simple()
 		node.Addr = no.Addr
-		node.Dialer = newDialer(cfg.Dialer, cfg.DialTimeout, tlsConfig)
 		return redis.NewClient(node)
 	}
-	return redis.NewClusterClient(&redis.ClusterOptions{
-		Addrs:     append([]string(nil), addrs...),
-		NewClient: newNode,
+	o.DisableRoutingPolicies = true
+	return redis.NewClusterClient(o), nil
+}
 
-		ClientName: o.ClientName,
-		Dialer:     newDialer(cfg.Dialer, cfg.DialTimeout, tlsConfig),
-		OnConnect:  o.OnConnect,
-		Protocol:   o.Protocol,
-		Username:   o.Username,
-		Password:   o.Password,
-
-		MaxRedirects:    -1,
-		MaxRetries:      o.MaxRetries,
-		MinRetryBackoff: o.MinRetryBackoff,
-		MaxRetryBackoff: o.MaxRetryBackoff,
-
-		DialTimeout:   o.DialTimeout,
-		DialerRetries: o.DialerRetries,
-
-		ReadTimeout:           o.ReadTimeout,
-		WriteTimeout:          o.WriteTimeout,
-		ContextTimeoutEnabled: o.ContextTimeoutEnabled,
-
-		PoolSize:         o.PoolSize,
-		PoolTimeout:      o.PoolTimeout,
-		PipelinePoolSize: o.PipelinePoolSize,
-
-		DisableIdentity:          true,
-		DisableRoutingPolicies:   true,
-		MaintNotificationsConfig: &maintnotifications.Config{Mode: maintnotifications.ModeDisabled},
-	}), nil
+// checkClusterOptions verifies a ClusterClient's options: no redirects or
+// retries of its own, a NewClient hook, and node clients (probed through
+// the hook, without I/O) that pass checkClientOptions.
+func checkClusterOptions(o *redis.ClusterOptions, opts Options) error {
+	var errs []error
+	if o.MaxRedirects != 0 { // go-redis normalizes -1 to 0 and 0 to 3
+		errs = append(errs, fmt.Errorf("%w: cluster client MaxRedirects allows %d redirects or retries: set -1 (a retry after a write could apply the program twice)", ErrInvalidConfig, o.MaxRedirects))
+	}
+	if o.ReadOnly || o.RouteByLatency || o.RouteRandomly {
+		errs = append(errs, fmt.Errorf("%w: cluster client must route to primaries only (ReadOnly, RouteByLatency and RouteRandomly off)", ErrInvalidConfig))
+	}
+	if len(o.Addrs) == 0 {
+		errs = append(errs, fmt.Errorf("%w: cluster client has no seed Addrs", ErrInvalidConfig))
+	}
+	if o.NewClient == nil {
+		errs = append(errs, fmt.Errorf("%w: cluster client has no NewClient hook (build it with NewClusterClient)", ErrInvalidConfig))
+	} else if len(o.Addrs) > 0 {
+		probe := o.NewClient(&redis.Options{Addr: o.Addrs[0]})
+		if err := checkClientOptions(probe.Options(), opts); err != nil {
+			errs = append(errs, fmt.Errorf("cluster node client: %w", err))
+		}
+		_ = probe.Close()
+	}
+	return errors.Join(errs...)
 }

@@ -263,3 +263,41 @@ func TestRegisterPipeline(t *testing.T) {
 	}
 	assert.Equal(t, map[string]float64{PipelineBatchesTotal: 7, PipelineBatchedCallsTotal: 40, PipelineQueued: 3}, got)
 }
+
+// TestRegisterTargetBreakers: one series per target and state, the
+// target's state 1 and the others 0; the targets are read at each scrape.
+func TestRegisterTargetBreakers(t *testing.T) {
+	m := New()
+	targets := []TargetBreaker{{Target: "0", State: "closed"}, {Target: "1", State: "open"}}
+	m.RegisterTargetBreakers(func() []TargetBreaker { return targets })
+	value := func(target, state string) (float64, bool) {
+		families, err := m.Registry().Gather()
+		require.NoError(t, err)
+		for _, f := range families {
+			if f.GetName() != BreakerTargetState {
+				continue
+			}
+			for _, mt := range f.GetMetric() {
+				labels := map[string]string{}
+				for _, l := range mt.GetLabel() {
+					labels[l.GetName()] = l.GetValue()
+				}
+				if labels["target"] == target && labels["state"] == state {
+					return mt.GetGauge().GetValue(), true
+				}
+			}
+		}
+		return 0, false
+	}
+	for _, tc := range []struct {
+		target, state string
+		want          float64
+	}{{"0", "closed", 1}, {"0", "open", 0}, {"1", "open", 1}, {"1", "half_open", 0}} {
+		v, ok := value(tc.target, tc.state)
+		require.True(t, ok, "%s/%s exported", tc.target, tc.state)
+		assert.Equal(t, tc.want, v, "%s/%s", tc.target, tc.state)
+	}
+	targets = targets[:1]
+	_, ok := value("1", "open")
+	assert.False(t, ok, "a target no longer serving is not exported")
+}

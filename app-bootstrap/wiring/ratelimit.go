@@ -164,6 +164,13 @@ var errBreakerOpen error = breakerOpenError{}
 
 func newEdgePort(lc fx.Lifecycle, c *coordination, m *metrics.Metrics, cfg config.Config) (*metrics.Edge, error) {
 	m.RegisterBreaker(func() string { return string(c.provider.BreakerState()) }, c.provider.BreakerTrips)
+	m.RegisterTargetBreakers(func() []metrics.TargetBreaker {
+		var out []metrics.TargetBreaker
+		for _, tb := range c.provider.BreakerTargets() {
+			out = append(out, metrics.TargetBreaker{Target: tb.Target, State: string(tb.State)})
+		}
+		return out
+	})
 	m.RegisterDedupRetries(
 		func() uint64 { d, _ := c.provider.DedupRetries(); return d },
 		func() uint64 { _, f := c.provider.DedupRetries(); return f })
@@ -199,7 +206,7 @@ func newEdgePort(lc fx.Lifecycle, c *coordination, m *metrics.Metrics, cfg confi
 }
 
 func newCoordinationReadiness(c *coordination) ReadinessCheck {
-	return ReadinessCheck{Name: "ratelimit", Check: c.Ready, Server: c.serverDetail}
+	return ReadinessCheck{Name: "ratelimit", Check: c.Ready, Server: c.serverDetail, Breakers: c.breakerDetail}
 }
 
 // coordinationClient builds the go-redis client of the configured topology

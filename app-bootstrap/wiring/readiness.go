@@ -17,6 +17,10 @@ type ReadinessCheck struct {
 	// Server, optional, describes the dependency's server as last checked
 	// (the /readyz detail); false when nothing was read yet.
 	Server func() (ServerDetail, bool)
+	// Breakers, optional, is the circuit breaker of each target the
+	// dependency sends to (the server, or each cluster primary), for the
+	// /readyz detail.
+	Breakers func() []BreakerDetail
 }
 
 // readiness runs every check; it is ready when all are.

@@ -29,10 +29,19 @@ const (
 // address, credential or error text: only the reason's category and what
 // the server reported about itself.
 type DependencyDetail struct {
-	Name   string        `json:"name"`
-	Ready  bool          `json:"ready"`
-	Reason string        `json:"reason,omitempty"`
-	Server *ServerDetail `json:"server,omitempty"`
+	Name     string          `json:"name"`
+	Ready    bool            `json:"ready"`
+	Reason   string          `json:"reason,omitempty"`
+	Server   *ServerDetail   `json:"server,omitempty"`
+	Breakers []BreakerDetail `json:"breakers,omitempty"`
+}
+
+// BreakerDetail is one target's circuit breaker: the target's index (never
+// its address), its hash-slot ranges in cluster mode, and the state.
+type BreakerDetail struct {
+	Target string `json:"target"`
+	Slots  string `json:"slots,omitempty"`
+	State  string `json:"state"`
 }
 
 // ServerDetail is what the last server-policy check read.
@@ -68,6 +77,9 @@ func (r readiness) ReadyDetail(ctx context.Context) (any, error) {
 			if s, ok := c.Server(); ok {
 				d.Server = &s
 			}
+		}
+		if c.Breakers != nil {
+			d.Breakers = c.Breakers()
 		}
 		deps = append(deps, d)
 	}
@@ -133,4 +145,13 @@ func (c *coordination) serverDetail() (ServerDetail, bool) {
 		d.RDBLastSave = time.Unix(st.RDBLastSaveUnix, 0).UTC()
 	}
 	return d, true
+}
+
+// breakerDetail is the coordination provider's breakers, one per target.
+func (c *coordination) breakerDetail() []BreakerDetail {
+	var out []BreakerDetail
+	for _, tb := range c.provider.BreakerTargets() {
+		out = append(out, BreakerDetail{Target: tb.Target, Slots: tb.Slots, State: string(tb.State)})
+	}
+	return out
 }

@@ -58,6 +58,7 @@ func TestReadyzDetail(t *testing.T) {
 	assert.Equal(t, "noeviction", d.Server.EvictionPolicy)
 	assert.Equal(t, "none", d.Server.Persistence)
 	assert.False(t, d.Server.CheckedAt.IsZero())
+	assert.Equal(t, []BreakerDetail{{Target: "0", State: "closed"}}, d.Breakers, "one target, its breaker closed")
 	assert.NotContains(t, raw, rs.Addr())
 	assert.NotContains(t, raw, "rate-test-pass")
 	assert.NotContains(t, raw, "tlb-rate")
