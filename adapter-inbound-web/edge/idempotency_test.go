@@ -52,6 +52,51 @@ func TestParseSFString(t *testing.T) {
 	}
 }
 
+// TestParseIdempotencyKey: a quoted value is an sf-string, anything else a
+// bare key of visible ASCII without '"' and '\'; both forms of the same
+// characters give the same key.
+func TestParseIdempotencyKey(t *testing.T) {
+	long := strings.Repeat("k", MaxIdempotencyKeyLen)
+	for _, tt := range []struct {
+		in, want string
+		err      error
+	}{
+		{`abc123`, "abc123", nil},
+		{`"abc123"`, "abc123", nil},
+		{`  abc123 `, "abc123", nil},
+		{`8e03978e-40d5-43e8-bc93-6894a57f9324`, "8e03978e-40d5-43e8-bc93-6894a57f9324", nil},
+		{`:YWJj:`, ":YWJj:", nil},
+		{`a,b;c=d/e?f`, "a,b;c=d/e?f", nil},
+		{"~!", "~!", nil},
+		{long, long, nil},
+		{`"a b"`, "a b", nil},
+		{`"a\"b"`, `a"b`, nil},
+		{long + "k", "", errKeyTooLong},
+		{``, "", errKeyEmpty},
+		{`   `, "", errKeyEmpty},
+		{`""`, "", errKeyEmpty},
+		{`a b`, "", errKeyBadToken},
+		{`a"b`, "", errKeyBadToken},
+		{`a\b`, "", errKeyBadToken},
+		{"a\tb", "", errKeyBadToken},
+		{"a\x7f", "", errKeyBadToken},
+		{"é", "", errKeyBadToken},
+		{"a\x00", "", errKeyBadToken},
+		{`"abc`, "", errKeyNotSFStr},
+		{`"abc";p=1`, "", errKeyNotSFStr},
+	} {
+		got, err := parseIdempotencyKey(tt.in)
+		if tt.err != nil {
+			assert.ErrorIs(t, err, tt.err, tt.in)
+			assert.ErrorIs(t, err, ErrInvalidIdempotencyKey, tt.in)
+			assert.Empty(t, got)
+			continue
+		}
+		require.NoError(t, err, tt.in)
+		assert.Equal(t, tt.want, got, tt.in)
+	}
+}
+
 // dedupConfig is baseConfig with policy "api" having a dedup window and
 // "plain" none, routed under /plain/.
 func dedupConfig(t *testing.T, port ratelimit.EdgePort) Config {
@@ -93,10 +138,12 @@ func TestIdempotencyKey(t *testing.T) {
 
 	_, a1 := do("/api/x", "192.0.2.1:1", `"key-1"`)
 	_, a2 := do("/api/x", "192.0.2.1:2", `"key-1"`)
+	_, bare := do("/api/x", "192.0.2.1:3", `key-1`)
 	_, b1 := do("/api/x", "192.0.2.2:1", `"key-1"`)
 	_, a3 := do("/api/x", "192.0.2.1:1", `"key-2"`)
 	require.NoError(t, a1.EvaluationID.Validate())
 	assert.Equal(t, a1.EvaluationID, a2.EvaluationID, "same client, same key: same ID")
+	assert.Equal(t, a1.EvaluationID, bare.EvaluationID, "the bare and the quoted form are one key")
 	assert.NotEqual(t, a1.EvaluationID, b1.EvaluationID, "another client cannot reach this client's ID")
 	assert.NotEqual(t, a1.EvaluationID, a3.EvaluationID)
 	assert.NotContains(t, string(a1.EvaluationID), "key-1")
@@ -110,7 +157,7 @@ func TestIdempotencyKey(t *testing.T) {
 	assert.Empty(t, plain.EvaluationID, "a route without dedup ignores the header")
 	rec, _ = do("/plain/x", "192.0.2.1:1", `not an sf-string`)
 	assert.Equal(t, http.StatusOK, rec.Code, "ignored even when malformed")
-	assert.Equal(t, int64(7), calls.Load())
+	assert.Equal(t, int64(8), calls.Load())
 }
 
 // TestIdempotencyKeyInvalid: a malformed key on a dedup route is a 400
@@ -125,7 +172,7 @@ func TestIdempotencyKeyInvalid(t *testing.T) {
 	require.NoError(t, err)
 	var calls atomic.Int64
 	h := m.Wrap(okHandler(&calls))
-	for _, keys := range [][]string{{`secret-token`}, {`""`}, {`"a"`, `"b"`}, {`"` + strings.Repeat("s", MaxIdempotencyKeyLen+1) + `"`}, {`"secret";x=1`}} {
+	for _, keys := range [][]string{{`secret token`}, {`secret"token`}, {`""`}, {`"a"`, `"b"`}, {`"` + strings.Repeat("s", MaxIdempotencyKeyLen+1) + `"`}, {`"secret";x=1`}} {
 		req := httptest.NewRequest(http.MethodPost, "/api/x", nil)
 		req.RemoteAddr = "192.0.2.1:1"
 		for _, k := range keys {
@@ -143,7 +190,7 @@ func TestIdempotencyKeyInvalid(t *testing.T) {
 	}
 	assert.Empty(t, port.requests(), "nothing reached the port")
 	assert.Zero(t, calls.Load())
-	require.Len(t, seen, 5)
+	require.Len(t, seen, 6)
 	assert.Equal(t, http.StatusBadRequest, seen[0].Status)
 }
 
@@ -203,6 +250,51 @@ func FuzzParseSFString(f *testing.F) {
 		again, err := parseSFString(quoted)
 		if err != nil || again != key {
 			t.Fatalf("round trip of %q: %q, %v", key, again, err)
+		}
+	})
+}
+
+// FuzzParseIdempotencyKey: the parser never panics; a value starting with
+// '"' (after spaces) is exactly parseSFString's; any other is accepted
+// only as itself, 1..MaxIdempotencyKeyLen visible ASCII characters other
+// than '"' and '\', and its sf-string form parses to the same key; every
+// refusal is one of the fixed reasons, none holding the input.
+func FuzzParseIdempotencyKey(f *testing.F) {
+	for _, s := range []string{`abc123`, `"abc123"`, ` abc `, `a b`, `a"b`, `a\b`, "", `"`, "\xff", strings.Repeat("k", 256), `:YWJj:`} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, in string) {
+		key, err := parseIdempotencyKey(in)
+		trimmed := strings.Trim(in, " ")
+		if strings.HasPrefix(trimmed, `"`) {
+			sf, sfErr := parseSFString(in)
+			if key != sf || err != sfErr {
+				t.Fatalf("quoted %q: %q, %v; parseSFString %q, %v", in, key, err, sf, sfErr)
+			}
+			return
+		}
+		if err != nil {
+			switch err {
+			case errKeyBadToken, errKeyEmpty, errKeyTooLong:
+			default:
+				t.Fatalf("unexpected error %v", err)
+			}
+			if key != "" {
+				t.Fatalf("key %q with an error", key)
+			}
+			return
+		}
+		if key != trimmed || len(key) < 1 || len(key) > MaxIdempotencyKeyLen {
+			t.Fatalf("bare %q accepted as %q", in, key)
+		}
+		for i := 0; i < len(key); i++ {
+			if c := key[i]; c <= 0x20 || c > 0x7e || c == '"' || c == '\\' {
+				t.Fatalf("byte %#x accepted in a bare key", c)
+			}
+		}
+		again, err := parseIdempotencyKey(`"` + key + `"`)
+		if err != nil || again != key {
+			t.Fatalf("the sf-string form of %q: %q, %v", key, again, err)
 		}
 	})
 }

@@ -46,7 +46,7 @@ func writeIdentityError(w http.ResponseWriter, policy ratelimit.PolicyID, err er
 func writeBadIdempotencyKey(w http.ResponseWriter, policy ratelimit.PolicyID, err error) {
 	p := problem.New(http.StatusBadRequest, "invalid Idempotency-Key")
 	p.Policy = string(policy)
-	for _, reason := range []error{errKeyRepeated, errKeyNotSFStr, errKeyEmpty, errKeyTooLong} {
+	for _, reason := range []error{errKeyRepeated, errKeyNotSFStr, errKeyBadToken, errKeyEmpty, errKeyTooLong} {
 		if errors.Is(err, reason) {
 			p.Detail = reason.Error()
 		}

@@ -1,6 +1,7 @@
 package programs
 
 import (
+	"maps"
 	"sort"
 	"strconv"
 	"strings"
@@ -8,12 +9,14 @@ import (
 	"github.com/tech-log/tech-log-backend/shared-contract/ratelimit"
 )
 
-// The statuses only the dedup programs (rate-<algorithm>-dedup-v1) answer.
+// The statuses only the dedup programs (rate-<algorithm>-dedup-v2) answer.
 const (
 	// StatusReplayed: the evaluation ID was recorded, within the dedup
-	// window, for an ALLOWED reply of the same policy, revision and cost;
+	// window, for an ALLOWED reply of the same policy, revision and cost,
+	// and had been replayed fewer than the policy's DedupMaxReplays times;
 	// the reply is that recorded one (its serverNow, effectiveNow,
-	// remaining and resetAt; retryAfter 0) and nothing was written.
+	// remaining and resetAt; retryAfter 0), and only the record's replay
+	// count was written.
 	StatusReplayed Status = 6
 	// StatusDedupConflict: the evaluation ID was recorded, within the
 	// window, for another policy, revision or cost; serverNow, the rest 0,
@@ -36,8 +39,8 @@ const (
 	dedupMaxCap = 1024
 )
 
-// Positions of the dedup arguments, counted from the end of ARGV: the dedup
-// programs take the decision program's ARGV followed by these four.
+// Positions of the dedup arguments after the decision program's ARGV: the
+// dedup programs take the decision program's ARGV followed by these five.
 const (
 	// ArgDedupID is the evaluation ID ([A-Za-z0-9._-]{1,64}).
 	ArgDedupID = iota
@@ -45,6 +48,10 @@ const (
 	ArgDedupPolicy
 	// ArgDedupWindow is the dedup window in ms (1..DedupMaxWindowMillis).
 	ArgDedupWindow
+	// ArgDedupMaxReplays is the policy's DedupMaxReplays
+	// (0..ratelimit.MaxDedupMaxReplays): how many repeats of a recorded ID
+	// are answered as replays.
+	ArgDedupMaxReplays
 	// ArgDedupMaxEntries is the per-subject cap (DedupMaxEntries).
 	ArgDedupMaxEntries
 	// ArgCountDedup is the number of dedup arguments.
@@ -55,17 +62,18 @@ const (
 // the subject's dedup hash (same slot tag).
 const NumKeysDedup = 2
 
-// DedupArgs returns the four ARGV entries a dedup program takes after
-// Args(p, cost), in ArgDedupID order.
+// DedupArgs returns the ArgCountDedup ARGV entries a dedup program takes
+// after Args(p, cost), in ArgDedupID order.
 func DedupArgs(p ratelimit.Policy, id ratelimit.EvaluationID) []any {
-	return []any{string(id), string(p.ID()), p.DedupWindow().Milliseconds(), int64(DedupMaxEntries)}
+	return []any{string(id), string(p.ID()), p.DedupWindow().Milliseconds(), p.DedupMaxReplays(), int64(DedupMaxEntries)}
 }
 
 // Dedup is the content of one subject's dedup hash exactly as HGETALL
 // returns it: evaluation ID to record. A nil or empty Dedup is an absent
 // key. A record is "<policy> <revision> <cost> <expiresAt> <serverNow>
-// <effectiveNow> <remaining> <resetAt>": the policy ID and seven canonical
-// decimal integers, one space apart.
+// <effectiveNow> <remaining> <resetAt> <replays>": the policy ID and eight
+// canonical decimal integers, one space apart. A record without <replays>
+// (written by the v1 programs) reads as replays 0.
 type Dedup map[string]string
 
 // dedupRecord is one parsed record.
@@ -73,22 +81,32 @@ type dedupRecord struct {
 	policy                     string
 	revision, cost, expires    int64
 	serverNow, eff, rem, reset int64
+	replays                    int64
 }
 
 func (d dedupRecord) String() string {
 	return d.policy + " " + strings.Join([]string{
 		strconv.FormatInt(d.revision, 10), strconv.FormatInt(d.cost, 10), strconv.FormatInt(d.expires, 10),
 		strconv.FormatInt(d.serverNow, 10), strconv.FormatInt(d.eff, 10), strconv.FormatInt(d.rem, 10),
-		strconv.FormatInt(d.reset, 10),
+		strconv.FormatInt(d.reset, 10), strconv.FormatInt(d.replays, 10),
 	}, " ")
 }
 
 // parseDedupRecord mirrors the programs' record pattern: a policy of
-// [a-z0-9._-]+ and seven canonical integers (int()).
+// [a-z0-9._-]+ and seven canonical integers (int()), then a canonical
+// replay count or nothing (a v1 record: replays 0).
 func parseDedupRecord(s string) (dedupRecord, bool) {
 	parts := strings.Split(s, " ")
-	if len(parts) != 8 || parts[0] == "" {
+	if (len(parts) != 8 && len(parts) != 9) || parts[0] == "" {
 		return dedupRecord{}, false
+	}
+	var replays int64
+	if len(parts) == 9 {
+		n, ok := parseInt(parts[8])
+		if !ok {
+			return dedupRecord{}, false
+		}
+		replays = n
 	}
 	for i := 0; i < len(parts[0]); i++ {
 		if c := parts[0][i]; !(c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '.' || c == '_' || c == '-') {
@@ -103,7 +121,7 @@ func parseDedupRecord(s string) (dedupRecord, bool) {
 		}
 		v[i] = n
 	}
-	return dedupRecord{parts[0], v[0], v[1], v[2], v[3], v[4], v[5], v[6]}, true
+	return dedupRecord{parts[0], v[0], v[1], v[2], v[3], v[4], v[5], v[6], replays}, true
 }
 
 // recordExpiry is what the programs' eviction reads of a record: its
@@ -119,7 +137,7 @@ func validDedupID(id string) bool {
 }
 
 // EvaluateDedup is the reference model of the dedup programs: what
-// rate-<algorithm>-dedup-v1 answers, and the state and dedup hash it leaves,
+// rate-<algorithm>-dedup-v2 answers, and the state and dedup hash it leaves,
 // for one request of the given cost carrying evaluation ID id, when the
 // subject's state hash holds st, its dedup hash holds d and the server's
 // TIME reads serverNowMillis. The returned maps are st and d themselves
@@ -131,10 +149,13 @@ func validDedupID(id string) bool {
 // arguments (StatusInvalid: no dedup window, an ID outside
 // [A-Za-z0-9._-]{1,64}), the ID's record: malformed
 // (StatusStateIncompatible), unexpired with another policy, revision or
-// cost (StatusDedupConflict), unexpired otherwise (StatusReplayed); then
-// exactly Evaluate, and on StatusAllowed the record is written
-// (expiresAt = serverNow + window) after making room when the hash holds
-// DedupMaxEntries records and this ID is not among them.
+// cost (StatusDedupConflict), unexpired with fewer than p.DedupMaxReplays()
+// replays (StatusReplayed, the record's replay count raised by one); then
+// exactly Evaluate, and on StatusAllowed of an ID without an unexpired
+// record the record is written (expiresAt = serverNow + window, replays 0)
+// after making room when the hash holds DedupMaxEntries records and this
+// ID is not among them. An unexpired record whose replays are spent is
+// left as it is: the request is charged like one without an ID.
 func EvaluateDedup(p ratelimit.Policy, st State, d Dedup, serverNowMillis, cost int64, id string) (Reply, State, Dedup) {
 	return evaluateDedup(p, st, d, serverNowMillis, cost, id, DedupMaxEntries)
 }
@@ -149,7 +170,9 @@ func evaluateDedup(p ratelimit.Policy, st State, d Dedup, serverNowMillis, cost 
 		return r, st, d
 	}
 	window := p.DedupWindow().Milliseconds()
-	if window < 1 || window > DedupMaxWindowMillis || !validDedupID(id) || maxEntries < 1 || maxEntries > dedupMaxCap {
+	maxReplays := p.DedupMaxReplays()
+	if window < 1 || window > DedupMaxWindowMillis || !validDedupID(id) || maxEntries < 1 || maxEntries > dedupMaxCap ||
+		maxReplays < 0 || maxReplays > ratelimit.MaxDedupMaxReplays {
 		return fail(StatusInvalid, now), st, d
 	}
 	raw, seen := d[id]
@@ -162,7 +185,15 @@ func evaluateDedup(p ratelimit.Policy, st State, d Dedup, serverNowMillis, cost 
 			if rec.policy != string(p.ID()) || rec.revision != p.Revision() || rec.cost != cost {
 				return fail(StatusDedupConflict, now), st, d
 			}
-			return Reply{StatusReplayed, rec.serverNow, rec.eff, p.Limit(), rec.rem, 0, rec.reset}, st, d
+			if rec.replays >= maxReplays {
+				// Spent: charged like a request without an ID.
+				r, next := Evaluate(p, st, now, cost)
+				return r, next, d
+			}
+			nd := maps.Clone(d)
+			rec.replays++
+			nd[id] = rec.String()
+			return Reply{StatusReplayed, rec.serverNow, rec.eff, p.Limit(), rec.rem, 0, rec.reset}, st, nd
 		}
 	}
 	r, next := Evaluate(p, st, now, cost)
@@ -177,7 +208,7 @@ func evaluateDedup(p ratelimit.Policy, st State, d Dedup, serverNowMillis, cost 
 		makeRoom(nd, now)
 	}
 	nd[id] = dedupRecord{string(p.ID()), p.Revision(), cost, now + window,
-		r.ServerNowMillis, r.EffectiveNowMillis, r.Remaining, r.ResetAtMillis}.String()
+		r.ServerNowMillis, r.EffectiveNowMillis, r.Remaining, r.ResetAtMillis, 0}.String()
 	return r, next, nd
 }
 

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -81,7 +82,9 @@ func runDedupTx(t *testing.T, ctx context.Context, c *redis.Client, prog Program
 // dedup hash, under a small cap so that eviction runs. Every reply, the
 // stored state and the dedup hash equal the model's for the server time of
 // the call (read by TIME around it in one MULTI; the model must agree for
-// one instant in that range), and the dedup hash always has a TTL.
+// one instant in that range), and the dedup hash always has a TTL. The
+// first policy replays an ID at most twice, the second never, so spent
+// records and charged reuses occur.
 func TestRedisDedupProgramsMatchModel(t *testing.T) {
 	srv := redistest.Start(t)
 	c := srv.Client()
@@ -90,8 +93,8 @@ func TestRedisDedupProgramsMatchModel(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			ctx := redisCtx(t)
 			policies := []ratelimit.Policy{
-				withDedup(t, base, 30*time.Millisecond, "", 0),
-				withDedup(t, base, 30*time.Millisecond, "other", 0),
+				withDedupReplays(t, base, 30*time.Millisecond, "", 0, 2),
+				withDedupReplays(t, base, 30*time.Millisecond, "other", 0, 0),
 			}
 			prog, ok := DedupFor(base.Algorithm())
 			require.True(t, ok)
@@ -140,18 +143,23 @@ func TestRedisDedupProgramsMatchModel(t *testing.T) {
 			}
 			assert.Positive(t, counts[StatusAllowed], "%v", counts)
 			t.Logf("statuses: %v", counts)
-			// Replay and conflict for certain, whatever the machine's
-			// speed: three calls back to back in one MULTI on fresh keys.
+			// Replays, conflict and a spent record for certain, whatever
+			// the machine's speed: calls back to back in one MULTI on
+			// fresh keys (the first policy replays twice).
 			fresh, freshDedup := "dd:{"+name+"}:fresh", "dd:{"+name+"}:fresh-d"
-			var evs [3]*redis.Cmd
+			var evs [5]*redis.Cmd
+			var rec *redis.StringCmd
 			_, err = c.TxPipelined(ctx, func(tx redis.Pipeliner) error {
 				evs[0] = tx.EvalSha(ctx, prog.SHA1, []string{fresh, freshDedup}, dedupArgs(policies[0], 1, "x", maxEntries)...)
 				evs[1] = tx.EvalSha(ctx, prog.SHA1, []string{fresh, freshDedup}, dedupArgs(policies[0], 1, "x", maxEntries)...)
 				evs[2] = tx.EvalSha(ctx, prog.SHA1, []string{fresh, freshDedup}, dedupArgs(policies[1], 1, "x", maxEntries)...)
+				evs[3] = tx.EvalSha(ctx, prog.SHA1, []string{fresh, freshDedup}, dedupArgs(policies[0], 1, "x", maxEntries)...)
+				evs[4] = tx.EvalSha(ctx, prog.SHA1, []string{fresh, freshDedup}, dedupArgs(policies[0], 1, "x", maxEntries)...)
+				rec = tx.HGet(ctx, freshDedup, "x")
 				return nil
 			})
 			require.NoError(t, err)
-			var st [3]Reply
+			var st [5]Reply
 			for i, ev := range evs {
 				v, err := ev.Int64Slice()
 				require.NoError(t, err)
@@ -162,6 +170,12 @@ func TestRedisDedupProgramsMatchModel(t *testing.T) {
 			want.Status = StatusReplayed
 			require.Equal(t, want, st[1])
 			require.Equal(t, StatusDedupConflict, st[2].Status)
+			require.Equal(t, want, st[3])
+			require.Contains(t, []Status{StatusAllowed, StatusDenied}, st[4].Status, "spent: decided like a request without an ID")
+			r, ok := parseDedupRecord(rec.Val())
+			require.True(t, ok, rec.Val())
+			require.Equal(t, int64(2), r.replays, "two replays counted, the charged reuse left the record")
+			require.Equal(t, st[0].ServerNowMillis, r.serverNow)
 		})
 	}
 }
@@ -210,14 +224,24 @@ func TestRedisDedupRefusals(t *testing.T) {
 	require.NoError(t, c.Del(ctx, dk).Err())
 	require.NoError(t, c.HSet(ctx, dk, "id", "not a record").Err())
 	assert.Equal(t, StatusStateIncompatible, run(dedupArgs(p, 1, "id", 4)...).Status)
+	withReplays := func(n any) []any {
+		args := dedupArgs(p, 1, "id", 4)
+		args[len(args)-1-(ArgCountDedup-1-ArgDedupMaxReplays)] = n
+		return args
+	}
 	for _, args := range [][]any{
+		withReplays(int64(17)),
+		withReplays("-1"),
+		withReplays("01"),
+		withReplays(""),
 		dedupArgs(p, 1, "a b", 4),
 		dedupArgs(p, 1, "", 4),
 		dedupArgs(p, 1, "id", 0),
 		dedupArgs(p, 1, "id", 1025),
-		append(Args(p, 1), "id", "api", int64(0), int64(4)),
-		append(Args(p, 1), "id", "API", int64(1000), int64(4)),
-		append(Args(p, 1), "id", "api", int64(86400001), int64(4)),
+		append(Args(p, 1), "id", "api", int64(0), int64(1), int64(4)),
+		append(Args(p, 1), "id", "API", int64(1000), int64(1), int64(4)),
+		append(Args(p, 1), "id", "api", int64(86400001), int64(1), int64(4)),
+		append(Args(p, 1), "id", "api", int64(1000), int64(4)),
 		Args(p, 1),
 	} {
 		assert.Equal(t, StatusInvalid, run(args...).Status, "%v", args)
@@ -231,13 +255,14 @@ func TestRedisDedupRefusals(t *testing.T) {
 }
 
 // TestRedisDedupFootprint measures a full dedup hash (DedupMaxEntries
-// records of edge-sized IDs) with MEMORY USAGE: the per-subject bound
-// docs/degraded-mode.md states.
+// records of edge-sized IDs, each replayed the most a policy allows, so
+// every replay count has two digits) with MEMORY USAGE: the per-subject
+// bound docs/degraded-mode.md states.
 func TestRedisDedupFootprint(t *testing.T) {
 	srv := redistest.Start(t)
 	c := srv.Client()
 	ctx := redisCtx(t)
-	p := withDedup(t, mustPolicy(t, ratelimit.AlgorithmTokenBucket, ratelimit.TokenBucket{Capacity: 1000, RefillTokens: 100, RefillPeriod: time.Second}, 10, time.Minute, 2*time.Second), 10*time.Minute, "api-default.v1", 0)
+	p := withDedupReplays(t, mustPolicy(t, ratelimit.AlgorithmTokenBucket, ratelimit.TokenBucket{Capacity: 1000, RefillTokens: 100, RefillPeriod: time.Second}, 10, time.Minute, 2*time.Second), 10*time.Minute, "api-default.v1", 0, ratelimit.MaxDedupMaxReplays)
 	prog, ok := DedupFor(p.Algorithm())
 	require.True(t, ok)
 	sk, dk := "fp:{s}:state", "fp:{s}:dedup"
@@ -247,9 +272,28 @@ func TestRedisDedupFootprint(t *testing.T) {
 		require.NoError(t, err)
 		require.Equal(t, StatusAllowed, toReply(t, v).Status)
 	}
+	require.NoError(t, c.ScriptLoad(ctx, prog.Source).Err())
+	for i := 5; i < DedupMaxEntries+5; i++ {
+		id := fmt.Sprintf("%043d", i)
+		cmds, err := c.Pipelined(ctx, func(pl redis.Pipeliner) error {
+			for range ratelimit.MaxDedupMaxReplays {
+				pl.EvalSha(ctx, prog.SHA1, []string{sk, dk}, append(Args(p, 1), DedupArgs(p, ratelimit.EvaluationID(id))...)...)
+			}
+			return nil
+		})
+		require.NoError(t, err)
+		for _, cmd := range cmds {
+			v, err := cmd.(*redis.Cmd).Int64Slice()
+			require.NoError(t, err)
+			require.Equal(t, StatusReplayed, toReply(t, v).Status)
+		}
+	}
 	n, err := c.HLen(ctx, dk).Result()
 	require.NoError(t, err)
 	require.Equal(t, int64(DedupMaxEntries), n, "capped")
+	rec, err := c.HGet(ctx, dk, fmt.Sprintf("%043d", 5)).Result()
+	require.NoError(t, err)
+	require.True(t, strings.HasSuffix(rec, " 16"), rec)
 	bytes, err := c.MemoryUsage(ctx, dk, 0).Result()
 	require.NoError(t, err)
 	t.Logf("dedup hash: %d records, MEMORY USAGE %d bytes (%d per record)", n, bytes, bytes/n)

@@ -13,8 +13,14 @@ import (
 )
 
 // withDedup returns p rebuilt with a dedup window (and optionally another
-// ID or revision).
+// ID or revision) and the default DedupMaxReplays.
 func withDedup(t testing.TB, p ratelimit.Policy, window time.Duration, id ratelimit.PolicyID, rev int64) ratelimit.Policy {
+	t.Helper()
+	return withDedupReplays(t, p, window, id, rev, ratelimit.DefaultDedupMaxReplays)
+}
+
+// withDedupReplays is withDedup with DedupMaxReplays maxReplays.
+func withDedupReplays(t testing.TB, p ratelimit.Policy, window time.Duration, id ratelimit.PolicyID, rev, maxReplays int64) ratelimit.Policy {
 	t.Helper()
 	if id == "" {
 		id = p.ID()
@@ -25,7 +31,7 @@ func withDedup(t testing.TB, p ratelimit.Policy, window time.Duration, id rateli
 	q, err := ratelimit.NewPolicy(ratelimit.PolicySpec{
 		ID: id, Revision: rev, Algorithm: p.Algorithm(), Params: p.Params(), MaxCost: p.MaxCost(),
 		CleanupGrace: p.CleanupGrace(), MaxClockRegression: p.MaxClockRegression(),
-		FailurePolicy: ratelimit.FailClosed, DedupWindow: window,
+		FailurePolicy: ratelimit.FailClosed, DedupWindow: window, DedupMaxReplays: &maxReplays,
 	})
 	require.NoError(t, err)
 	return q
@@ -57,7 +63,8 @@ func TestDedupModelReplayAndConflict(t *testing.T) {
 			require.Equal(t, want, r2, "the recorded reply, server time included")
 			require.NoError(t, r2.Check(p))
 			require.Equal(t, st1, st2, "a replay consumes nothing")
-			require.Equal(t, d1, d2)
+			require.Equal(t, strings.TrimSuffix(d1["id-1"], " 0")+" 1", d2["id-1"], "only the replay count changes")
+			require.Len(t, d2, 1)
 
 			for what, q := range map[string]ratelimit.Policy{
 				"another policy":   withDedup(t, base, time.Minute, "other", 0),
@@ -120,7 +127,8 @@ func TestDedupModelRefusals(t *testing.T) {
 	assert.Equal(t, StatusInvalid, r.Status)
 	r, _, _ = EvaluateDedup(p, nil, nil, ratelimit.MaxServerMillis+1, 1, "id")
 	assert.Equal(t, Reply{Status: StatusClockUnsafe}, r)
-	for _, bad := range []string{"", "x", "p 1 1 1 1 1 1", "p 1 1 1 1 1 1 01", "P 1 1 1 1 1 1 1", "p 1 1 1 1 1 1 1 1", "p  1 1 1 1 1 1 1"} {
+	for _, bad := range []string{"", "x", "p 1 1 1 1 1 1", "p 1 1 1 1 1 1 01", "P 1 1 1 1 1 1 1", "p 1 1 1 1 1 1 1 1 1", "p  1 1 1 1 1 1 1",
+		"p 1 1 1 1 1 1 1 01", "p 1 1 1 1 1 1 1 ", "p 1 1 1 1 1 1 1 -1", "p 1 1 1 1 1 1 1 1 "} {
 		d := Dedup{"id": bad}
 		r, st, d2 := EvaluateDedup(p, nil, d, t0, 1, "id")
 		assert.Equal(t, Reply{Status: StatusStateIncompatible, ServerNowMillis: t0}, r, "%q", bad)
@@ -169,4 +177,87 @@ func TestDedupModelCap(t *testing.T) {
 		require.NotContains(t, d, gone)
 	}
 	require.Contains(t, d, "id-008")
+}
+
+// TestDedupModelReplayBudget: with DedupMaxReplays n, an admitted ID is
+// replayed free exactly n times within the window; every further reuse is
+// charged like a request without an ID (and denied once the limit is
+// spent), records nothing and leaves the spent record as it is; after the
+// window the ID is recorded afresh with a new budget. On every algorithm,
+// for n = 0 (every reuse charged), 1 (the default) and the maximum.
+func TestDedupModelReplayBudget(t *testing.T) {
+	const t0 = int64(1_700_000_000_000)
+	for name, base := range map[string]ratelimit.Policy{
+		"fixed":   mustPolicy(t, ratelimit.AlgorithmFixedWindow, ratelimit.FixedWindow{Limit: 5, Window: time.Hour}, 1, time.Second, time.Second),
+		"sliding": mustPolicy(t, ratelimit.AlgorithmSlidingWindowCounter, ratelimit.SlidingWindowCounter{Limit: 5, Window: time.Hour}, 1, time.Second, time.Second),
+		"token":   mustPolicy(t, ratelimit.AlgorithmTokenBucket, ratelimit.TokenBucket{Capacity: 5, RefillTokens: 1, RefillPeriod: time.Hour}, 1, time.Second, time.Second),
+	} {
+		for _, n := range []int64{0, 1, ratelimit.MaxDedupMaxReplays} {
+			t.Run(fmt.Sprintf("%s %d replays", name, n), func(t *testing.T) {
+				p := withDedupReplays(t, base, time.Minute, "", 0, n)
+				var st State
+				var d Dedup
+				var r Reply
+				counts := map[Status]int64{}
+				// 40 uses of one ID on a limit of 5: 5 charged admissions
+				// (the first recorded), n replays, the rest denied.
+				var spent string
+				for i := range int64(40) {
+					r, st, d = EvaluateDedup(p, st, d, t0+i, 1, "one-key")
+					counts[r.Status]++
+					require.Len(t, d, 1, "use %d: one record", i)
+					if counts[StatusAllowed]+counts[StatusReplayed] > 1+n {
+						if spent == "" {
+							spent = d["one-key"]
+						}
+						require.Equal(t, spent, d["one-key"], "use %d: a spent record is left as it is", i)
+					}
+				}
+				require.Equal(t, int64(5), counts[StatusAllowed], "%v", counts)
+				require.Equal(t, n, counts[StatusReplayed], "%v", counts)
+				require.Equal(t, 35-n, counts[StatusDenied], "%v", counts)
+				rec, ok := parseDedupRecord(d["one-key"])
+				require.True(t, ok)
+				require.Equal(t, n, rec.replays)
+				require.Equal(t, t0+time.Minute.Milliseconds(), rec.expires, "recorded by the first use only")
+
+				// After the window: recorded afresh (if admitted), with a
+				// new budget; the state is spent, so here it is denied and
+				// nothing is recorded.
+				later := t0 + time.Minute.Milliseconds()
+				r, _, d2 := EvaluateDedup(p, st, d, later, 1, "one-key")
+				require.Equal(t, StatusDenied, r.Status)
+				require.Equal(t, d, d2)
+				// With room in the limit (a fresh state), a new record.
+				r, _, d3 := EvaluateDedup(p, nil, d, later, 1, "one-key")
+				require.Equal(t, StatusAllowed, r.Status)
+				rec, ok = parseDedupRecord(d3["one-key"])
+				require.True(t, ok)
+				require.Zero(t, rec.replays)
+				require.Equal(t, later+time.Minute.Milliseconds(), rec.expires)
+
+				// Conflicts are unchanged by a spent budget.
+				r, _, _ = EvaluateDedup(p, st, d, t0+50, 2, "one-key")
+				require.Equal(t, StatusDedupConflict, r.Status, "another cost")
+				r, _, _ = EvaluateDedup(withDedupReplays(t, base, time.Minute, "other", 0, n), nil, d, t0+50, 1, "one-key")
+				require.Equal(t, StatusDedupConflict, r.Status, "another policy")
+			})
+		}
+	}
+}
+
+// TestDedupModelReadsV1Records: a record written by the v1 programs (no
+// replay count) reads as replays 0: replayed while the budget lasts and
+// rewritten with the count.
+func TestDedupModelReadsV1Records(t *testing.T) {
+	const t0 = int64(1_700_000_000_000)
+	p := withDedup(t, smallPolicy(t, ratelimit.AlgorithmFixedWindow, time.Second), time.Minute, "", 0)
+	v1 := Dedup{"id": "programs-test 7 1 1700000060000 1700000000000 1700000000000 4 1700000001000"}
+	r, st, d := EvaluateDedup(p, nil, v1, t0+10, 1, "id")
+	require.Equal(t, Reply{StatusReplayed, t0, t0, p.Limit(), 4, 0, 1700000001000}, r)
+	require.Nil(t, st)
+	require.Equal(t, Dedup{"id": v1["id"] + " 1"}, d)
+	r, _, d2 := EvaluateDedup(p, nil, d, t0+20, 1, "id")
+	require.Equal(t, StatusAllowed, r.Status, "spent: charged")
+	require.Equal(t, d, d2)
 }

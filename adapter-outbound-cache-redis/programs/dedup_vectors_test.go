@@ -15,11 +15,11 @@ import (
 	"github.com/tech-log/tech-log-backend/shared-contract/ratelimit"
 )
 
-var updateDedupVectors = flag.Bool("update", false, "rewrite testdata/dedup-vectors-v1.json from the model")
+var updateDedupVectors = flag.Bool("update", false, "rewrite testdata/dedup-vectors-v2.json from the model")
 
-const dedupVectorsFile = "testdata/dedup-vectors-v1.json"
+const dedupVectorsFile = "testdata/dedup-vectors-v2.json"
 
-// dedupVectorFile is testdata/dedup-vectors-v1.json: seeded step sequences
+// dedupVectorFile is testdata/dedup-vectors-v2.json: seeded step sequences
 // of the dedup programs with the model's reply and dedup-hash size after
 // every step, generated from EvaluateDedup (go test -run TestDedupVectors
 // -update) and reviewed in diffs.
@@ -36,6 +36,7 @@ type dedupVectorCase struct {
 	// programs-test) or "b" (ID other-policy), sharing one dedup hash.
 	Policy            string            `json:"policy"`
 	DedupWindowMillis int64             `json:"dedupWindowMillis"`
+	MaxReplays        int64             `json:"maxReplays"`
 	MaxEntries        int               `json:"maxEntries"`
 	Steps             []dedupVectorStep `json:"steps"`
 }
@@ -53,20 +54,22 @@ func (vc dedupVectorCase) policies(t testing.TB) map[string]ratelimit.Policy {
 	alg := map[string]ratelimit.Algorithm{"fixed": ratelimit.AlgorithmFixedWindow, "sliding": ratelimit.AlgorithmSlidingWindowCounter, "token": ratelimit.AlgorithmTokenBucket}[vc.Policy]
 	base := smallPolicy(t, alg, time.Second)
 	w := time.Duration(vc.DedupWindowMillis) * time.Millisecond
-	return map[string]ratelimit.Policy{"a": withDedup(t, base, w, "", 0), "b": withDedup(t, base, w, "other-policy", 0)}
+	return map[string]ratelimit.Policy{"a": withDedupReplays(t, base, w, "", 0, vc.MaxReplays), "b": withDedupReplays(t, base, w, "other-policy", 0, vc.MaxReplays)}
 }
 
 // generateDedupVectors builds the cases from the model: per algorithm two
-// windows and two caps, 120 steps of random time steps (mostly small,
+// windows and two caps, max replays 0, 1 or 3 in turn, 120 steps of random time steps (mostly small,
 // sometimes past the window, sometimes backwards, within the tolerated
 // regression or beyond it), costs 1..2, IDs from a pool of 8, policy b one step in five.
 func generateDedupVectors(t testing.TB) dedupVectorFile {
-	f := dedupVectorFile{Format: "dedup-vectors/v1", Note: "generated from programs.EvaluateDedup; every case starts from empty keys"}
+	f := dedupVectorFile{Format: "dedup-vectors/v2", Note: "generated from programs.EvaluateDedup; every case starts from empty keys"}
 	seed := uint64(1)
+	replays := []int64{0, 1, 3}
 	for _, alg := range []string{"fixed", "sliding", "token"} {
 		for _, w := range []int64{250, 5000} {
 			for _, maxEntries := range []int{3, DedupMaxEntries} {
-				vc := dedupVectorCase{Name: fmt.Sprintf("%s window %dms cap %d", alg, w, maxEntries), Policy: alg, DedupWindowMillis: w, MaxEntries: maxEntries}
+				n := replays[seed%3]
+				vc := dedupVectorCase{Name: fmt.Sprintf("%s window %dms cap %d replays %d", alg, w, maxEntries, n), Policy: alg, DedupWindowMillis: w, MaxReplays: n, MaxEntries: maxEntries}
 				ps := vc.policies(t)
 				rng := rand.New(rand.NewPCG(20261203, seed))
 				seed++
@@ -101,7 +104,8 @@ func generateDedupVectors(t testing.TB) dedupVectorFile {
 
 // TestDedupVectors: the checked-in vectors are exactly what the model
 // generates (go test -update rewrites them), and they cover every dedup
-// status and the cap.
+// status, the cap, a reuse charged after the replays are spent, and no
+// replay where max replays is 0.
 func TestDedupVectors(t *testing.T) {
 	f := generateDedupVectors(t)
 	var b bytes.Buffer
@@ -116,12 +120,26 @@ func TestDedupVectors(t *testing.T) {
 	require.Equal(t, string(raw), b.String(), "the model no longer reproduces %s (go test -run TestDedupVectors -update, then review the diff)", dedupVectorsFile)
 	seen := map[Status]int{}
 	capped := false
+	charged := 0 // ALLOWED steps of an ID with a live record: a reuse charged after its replays
 	for _, vc := range f.Cases {
+		recorded := map[string]int64{} // ID -> server time of its record (cap 64: nothing is evicted)
 		for _, s := range vc.Steps {
 			seen[Status(s.Reply[0])]++
 			capped = capped || (vc.MaxEntries == 3 && s.DedupLen == 3)
+			if vc.MaxReplays == 0 {
+				require.NotEqual(t, int64(StatusReplayed), s.Reply[0], "%s: no replay with max replays 0", vc.Name)
+			}
+			if vc.MaxEntries != DedupMaxEntries || s.Reply[0] != int64(StatusAllowed) {
+				continue
+			}
+			if at, ok := recorded[s.ID]; ok && at+vc.DedupWindowMillis > s.ServerNowMillis {
+				charged++
+			} else {
+				recorded[s.ID] = s.ServerNowMillis
+			}
 		}
 	}
+	require.Positive(t, charged, "no reuse charged within the window")
 	for _, s := range []Status{StatusAllowed, StatusDenied, StatusClockUnsafe, StatusReplayed, StatusDedupConflict} {
 		require.Positive(t, seen[s], "no %v step in the vectors: %v", s, seen)
 	}
@@ -138,7 +156,7 @@ func TestDedupProgramsReproduceVectors(t *testing.T) {
 	dec := json.NewDecoder(bytes.NewReader(raw))
 	dec.DisallowUnknownFields()
 	require.NoError(t, dec.Decode(&f))
-	require.Equal(t, "dedup-vectors/v1", f.Format)
+	require.Equal(t, "dedup-vectors/v2", f.Format)
 	for n, vc := range f.Cases {
 		t.Run(vc.Name, func(t *testing.T) {
 			t.Parallel()

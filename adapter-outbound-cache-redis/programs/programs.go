@@ -37,11 +37,11 @@ var (
 	slidingCounterChargeSource string
 	//go:embed rate-token-bucket-charge-v1.lua
 	tokenBucketChargeSource string
-	//go:embed rate-fixed-window-dedup-v1.lua
+	//go:embed rate-fixed-window-dedup-v2.lua
 	fixedWindowDedupSource string
-	//go:embed rate-sliding-counter-dedup-v1.lua
+	//go:embed rate-sliding-counter-dedup-v2.lua
 	slidingCounterDedupSource string
-	//go:embed rate-token-bucket-dedup-v1.lua
+	//go:embed rate-token-bucket-dedup-v2.lua
 	tokenBucketDedupSource string
 	//go:embed manifest.json
 	manifestJSON []byte
@@ -95,9 +95,9 @@ func definitions() []definition {
 		{"rate-fixed-window-charge-v1", 1, ratelimit.AlgorithmFixedWindow, ArgCountWindow, fixedWindowChargeSource, true, false},
 		{"rate-sliding-counter-charge-v1", 1, ratelimit.AlgorithmSlidingWindowCounter, ArgCountWindow, slidingCounterChargeSource, true, false},
 		{"rate-token-bucket-charge-v1", 1, ratelimit.AlgorithmTokenBucket, ArgCountTokenBucket, tokenBucketChargeSource, true, false},
-		{"rate-fixed-window-dedup-v1", 1, ratelimit.AlgorithmFixedWindow, ArgCountWindow + ArgCountDedup, fixedWindowDedupSource, false, true},
-		{"rate-sliding-counter-dedup-v1", 1, ratelimit.AlgorithmSlidingWindowCounter, ArgCountWindow + ArgCountDedup, slidingCounterDedupSource, false, true},
-		{"rate-token-bucket-dedup-v1", 1, ratelimit.AlgorithmTokenBucket, ArgCountTokenBucket + ArgCountDedup, tokenBucketDedupSource, false, true},
+		{"rate-fixed-window-dedup-v2", 2, ratelimit.AlgorithmFixedWindow, ArgCountWindow + ArgCountDedup, fixedWindowDedupSource, false, true},
+		{"rate-sliding-counter-dedup-v2", 2, ratelimit.AlgorithmSlidingWindowCounter, ArgCountWindow + ArgCountDedup, slidingCounterDedupSource, false, true},
+		{"rate-token-bucket-dedup-v2", 2, ratelimit.AlgorithmTokenBucket, ArgCountTokenBucket + ArgCountDedup, tokenBucketDedupSource, false, true},
 	}
 }
 
@@ -283,7 +283,7 @@ func ChargeFor(a ratelimit.Algorithm) (p Program, ok bool) {
 }
 
 // DedupFor returns the dedup decision program of a (rate-<algorithm>-
-// dedup-v1): the decision of ForAlgorithm(a) on the same state, KEYS[2] the
+// dedup-v2): the decision of ForAlgorithm(a) on the same state, KEYS[2] the
 // subject's dedup hash and ARGV the decision program's followed by
 // DedupArgs; EvaluateDedup is its model. ok is false for an unsupported
 // algorithm or when Verify fails.

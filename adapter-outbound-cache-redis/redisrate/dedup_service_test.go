@@ -14,8 +14,9 @@ import (
 )
 
 // TestServiceDedup: through the provider on a real server, per algorithm:
-// a repeated evaluation ID is answered the recorded decision and charged
-// once; the same ID with another cost or on another policy is
+// a repeated evaluation ID is answered the recorded decision, free, up to
+// the policy's DedupMaxReplays (3 here) times, and a further reuse is
+// charged like a new request; the same ID with another cost or on another policy is
 // Incompatible{dedup_conflict}; a request without an ID is charged as
 // usual; Start loaded the dedup programs; the dedup hash has a TTL no
 // longer than the window.
@@ -24,10 +25,11 @@ func TestServiceDedup(t *testing.T) {
 	admin := srv.Client()
 	keys := randomKeys(t)
 	var pols []ratelimit.Policy
+	const maxReplays = 3
 	for _, p := range conformancePolicies(t, 1) {
 		q, err := ratelimit.NewPolicy(ratelimit.PolicySpec{ID: p.ID() + "-dd", Revision: 1, Algorithm: p.Algorithm(), Params: p.Params(),
 			MaxCost: p.MaxCost(), CleanupGrace: p.CleanupGrace(), MaxClockRegression: p.MaxClockRegression(),
-			FailurePolicy: ratelimit.FailClosed, DedupWindow: time.Minute})
+			FailurePolicy: ratelimit.FailClosed, DedupWindow: time.Minute, DedupMaxReplays: new(int64(maxReplays))})
 		require.NoError(t, err)
 		pols = append(pols, q)
 	}
@@ -50,7 +52,7 @@ func TestServiceDedup(t *testing.T) {
 			require.True(t, ratelimit.Admitted(first), "%v", first)
 			d1 := first.(ratelimit.Evaluated).Decision
 			assert.False(t, d1.Replayed)
-			for range 3 {
+			for range maxReplays {
 				again := evaluate(pol.ID(), subject, 1, "e-1")
 				require.True(t, ratelimit.Admitted(again), "%v", again)
 				d := again.(ratelimit.Evaluated).Decision
@@ -64,13 +66,18 @@ func TestServiceDedup(t *testing.T) {
 			} {
 				assert.Equal(t, ratelimit.CategoryDedupConflict, ratelimit.CategoryOf(out), "%s: %v", name, out)
 			}
-			// Charged once: the next plain request sees one unit used.
+			// The replays are spent: the next reuse is charged.
+			spent := evaluate(pol.ID(), subject, 1, "e-1")
+			require.True(t, ratelimit.Admitted(spent), "%v", spent)
+			assert.False(t, spent.(ratelimit.Evaluated).Decision.Replayed, "spent: charged")
+			// Charged twice (the first use and the spent reuse): the next
+			// plain request sees two units used.
 			next := evaluate(pol.ID(), subject, 1, "")
 			require.True(t, ratelimit.Admitted(next), "%v", next)
 			if dn := next.(ratelimit.Evaluated).Decision; pol.Algorithm() == ratelimit.AlgorithmFixedWindow && !dn.ResetAt.Equal(d1.ResetAt) {
 				t.Logf("the hour window rolled over between the calls; remaining %d in the new window", dn.Remaining)
 			} else {
-				assert.Equal(t, d1.Remaining-1, dn.Remaining)
+				assert.Equal(t, d1.Remaining-2, dn.Remaining)
 			}
 			dk, err := DedupKey(keys, subject)
 			require.NoError(t, err)

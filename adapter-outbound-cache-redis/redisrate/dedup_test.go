@@ -19,15 +19,22 @@ func dedupPolicy(t testing.TB, id ratelimit.PolicyID) ratelimit.Policy {
 	return mustPolicy(t, ratelimit.PolicySpec{ID: id, Params: ratelimit.FixedWindow{Limit: 5, Window: time.Minute}, MaxCost: 5, MaxClockRegression: 2 * time.Second, DedupWindow: 10 * time.Minute})
 }
 
-// dedupFakeProvider is a Provider over f with the plain test policies and
-// "dd", a fixed window with a 10 minute dedup window.
+// noReplayPolicy is dedupPolicy with DedupMaxReplays 0.
+func noReplayPolicy(t testing.TB, id ratelimit.PolicyID) ratelimit.Policy {
+	zero := int64(0)
+	return mustPolicy(t, ratelimit.PolicySpec{ID: id, Params: ratelimit.FixedWindow{Limit: 5, Window: time.Minute}, MaxCost: 5, MaxClockRegression: 2 * time.Second, DedupWindow: 10 * time.Minute, DedupMaxReplays: &zero})
+}
+
+// dedupFakeProvider is a Provider over f with the plain test policies,
+// "dd", a fixed window with a 10 minute dedup window, and "dd0", the same
+// with DedupMaxReplays 0.
 func dedupFakeProvider(t testing.TB, f *fakeCommander, opts Options) *Provider {
 	t.Helper()
 	opts.CommandTimeout, opts.MaxInFlight = testTimeout, 4
 	if opts.Now == nil {
 		opts.Now = func() time.Time { return t0 }
 	}
-	p, err := newProvider(f, testKeys(t), append(testPolicies(t), dedupPolicy(t, "dd")), opts)
+	p, err := newProvider(f, testKeys(t), append(testPolicies(t), dedupPolicy(t, "dd"), noReplayPolicy(t, "dd0")), opts)
 	require.NoError(t, err)
 	return p
 }
@@ -76,7 +83,7 @@ func TestDedupCallShape(t *testing.T) {
 	require.Len(t, argv, dprog.ArgCount)
 	assert.Equal(t, int64(2), argv[programs.ArgCost])
 	tail := argv[len(argv)-programs.ArgCountDedup:]
-	assert.Equal(t, []any{"evaluation-1", "dd", int64(600_000), int64(programs.DedupMaxEntries)}, tail)
+	assert.Equal(t, []any{"evaluation-1", "dd", int64(600_000), int64(ratelimit.DefaultDedupMaxReplays), int64(programs.DedupMaxEntries)}, tail)
 
 	require.True(t, ratelimit.Admitted(p.Evaluate(context.Background(), request("dd", subjectA, 2, t0))))
 	plain, ok := programs.ForAlgorithm(ratelimit.AlgorithmFixedWindow)
@@ -122,7 +129,8 @@ func TestDedupReplies(t *testing.T) {
 // TestDedupRetry: an Indeterminate dedup call whose reply was lost is sent
 // once more with the same ID within the deadline; its decision is the
 // answer. A retry without a decision keeps the first Indeterminate. No
-// retry without an ID, without time for one, or for other categories.
+// retry without an ID, without time for one, for a policy without replays
+// (the retry would be charged), or for other categories.
 func TestDedupRetry(t *testing.T) {
 	pol := dedupPolicy(t, "dd")
 	readTimeout := &net.OpError{Op: "read", Net: "tcp", Err: os.ErrDeadlineExceeded}
@@ -167,6 +175,7 @@ func TestDedupRetry(t *testing.T) {
 		opts Options
 	}{
 		"no evaluation id":    {request("dd", subjectA, 1, t0), Options{}},
+		"no replays":          {withID(request("dd0", subjectA, 1, t0), "e"), Options{}},
 		"no time for a retry": {withID(ratelimit.Request{PolicyID: "dd", SubjectDigest: subjectA, Cost: 1, Deadline: t0.Add(testTimeout + time.Millisecond)}, "e"), Options{Now: func() func() time.Time { n := t0; return func() time.Time { n = n.Add(time.Millisecond); return n } }()}},
 	} {
 		f := first(fakeReply{val: modelReplyOf(replayed)})

@@ -58,8 +58,10 @@ func (p *Provider) Evaluate(ctx context.Context, req ratelimit.Request) (out rat
 // evaluation ID and, when that call is Indeterminate because its reply was
 // lost (timeout, connection lost), sends it once more with the same ID if
 // the caller's deadline leaves a command timeout for it: the program
-// answers the recorded decision if the first call admitted, so the request
-// is charged at most once (docs/degraded-mode.md). A retry that gets no
+// answers the recorded decision if the first call admitted (using one of
+// the ID's replays), so the request is charged at most once
+// (docs/degraded-mode.md). A policy whose DedupMaxReplays is 0 is never
+// retried: its program would charge the retry again. A retry that gets no
 // decision leaves the first call's Indeterminate.
 func (p *Provider) evaluateDedup(ctx context.Context, c checked, req ratelimit.Request) ratelimit.Outcome {
 	ps := c.policy
@@ -69,7 +71,7 @@ func (p *Provider) evaluateDedup(ctx context.Context, c checked, req ratelimit.R
 	out := run()
 	ind, ok := out.(ratelimit.Indeterminate)
 	if !ok || (ind.Category != ratelimit.CategoryTimeout && ind.Category != ratelimit.CategoryConnectionLost) ||
-		p.exec.acks > 0 || ctx.Err() != nil || p.now().After(c.sendBy) {
+		p.exec.acks > 0 || ps.policy.DedupMaxReplays() == 0 || ctx.Err() != nil || p.now().After(c.sendBy) {
 		return out
 	}
 	retried := run()

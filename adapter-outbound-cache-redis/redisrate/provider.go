@@ -115,7 +115,7 @@ type policyState struct {
 	algorithm string
 	certainty ratelimit.Certainty
 	// dedup and dedupArgv are set for a policy with a dedup window: the
-	// rate-<algorithm>-dedup-v1 program and its ARGV (Args followed by
+	// rate-<algorithm>-dedup-v2 program and its ARGV (Args followed by
 	// programs.DedupArgs with an empty ID, which the executor replaces).
 	// A request with an EvaluationID uses them, one without uses script.
 	dedup     *script

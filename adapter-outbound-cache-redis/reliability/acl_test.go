@@ -74,7 +74,7 @@ func TestACLLeastPrivilegeUsers(t *testing.T) {
 		require.True(t, ratelimit.Admitted(out), "%s as tlb-rate: %v", pol.ID(), out)
 	}
 	// The dedup programs as tlb-rate: a full dedup hash (record, evict,
-	// replay) needs only the documented commands.
+	// replay, a spent ID charged) needs only the documented commands.
 	ddPol, err := ratelimit.NewPolicy(ratelimit.PolicySpec{ID: "acl-dedup", Revision: 1, Algorithm: ratelimit.AlgorithmFixedWindow,
 		Params: ratelimit.FixedWindow{Limit: 1000, Window: time.Hour}, MaxCost: 1, CleanupGrace: time.Minute,
 		FailurePolicy: ratelimit.FailClosed, DedupWindow: time.Minute})
@@ -83,7 +83,7 @@ func TestACLLeastPrivilegeUsers(t *testing.T) {
 	ddSubject := randomSubject(t)
 	for i := range programs.DedupMaxEntries + 2 {
 		id := ratelimit.EvaluationID("acl-" + strconv.Itoa(i))
-		for range 2 { // record (evicting once full), then replay
+		for range 3 { // record (evicting once full), replay, then charge (spent)
 			out := dd.Evaluate(context.Background(), ratelimit.Request{PolicyID: ddPol.ID(), SubjectDigest: ddSubject, Cost: 1, EvaluationID: id, Deadline: time.Now().Add(30 * time.Second)})
 			require.True(t, ratelimit.Admitted(out), "dedup as tlb-rate: %v", out)
 		}

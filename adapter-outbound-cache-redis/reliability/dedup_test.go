@@ -18,7 +18,8 @@ import (
 	"github.com/tech-log/tech-log-backend/shared-contract/ratelimit"
 )
 
-// dedupPolicies are hourPolicies with a 10 minute dedup window.
+// dedupPolicies are hourPolicies with a 10 minute dedup window (and the
+// default DedupMaxReplays, 1).
 func dedupPolicies(t testing.TB) []ratelimit.Policy {
 	var out []ratelimit.Policy
 	for _, p := range hourPolicies(t) {
@@ -187,13 +188,15 @@ func TestDedupRetryChargesOnce(t *testing.T) {
 			decided, failed := p.DedupRetries()
 			assert.Equal(t, [2]uint64{1, 0}, [2]uint64{decided, failed})
 
-			// The same ID again, later: replayed, nothing charged.
+			// The same ID again, later: the lost call and its retry used
+			// the ID's one replay (whichever ran second), so this reuse
+			// is charged like a new request.
 			out = p.Evaluate(context.Background(), ratelimit.Request{PolicyID: pol.ID(), SubjectDigest: subject, Cost: 2,
 				EvaluationID: "lost-reply-1", Deadline: time.Now().Add(dedupDeadline)})
 			require.True(t, ratelimit.Admitted(out), "%v", out)
-			assert.True(t, out.(ratelimit.Evaluated).Decision.Replayed)
+			assert.False(t, out.(ratelimit.Evaluated).Decision.Replayed)
 			used, _ = consumed(t, admin, keys, pol, subject)
-			assert.Equal(t, int64(2), used)
+			assert.Equal(t, int64(4), used)
 		})
 		t.Run(pol.Algorithm().String()+" without an evaluation id", func(t *testing.T) {
 			p, direct := lossyProvider(t, proxy.Listen, srv.Addr(), keys, []ratelimit.Policy{pol})

@@ -106,6 +106,7 @@ type policyJSON struct {
 	FailurePolicy      *string   `json:"failurePolicy"`
 	FallbackInstances  *int64    `json:"fallbackInstances"`
 	DedupWindow        *duration `json:"dedupWindow"`
+	DedupMaxReplays    *int64    `json:"dedupMaxReplays"`
 	Routes             []string  `json:"routes"`
 }
 
@@ -286,6 +287,19 @@ func (p policyJSON) spec() (ratelimit.PolicySpec, []error) {
 		spec.DedupWindow = parseDuration("dedupWindow", p.DedupWindow, &problems)
 		if spec.DedupWindow == 0 {
 			problems = append(problems, fmt.Errorf("dedupWindow: %q must be positive (omit the field for no dedup)", *p.DedupWindow))
+		}
+	}
+	if p.DedupMaxReplays != nil {
+		// Optional: absent means ratelimit.DefaultDedupMaxReplays. Without
+		// a dedup window it would mean nothing, so it is refused rather
+		// than ignored.
+		switch n := *p.DedupMaxReplays; {
+		case p.DedupWindow == nil:
+			problems = append(problems, fmt.Errorf("dedupMaxReplays: %d is set without \"dedupWindow\" (replays exist only with a dedup window; add one or remove the field)", n))
+		case n < 0 || n > ratelimit.MaxDedupMaxReplays:
+			problems = append(problems, fmt.Errorf("dedupMaxReplays: %d is not an integer 0..%d", n, ratelimit.MaxDedupMaxReplays))
+		default:
+			spec.DedupMaxReplays = &n
 		}
 	}
 	if p.Algorithm == nil {

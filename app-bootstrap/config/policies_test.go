@@ -3,6 +3,7 @@ package config
 import (
 	"errors"
 	"os"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -270,6 +271,13 @@ func TestParsePoliciesDedupWindow(t *testing.T) {
 	require.NoError(t, err)
 	api, _ := set.Policy("api")
 	assert.Equal(t, 10*time.Minute, api.DedupWindow())
+	assert.Equal(t, int64(ratelimit.DefaultDedupMaxReplays), api.DedupMaxReplays(), "the default")
+	for _, n := range []int64{0, 3, ratelimit.MaxDedupMaxReplays} {
+		set, err = ParsePolicies(strings.NewReader(head + `,"dedupWindow":"10m","dedupMaxReplays":` + strconv.FormatInt(n, 10) + `}]}`))
+		require.NoError(t, err)
+		api, _ = set.Policy("api")
+		assert.Equal(t, n, api.DedupMaxReplays())
+	}
 
 	set, err = ParsePolicies(strings.NewReader(head + `}]}`))
 	require.NoError(t, err)
@@ -284,6 +292,13 @@ func TestParsePoliciesDedupWindow(t *testing.T) {
 		{"above the maximum", `"dedupWindow":"25h"`, "DedupWindow"},
 		{"a number", `"dedupWindow":600`, "dedupWindow"},
 		{"wrong case", `"DedupWindow":"10m"`, "DedupWindow"},
+		{"max replays without a window", `"dedupMaxReplays":1`, "dedupMaxReplays: 1 is set without \"dedupWindow\""},
+		{"max replays 0 without a window", `"dedupMaxReplays":0`, "dedupMaxReplays: 0 is set without"},
+		{"max replays negative", `"dedupWindow":"10m","dedupMaxReplays":-1`, "dedupMaxReplays: -1 is not an integer 0..16"},
+		{"max replays above the maximum", `"dedupWindow":"10m","dedupMaxReplays":17`, "dedupMaxReplays: 17 is not an integer 0..16"},
+		{"max replays not an integer", `"dedupWindow":"10m","dedupMaxReplays":1.5`, "dedupMaxReplays"},
+		{"max replays a string", `"dedupWindow":"10m","dedupMaxReplays":"1"`, "dedupMaxReplays"},
+		{"max replays wrong case", `"dedupWindow":"10m","DedupMaxReplays":1`, "DedupMaxReplays"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			_, err := ParsePolicies(strings.NewReader(head + `,` + tt.extra + `}]}`))

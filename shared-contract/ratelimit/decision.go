@@ -82,9 +82,9 @@ type Decision struct {
 	Source         Source
 	Certainty      Certainty
 	// Replayed is true when the port answered a decision it had recorded
-	// for the request's EvaluationID within the policy's dedup window: the
-	// same decision, ServerNow and ResetAt included, and nothing consumed
-	// by this call.
+	// for the request's EvaluationID within the policy's dedup window (at
+	// most Policy.DedupMaxReplays times per ID): the same decision,
+	// ServerNow and ResetAt included, and nothing consumed by this call.
 	Replayed bool
 }
 

@@ -146,6 +146,12 @@ func FuzzNewPolicy(f *testing.F) {
 			// Any duration: the oracle accepts 1ms..MaxDedupWindow, whole ms.
 			spec.DedupWindow = time.Duration(regression) + time.Duration(revision%3)*ms
 		}
+		if maxCost%4 == 3 {
+			// Any count, with or without a window: the oracle accepts
+			// 0..16 with a window only.
+			n := b%20 - 2
+			spec.DedupMaxReplays = &n
+		}
 		switch alg % 4 {
 		case 1:
 			spec.Params = ratelimit.FixedWindow{Limit: a, Window: time.Duration(d)}

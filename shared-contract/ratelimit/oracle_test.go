@@ -211,6 +211,9 @@ func oracleAccepts(s ratelimit.PolicySpec) bool {
 	if s.DedupWindow != 0 && (s.DedupWindow%time.Millisecond != 0 || s.DedupWindow < time.Millisecond || s.DedupWindow > 24*time.Hour) {
 		return false
 	}
+	if r := s.DedupMaxReplays; r != nil && (s.DedupWindow == 0 || *r < 0 || *r > 16) {
+		return false
+	}
 	g, ok := wholeMillis(s.CleanupGrace, 1)
 	if !ok {
 		return false

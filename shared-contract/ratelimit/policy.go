@@ -66,6 +66,7 @@ var (
 	ErrMaxCostAboveLimit = errors.New("max cost exceeds the limit or capacity")
 	ErrUnsupported       = errors.New("not supported in v1")
 	ErrDedupWindow       = errors.New("dedup window above the maximum")
+	ErrDedupMaxReplays   = errors.New("dedup max replays out of range")
 )
 
 // PolicyError names the PolicySpec field at fault and why.
@@ -114,7 +115,21 @@ type PolicySpec struct {
 	// answers the recorded decision and consumes nothing. Whole
 	// milliseconds, 0 (off) or 1ms..MaxDedupWindow.
 	DedupWindow time.Duration
+	// DedupMaxReplays is how many times, within DedupWindow, an admitted
+	// evaluation ID is answered as a free replay; a further reuse of the ID
+	// is charged like a new request. nil means DefaultDedupMaxReplays;
+	// otherwise 0..MaxDedupMaxReplays (0 charges every reuse). Only a
+	// policy with a DedupWindow may set it.
+	DedupMaxReplays *int64
 }
+
+// DefaultDedupMaxReplays is a dedup policy's DedupMaxReplays when the spec
+// leaves it nil (the policy file's "dedupMaxReplays" default).
+const DefaultDedupMaxReplays = 1
+
+// MaxDedupMaxReplays bounds PolicySpec.DedupMaxReplays: the handler runs at
+// most 1 + MaxDedupMaxReplays times per admitted request.
+const MaxDedupMaxReplays = 16
 
 // MaxDedupWindow bounds PolicySpec.DedupWindow: how long a subject's dedup
 // records are kept (docs/degraded-mode.md has the memory per subject).
@@ -134,6 +149,7 @@ type Policy struct {
 	failurePolicy      FailurePolicy
 	fallbackInstances  int64
 	dedupWindowMs      int64
+	dedupMaxReplays    int64
 }
 
 // NewPolicy validates spec and freezes it. It returns every violation joined
@@ -171,6 +187,19 @@ func NewPolicy(spec PolicySpec) (Policy, error) {
 		if spec.DedupWindow > MaxDedupWindow {
 			v.fail("DedupWindow", ErrDedupWindow, "%v > %v", spec.DedupWindow, MaxDedupWindow)
 		}
+	}
+	var replays int64
+	switch {
+	case spec.DedupMaxReplays == nil:
+		if spec.DedupWindow != 0 {
+			replays = DefaultDedupMaxReplays
+		}
+	case spec.DedupWindow == 0:
+		v.fail("DedupMaxReplays", ErrUnsupported, "%d: only a policy with a dedup window replays", *spec.DedupMaxReplays)
+	case *spec.DedupMaxReplays < 0 || *spec.DedupMaxReplays > MaxDedupMaxReplays:
+		v.fail("DedupMaxReplays", ErrDedupMaxReplays, "%d is not 0..%d", *spec.DedupMaxReplays, MaxDedupMaxReplays)
+	default:
+		replays = *spec.DedupMaxReplays
 	}
 	v.positive("MaxCost", spec.MaxCost)
 	if !spec.Algorithm.Valid() {
@@ -216,6 +245,7 @@ func NewPolicy(spec PolicySpec) (Policy, error) {
 		failurePolicy:      spec.FailurePolicy,
 		fallbackInstances:  spec.FallbackInstances,
 		dedupWindowMs:      dedup,
+		dedupMaxReplays:    replays,
 	}, nil
 }
 
@@ -376,6 +406,11 @@ func (p Policy) FallbackInstances() int64 { return p.fallbackInstances }
 func (p Policy) DedupWindow() time.Duration {
 	return time.Duration(p.dedupWindowMs) * time.Millisecond
 }
+
+// DedupMaxReplays is how many times an admitted evaluation ID is answered
+// as a free replay within the dedup window (then each reuse is charged);
+// 0 when the policy has no dedup window.
+func (p Policy) DedupMaxReplays() int64 { return p.dedupMaxReplays }
 
 // FallbackShare is one instance's share of the limit (or capacity) while it
 // decides locally: Limit / FallbackInstances rounded down, at least 1; 0

@@ -164,6 +164,13 @@ func TestNewPolicyRejects(t *testing.T) {
 		{"dedup window negative", with(fw, func(s *ratelimit.PolicySpec) { s.DedupWindow = -time.Second }), []violation{{"DedupWindow", ratelimit.ErrNonPositive}}},
 		{"dedup window sub-millisecond", with(fw, func(s *ratelimit.PolicySpec) { s.DedupWindow = time.Second + 1 }), []violation{{"DedupWindow", ratelimit.ErrNotWholeMillis}}},
 		{"dedup window above max", with(fw, func(s *ratelimit.PolicySpec) { s.DedupWindow = ratelimit.MaxDedupWindow + ms }), []violation{{"DedupWindow", ratelimit.ErrDedupWindow}}},
+		{"dedup max replays without a window", with(fw, func(s *ratelimit.PolicySpec) { s.DedupMaxReplays = replays(1) }), []violation{{"DedupMaxReplays", ratelimit.ErrUnsupported}}},
+		{"dedup max replays 0 without a window", with(fw, func(s *ratelimit.PolicySpec) { s.DedupMaxReplays = replays(0) }), []violation{{"DedupMaxReplays", ratelimit.ErrUnsupported}}},
+		{"dedup max replays negative", with(fw, func(s *ratelimit.PolicySpec) { s.DedupWindow = time.Minute; s.DedupMaxReplays = replays(-1) }), []violation{{"DedupMaxReplays", ratelimit.ErrDedupMaxReplays}}},
+		{"dedup max replays above max", with(fw, func(s *ratelimit.PolicySpec) {
+			s.DedupWindow = time.Minute
+			s.DedupMaxReplays = replays(ratelimit.MaxDedupMaxReplays + 1)
+		}), []violation{{"DedupMaxReplays", ratelimit.ErrDedupMaxReplays}}},
 
 		// arithmetic bounds, each just outside (docs/arithmetic.md)
 		{"F1 fixed limit MaxExactInt/2+1", fixedSpec(fwLimitMax+1, time.Second, 1), []violation{{"Params.Limit", ratelimit.ErrArithmeticRange}}},
@@ -203,13 +210,13 @@ func TestNewPolicyRejects(t *testing.T) {
 
 // TestNewPolicyJoinsEveryViolation: the zero spec reports every field.
 func TestNewPolicyJoinsEveryViolation(t *testing.T) {
-	_, err := ratelimit.NewPolicy(ratelimit.PolicySpec{DedupWindow: -1, FailurePolicy: ratelimit.FailOpen})
+	_, err := ratelimit.NewPolicy(ratelimit.PolicySpec{DedupWindow: -1, DedupMaxReplays: replays(17), FailurePolicy: ratelimit.FailOpen})
 	require.Error(t, err)
 	var fields []string
 	for _, v := range policyErrors(t, err) {
 		fields = append(fields, v.field)
 	}
-	assert.ElementsMatch(t, []string{"ID", "Revision", "CleanupGrace", "FailurePolicy", "DedupWindow", "MaxCost", "Algorithm", "Params"}, fields)
+	assert.ElementsMatch(t, []string{"ID", "Revision", "CleanupGrace", "FailurePolicy", "DedupWindow", "DedupMaxReplays", "MaxCost", "Algorithm", "Params"}, fields)
 }
 
 // TestNewPolicyAcceptsExtremes: the largest values just inside every bound
@@ -474,5 +481,29 @@ func TestNewPolicyDedupWindow(t *testing.T) {
 		require.NoError(t, err, w)
 		assert.Equal(t, w, p.DedupWindow())
 		assert.True(t, oracleAccepts(spec))
+		if w == 0 {
+			assert.Zero(t, p.DedupMaxReplays(), "no window, no replays")
+		} else {
+			assert.Equal(t, int64(ratelimit.DefaultDedupMaxReplays), p.DedupMaxReplays(), "the default")
+		}
+	}
+}
+
+// replays is a *int64 for PolicySpec.DedupMaxReplays.
+func replays(n int64) *int64 { return &n }
+
+// TestNewPolicyDedupMaxReplays: 0..MaxDedupMaxReplays are kept with a dedup
+// window, and the spec's later changes do not reach the policy.
+func TestNewPolicyDedupMaxReplays(t *testing.T) {
+	for _, n := range []int64{0, 1, 2, ratelimit.MaxDedupMaxReplays} {
+		spec := fixedSpec(10, time.Second, 5)
+		spec.DedupWindow = time.Minute
+		spec.DedupMaxReplays = replays(n)
+		p, err := ratelimit.NewPolicy(spec)
+		require.NoError(t, err, n)
+		assert.Equal(t, n, p.DedupMaxReplays())
+		assert.True(t, oracleAccepts(spec))
+		*spec.DedupMaxReplays = 5
+		assert.Equal(t, n, p.DedupMaxReplays(), "NewPolicy copies the value")
 	}
 }

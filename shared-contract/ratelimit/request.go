@@ -34,8 +34,10 @@ type Request struct {
 	// dedup window (Policy.DedupWindow); for any other policy a non-empty ID
 	// is refused (ErrDedupNotSupported), as in v1. Within the window, a
 	// repeat of an admitted ID answers the recorded decision and consumes
-	// nothing (docs/degraded-mode.md). Like the subject digest, it never
-	// appears in an error, a log line or a metric.
+	// nothing, at most Policy.DedupMaxReplays times; a further repeat is
+	// charged like a request without an ID (docs/degraded-mode.md). Like
+	// the subject digest, it never appears in an error, a log line or a
+	// metric.
 	EvaluationID EvaluationID
 	// Deadline is required: the inbound adapter sets it (the earlier of its
 	// evaluation timeout and the context's deadline). A provider's precheck

@@ -23,6 +23,7 @@ import (
 	"bytes"
 	"embed"
 	"fmt"
+	"strconv"
 	"text/template"
 )
 
@@ -32,7 +33,7 @@ var templates embed.FS
 // Algorithm is one algorithm's template source.
 type Algorithm struct {
 	// Slug names the template file <Slug>.lua.tmpl and the programs
-	// rate-<Slug><Suffix>-v1.
+	// rate-<Slug><Suffix>-v<Version>.
 	Slug string
 	// Args is the ARGV count of its decision program.
 	Args int
@@ -49,9 +50,12 @@ var Algorithms = []Algorithm{
 type Variant struct {
 	// Name selects the layout file variant-<Name>.lua.tmpl.
 	Name string
-	// Suffix is inserted into the program name before "-v1" ("" or
+	// Suffix is inserted into the program name before the version ("" or
 	// "-charge" or "-dedup").
 	Suffix string
+	// Version is the program version of the variant's programs, the "v2"
+	// of rate-<algorithm>-dedup-v2.
+	Version int
 	// Keys is the KEYS count the variant's programs require.
 	Keys int
 	// ExtraArgs is the number of ARGV entries the variant appends after the
@@ -61,9 +65,10 @@ type Variant struct {
 
 // Variants lists the program variants in manifest order.
 var Variants = []Variant{
-	{Name: "decide", Suffix: "", Keys: 1},
-	{Name: "charge", Suffix: "-charge", Keys: 1},
-	{Name: "dedup", Suffix: "-dedup", Keys: 2, ExtraArgs: 4},
+	{Name: "decide", Suffix: "", Version: 1, Keys: 1},
+	{Name: "charge", Suffix: "-charge", Version: 1, Keys: 1},
+	// v2 (ADR 0013): a record counts its replays, bounded by ARGV maxReplays.
+	{Name: "dedup", Suffix: "-dedup", Version: 2, Keys: 2, ExtraArgs: 5},
 }
 
 // File is one rendered program.
@@ -88,7 +93,7 @@ type data struct {
 
 // ProgramName is the program name of algorithm alg in variant v.
 func ProgramName(alg Algorithm, v Variant) string {
-	return "rate-" + alg.Slug + v.Suffix + "-v1"
+	return "rate-" + alg.Slug + v.Suffix + "-v" + strconv.Itoa(v.Version)
 }
 
 // Render renders every program: for each variant in order, every algorithm

@@ -46,7 +46,7 @@ func TestRenderUnknown(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "rate-leaky-bucket-v1") {
 		t.Fatalf("unknown algorithm: %v", err)
 	}
-	_, err = RenderOne(Algorithms[0], Variant{Name: "nothing", Suffix: "-nothing", Keys: 1})
+	_, err = RenderOne(Algorithms[0], Variant{Name: "nothing", Suffix: "-nothing", Version: 1, Keys: 1})
 	if err == nil || !strings.Contains(err.Error(), "rate-fixed-window-nothing-v1") {
 		t.Fatalf("unknown variant: %v", err)
 	}

@@ -1,6 +1,7 @@
 #!lua
---[[ rate-sliding-counter-dedup-v1: one sliding-window-counter admission decision that
-records each admitted evaluation ID, so that a retry is charged once.
+--[[ rate-sliding-counter-dedup-v2: one sliding-window-counter admission decision that
+records each admitted evaluation ID, so that a retry is charged once, and
+answers at most maxReplays repeats of it free.
 Spec: docs/programs.md and CONTRACT.md 4/4a. Bounds cite ratelimit/policy.go.
 M = 2^53-1 (MaxExactInt), S = 2^45 (MaxServerMillis), H = MaxHorizonMillis,
 Q = 1000000 (WeightScale).
@@ -32,23 +33,30 @@ Write (ALLOWED only): SET the value with PX (resetAt - serverNow) + grace.
 Dedup (the decision above is exactly rate-sliding-window-counter-v1's):
 KEYS[2]  the subject's dedup hash (same slot tag as KEYS[1]); field = an
          evaluation ID, value = "<policy> <revision> <cost> <expiresAt>
-         <serverNow> <effectiveNow> <remaining> <resetAt>"
-ARGV[n-3] evaluation ID               [A-Za-z0-9._-], 1..64 characters
-ARGV[n-2] policy ID                   [a-z0-9._-], 1..64 characters
-ARGV[n-1] dedupWindowMillis           1..86400000
+         <serverNow> <effectiveNow> <remaining> <resetAt> <replays>"
+         (a v1 record, without <replays>, reads as replays 0)
+ARGV[n-4] evaluation ID               [A-Za-z0-9._-], 1..64 characters
+ARGV[n-3] policy ID                   [a-z0-9._-], 1..64 characters
+ARGV[n-2] dedupWindowMillis           1..86400000
+ARGV[n-1] maxReplays                  0..16
 ARGV[n]   maxEntries (per subject)    1..1024
-  (n = #ARGV = 10.) After the server-time check and before the state is
-  read: a record of this ID with expiresAt > now answers 6 REPLAYED, the
-  recorded reply {6, serverNow, effectiveNow, limit, remaining, 0, resetAt},
-  when policy, revision and cost are this request's, and 7 DEDUP_CONFLICT
-  {7, now, 0, 0, 0, 0, 0} otherwise; nothing written either way. A record
+  (n = #ARGV = 11.) After the server-time check and before the state is
+  read: a record of this ID with expiresAt > now and another policy,
+  revision or cost answers 7 DEDUP_CONFLICT {7, now, 0, 0, 0, 0, 0},
+  nothing written. With this request's policy, revision and cost and
+  replays < maxReplays it answers 6 REPLAYED, the recorded reply {6,
+  serverNow, effectiveNow, limit, remaining, 0, resetAt}, and writes only
+  the record's replays + 1 (expiresAt and the hash's TTL unchanged); with
+  replays >= maxReplays the record is spent: the request is decided and
+  charged like one without an ID, and the record stays as it is. A record
   that does not parse (or a dedup key that is not a hash) is 4
   STATE_INCOMPATIBLE. An expired record counts as absent.
-  On 1 ALLOWED only, the ID is recorded with expiresAt = now + window;
-  when the hash already holds maxEntries records and not this ID, every
-  expired or unparsable record is deleted first, or, if there is none, the
-  one expiring first (ties: the bytewise smallest ID). Then the hash's
-  TTL is raised to the window if it is shorter.
+  On 1 ALLOWED of an ID without a live record only, the ID is recorded with
+  expiresAt = now + window and replays 0; when the hash already holds
+  maxEntries records and not this ID, every expired or unparsable record is
+  deleted first, or, if there is none, the one expiring first (ties: the
+  bytewise smallest ID). Then the hash's TTL is raised to the window if it
+  is shorter.
 ]]
 local M = 9007199254740991
 local S = 35184372088832
@@ -93,7 +101,7 @@ do
   if future then now = 0 end
 end
 
-if #KEYS ~= 2 or #ARGV ~= 10 then return {5, now, 0, 0, 0, 0, 0} end
+if #KEYS ~= 2 or #ARGV ~= 11 then return {5, now, 0, 0, 0, 0, 0} end
 local rev, cost, reg, grace = int(ARGV[1]), int(ARGV[2]), int(ARGV[3]), int(ARGV[4])
 local limit, win = int(ARGV[5]), int(ARGV[6])
 if not (rev and rev >= 1 and reg and reg <= H and grace and grace >= 1 and grace <= H
@@ -103,19 +111,28 @@ if not (rev and rev >= 1 and reg and reg <= H and grace and grace >= 1 and grace
   return {5, now, 0, 0, 0, 0, 0}
 end
 if future then return {3, 0, 0, 0, 0, 0, 0} end
-local dk, did, dpol = KEYS[2], ARGV[#ARGV - 3], ARGV[#ARGV - 2]
-local dwin, dcap = int(ARGV[#ARGV - 1]), int(ARGV[#ARGV])
+local dk, did, dpol = KEYS[2], ARGV[#ARGV - 4], ARGV[#ARGV - 3]
+local dwin, dmax, dcap = int(ARGV[#ARGV - 2]), int(ARGV[#ARGV - 1]), int(ARGV[#ARGV])
 if not (dwin and dwin >= 1 and dwin <= 86400000 and dcap and dcap >= 1 and dcap <= 1024
+    and dmax and dmax <= 16
     and #did >= 1 and #did <= 64 and not find(did, '[^A-Za-z0-9._-]')
     and #dpol >= 1 and #dpol <= 64 and not find(dpol, '[^a-z0-9._-]')) then
   return {5, now, 0, 0, 0, 0, 0}
 end
-local RECORD = '^([a-z0-9._-]+) ([0-9]+) ([0-9]+) ([0-9]+) ([0-9]+) ([0-9]+) ([0-9]+) ([0-9]+)$'
+-- A record: the policy, eight integers, and " <replays>" or nothing (v1).
+local RECORD = '^([a-z0-9._-]+) ([0-9]+) ([0-9]+) ([0-9]+) ([0-9]+) ([0-9]+) ([0-9]+) ([0-9]+)( ?[0-9]*)$'
 local match = string.match
+-- replays is the replay count of a record's last capture: 0 for "", the
+-- integer after the space for " <n>", nil otherwise.
+local function replays(s)
+  if s == '' then return 0 end
+  if sub(s, 1, 1) == ' ' then return int(sub(s, 2)) end
+  return nil
+end
 -- expiry is the expiresAt of a well-formed record and nil otherwise.
 local function expiry(s)
-  local p, r, c, e, sn, ef, rm, rs = match(s, RECORD)
-  if p and int(r) and int(c) and int(sn) and int(ef) and int(rm) and int(rs) then return int(e) end
+  local p, r, c, e, sn, ef, rm, rs, n = match(s, RECORD)
+  if p and int(r) and int(c) and int(sn) and int(ef) and int(rm) and int(rs) and replays(n) then return int(e) end
   return nil
 end
 local drec = redis.pcall('HGET', dk, did)
@@ -123,13 +140,21 @@ if type(drec) == 'table' then
   if drec.err and find(drec.err, '^WRONGTYPE') then return {4, now, 0, 0, 0, 0, 0} end
   return drec
 end
+-- spent: the ID has a live record whose replays are used up; the request
+-- is decided and charged, and the record is left as it is.
+local spent = false
 if drec then
-  local p, r, c, e, sn, ef, rm, rs = match(drec, RECORD)
+  local p, r, c, e, sn, ef, rm, rs, n = match(drec, RECORD)
   r, c, e, sn, ef, rm, rs = int(r), int(c), int(e), int(sn), int(ef), int(rm), int(rs)
-  if not (p and r and c and e and sn and ef and rm and rs) then return {4, now, 0, 0, 0, 0, 0} end
+  if n then n = replays(n) end
+  if not (p and r and c and e and sn and ef and rm and rs and n) then return {4, now, 0, 0, 0, 0, 0} end
   if e > now then
     if p ~= dpol or r ~= rev or c ~= cost then return {7, now, 0, 0, 0, 0, 0} end
-    return {6, sn, ef, int(ARGV[5]), rm, 0, rs}
+    if n < dmax then
+      redis.call('HSET', dk, did, p .. ' ' .. string.format('%d %d %d %d %d %d %d %d', r, c, e, sn, ef, rm, rs, n + 1))
+      return {6, sn, ef, int(ARGV[5]), rm, 0, rs}
+    end
+    spent = true
   end
 end
 
@@ -143,9 +168,10 @@ local function less(a, b)
   return #a < #b
 end
 
--- record writes the ID's record when reply is ALLOWED and returns reply.
+-- record writes the ID's record when reply is ALLOWED and the ID has no
+-- live record, and returns reply.
 local function record(reply)
-  if reply[1] ~= 1 then return reply end
+  if reply[1] ~= 1 or spent then return reply end
   if not drec and redis.call('HLEN', dk) >= dcap then
     local all = redis.call('HGETALL', dk)
     local freed, oldest, oldestExp = false, nil, nil
@@ -161,7 +187,7 @@ local function record(reply)
     if not freed then redis.call('HDEL', dk, oldest) end
   end
   local fmt = string.format
-  redis.call('HSET', dk, did, dpol .. ' ' .. ARGV[1] .. ' ' .. ARGV[2] .. ' ' .. fmt('%d %d %d %d %d',
+  redis.call('HSET', dk, did, dpol .. ' ' .. ARGV[1] .. ' ' .. ARGV[2] .. ' ' .. fmt('%d %d %d %d %d 0',
     now + dwin, reply[2], reply[3], reply[5], reply[7]))
   if redis.call('PTTL', dk) < dwin then redis.call('PEXPIRE', dk, dwin) end
   return reply
