@@ -2,12 +2,15 @@ package redisrate
 
 import "time"
 
-// The service's default timeouts: app-bootstrap/config's defaults of
-// APP_RATE_LIMIT_COMMAND_TIMEOUT and APP_RATE_LIMIT_DIAL_TIMEOUT are these
-// (its tests check it), and the fault lane runs at them.
+// The service's defaults: app-bootstrap/config's defaults of
+// APP_RATE_LIMIT_COMMAND_TIMEOUT, _DIAL_TIMEOUT, _BREAKER_THRESHOLD and
+// _BREAKER_PROBE_INTERVAL are these (its tests check it), and the fault
+// lane runs at them.
 const (
-	DefaultCommandTimeout = 250 * time.Millisecond
-	DefaultDialTimeout    = 250 * time.Millisecond
+	DefaultCommandTimeout       = 250 * time.Millisecond
+	DefaultDialTimeout          = 250 * time.Millisecond
+	DefaultBreakerThreshold     = 5
+	DefaultBreakerProbeInterval = time.Second
 )
 
 // Factors of EvaluationTimeout.

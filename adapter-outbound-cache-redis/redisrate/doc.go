@@ -35,12 +35,16 @@
 // (ClientConfig, NewClient, the client option checks); dialer.go (dialer,
 // TLS, the handshake probe); topology.go (NewFailoverClient,
 // NewClusterClient, the cluster option checks); defaults.go (the service
-// defaults); fallback.go (the local fallback); errors.go (sentinels,
+// defaults and the derived evaluation timeout); charge.go
+// (EvaluateAfterCharge and Charge: the exported charges the local fallback,
+// package ratefallback, reconciles through); precharge.go (a charge
+// pipelined ahead of a program on the same connection); errors.go (sentinels,
 // CallError, ServerRefusalReason); keys.go (the state key).
 //
 // It imports shared-contract, the programs package, internal/certainty,
 // redisinfo and go-redis. It must never import the cache store (rediscache)
 // or share a client, configuration or decorator with it, never import an
-// inbound adapter, app-bootstrap, fx or testcontainers (redistest is for
+// inbound adapter, the local fallback (ratefallback, which decorates it),
+// app-bootstrap, fx or testcontainers (redistest is for
 // its tests only).
 package redisrate

@@ -27,7 +27,13 @@ const (
 // anything, the executor makes one program call (EVALSHA, one EVAL on
 // NOSCRIPT), and outcome maps its result as docs/failure-certainty.md
 // describes.
-func (p *Provider) Evaluate(ctx context.Context, req ratelimit.Request) (out ratelimit.Outcome) {
+func (p *Provider) Evaluate(ctx context.Context, req ratelimit.Request) ratelimit.Outcome {
+	return p.evaluate(ctx, req, nil)
+}
+
+// evaluate is Evaluate with pre (optional; EvaluateAfterCharge) sent ahead
+// of the program in the same round trip.
+func (p *Provider) evaluate(ctx context.Context, req ratelimit.Request, pre *preCharge) (out ratelimit.Outcome) {
 	defer func() {
 		if r := recover(); r != nil {
 			out = ratelimit.Incompatible{
@@ -47,11 +53,18 @@ func (p *Provider) Evaluate(ctx context.Context, req ratelimit.Request) (out rat
 		return p.outcome(c.policy, notSent{reason: reasonInFlight, cause: errInFlightFull, command: cmdEvalSha})
 	}
 	defer func() { <-p.sem }()
+	if pre != nil && pre.alone {
+		// Charge: the charge program is the call.
+		return p.outcome(c.policy, p.exec.run(ctx, c.policy.charge, c.key, c.policy.argv, pre.units, c.sendBy))
+	}
+	if pre != nil {
+		pre.s, pre.argv = c.policy.charge, c.policy.argv
+	}
 	if c.dedupKey == "" {
-		res := p.exec.run(ctx, c.policy.script, c.key, c.policy.argv, req.Cost, c.sendBy)
+		res := p.exec.runAfter(ctx, pre, c.policy.script, c.key, "", "", c.policy.argv, req.Cost, c.sendBy)
 		return p.outcome(c.policy, res)
 	}
-	return p.evaluateDedup(ctx, c, req)
+	return p.evaluateDedup(ctx, c, req, pre)
 }
 
 // evaluateDedup runs the policy's dedup program for a request with an
@@ -63,18 +76,18 @@ func (p *Provider) Evaluate(ctx context.Context, req ratelimit.Request) (out rat
 // (docs/degraded-mode.md). A policy whose DedupMaxReplays is 0 is never
 // retried: its program would charge the retry again. A retry that gets no
 // decision leaves the first call's Indeterminate.
-func (p *Provider) evaluateDedup(ctx context.Context, c checked, req ratelimit.Request) ratelimit.Outcome {
+func (p *Provider) evaluateDedup(ctx context.Context, c checked, req ratelimit.Request, pre *preCharge) ratelimit.Outcome {
 	ps := c.policy
-	run := func() ratelimit.Outcome {
-		return p.outcome(ps, p.exec.runDedup(ctx, ps.dedup, c.key, c.dedupKey, string(req.EvaluationID), ps.dedupArgv, req.Cost, c.sendBy))
+	run := func(pre *preCharge) ratelimit.Outcome {
+		return p.outcome(ps, p.exec.runAfter(ctx, pre, ps.dedup, c.key, c.dedupKey, string(req.EvaluationID), ps.dedupArgv, req.Cost, c.sendBy))
 	}
-	out := run()
+	out := run(pre) // the charge, if any, goes with the first call only
 	ind, ok := out.(ratelimit.Indeterminate)
 	if !ok || (ind.Category != ratelimit.CategoryTimeout && ind.Category != ratelimit.CategoryConnectionLost) ||
 		p.exec.acks > 0 || ps.policy.DedupMaxReplays() == 0 || ctx.Err() != nil || p.now().After(c.sendBy) {
 		return out
 	}
-	retried := run()
+	retried := run(nil)
 	switch retried.(type) {
 	case ratelimit.Evaluated, ratelimit.Incompatible:
 		p.dedupRetries.decided.Add(1)

@@ -90,6 +90,10 @@ type call struct {
 	ctx   context.Context
 	res   sent
 	ready chan bool
+
+	// pre, when set, is a charge sent ahead of the program in the same
+	// pipeline (precharge.go); such a call is never batched.
+	pre *preCharge
 }
 
 // executor sends program calls: the send loop (loop.go) over the targets
@@ -142,9 +146,14 @@ func (x *executor) enableBatching(slots, maxBatch int) {
 // requires.
 func (x *executor) send(ctx context.Context, to commander, c *call, command string, program []byte, text string, argv []any, asking bool) sent {
 	cmd := x.command(ctx, c, command, program, text, argv)
+	pc, pre := x.takePre(ctx, c)
+	defer collectPre(pc, pre)
 	var wait *redis.IntCmd
-	if cl, ok := to.(*redis.Client); ok && (asking || x.acks > 0) {
+	if cl, ok := to.(*redis.Client); ok && (asking || x.acks > 0 || pre != nil) {
 		pipe := cl.Pipeline()
+		if pre != nil {
+			_ = pipe.Process(ctx, pre)
+		}
 		if asking {
 			_ = pipe.Process(ctx, redis.NewStatusCmd(ctx, "asking"))
 		}
@@ -155,6 +164,9 @@ func (x *executor) send(ctx context.Context, to commander, c *call, command stri
 		}
 		_, _ = pipe.Exec(ctx)
 	} else {
+		if pre != nil {
+			_ = to.Process(ctx, pre) // a client that cannot pipeline (test fakes): just before
+		}
 		_ = to.Process(ctx, cmd)
 	}
 	return x.collect(c, cmd, command, wait)
@@ -221,6 +233,6 @@ func (x *executor) release(c *call) {
 	c.program.serialized.Store(false)
 	c.key, c.dedupKey, c.evalID = "", "", ""
 	clear(c.args[:])
-	c.req, c.ctx, c.res = batchReq{}, nil, nil
+	c.req, c.ctx, c.res, c.pre = batchReq{}, nil, nil, nil
 	x.calls.Put(c)
 }

@@ -27,10 +27,17 @@ func (x *executor) run(ctx context.Context, s *script, key string, argv []any, c
 // and dedupKey, and id replaces the evaluation-ID placeholder of argv
 // (programs.DedupArgs).
 func (x *executor) runDedup(ctx context.Context, s *script, key, dedupKey, id string, argv []any, cost int64, sendBy time.Time) sent {
+	return x.runAfter(ctx, nil, s, key, dedupKey, id, argv, cost, sendBy)
+}
+
+// runAfter is runDedup with pre (optional) sent ahead of the program on
+// the same connection, with the first attempt (precharge.go).
+func (x *executor) runAfter(ctx context.Context, pre *preCharge, s *script, key, dedupKey, id string, argv []any, cost int64, sendBy time.Time) sent {
 	c := x.calls.Get().(*call)
 	defer x.release(c)
 	c.key, c.cost = key, cost
 	c.dedupKey, c.evalID = dedupKey, id
+	c.pre = pre
 	return x.loop(ctx, c, s, argv, sendBy)
 }
 
@@ -122,7 +129,7 @@ func (x *executor) attempt(ctx context.Context, t *target, c *call, hop int, com
 	if err := x.route.ensure(ctx, t); err != nil {
 		return notSent{reason: reasonPreSend, cause: err, command: command}
 	}
-	if b := x.batcherOf(t); hop == 0 && b != nil {
+	if b := x.batcherOf(t); hop == 0 && b != nil && c.pre == nil {
 		return b.do(ctx, c, batchReq{s: s, argv: argv, sendBy: sendBy})
 	}
 	return x.send(ctx, t.client, c, command, program, text, argv, asking)

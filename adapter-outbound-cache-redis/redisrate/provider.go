@@ -120,6 +120,9 @@ type policyState struct {
 	// A request with an EvaluationID uses them, one without uses script.
 	dedup     *script
 	dedupArgv []any
+	// charge is the algorithm's charge program (programs.ChargeFor), for
+	// EvaluateAfterCharge.
+	charge *script
 }
 
 // New builds a Provider over client for policies (at least one, distinct
@@ -268,6 +271,11 @@ func newProvider(client coordinationClient, keys *keyspace.Builder, policies []r
 				continue
 			}
 		}
+		cprog, ok := programs.ChargeFor(pol.Algorithm())
+		if !ok {
+			bad("policies[%d] %q: no charge program for algorithm %v", i, pol.ID(), pol.Algorithm())
+			continue
+		}
 		argv := programs.Args(pol, 1)
 		if len(argv) != prog.ArgCount || len(argv) <= programs.ArgCost {
 			bad("policies[%d] %q: %d program arguments, want %d", i, pol.ID(), len(argv), prog.ArgCount)
@@ -283,6 +291,7 @@ func newProvider(client coordinationClient, keys *keyspace.Builder, policies []r
 			certainty: pol.Certainty(),
 			dedup:     dedup,
 			dedupArgv: dedupArgv,
+			charge:    newScript(cprog),
 		}
 	}
 	if err := errors.Join(errs...); err != nil {

@@ -1,12 +1,16 @@
 package reliability_test
 
 import (
+	"context"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/tech-log/tech-log-backend/adapter-outbound-cache-redis/ratefallback"
 	"github.com/tech-log/tech-log-backend/adapter-outbound-cache-redis/redisrate"
 	"github.com/tech-log/tech-log-backend/adapter-outbound-cache-redis/redistest"
 	"github.com/tech-log/tech-log-backend/shared-contract/keyspace"
@@ -14,23 +18,26 @@ import (
 	"github.com/tech-log/tech-log-backend/shared-contract/ratelimit/ratelimittest"
 )
 
-// fallbackInstance is one service instance: a provider with a breaker and
-// the local emergency fallback over it.
+// fallbackInstance is one service instance at the service's defaults: a
+// provider with the default timeouts, breaker and pipelining, and the
+// local emergency fallback over it.
 type fallbackInstance struct {
 	p  *redisrate.Provider
-	fb *redisrate.Fallback
+	fb *ratefallback.Fallback
 }
 
 func newFallbackInstance(t *testing.T, addr string, keys *keyspace.Builder, pols []ratelimit.Policy) fallbackInstance {
 	t.Helper()
-	client, err := redisrate.NewClient(clientConfig(addr, faultTimeout, 4))
+	cfg := clientConfig(addr, redisrate.DefaultCommandTimeout, 8)
+	cfg.DialTimeout = redisrate.DefaultDialTimeout
+	client, err := redisrate.NewClient(cfg)
 	require.NoError(t, err)
 	p, err := redisrate.New(client, keys, pols, redisrate.Options{
-		CommandTimeout: faultTimeout, MaxInFlight: 4,
-		Breaker: redisrate.BreakerOptions{Threshold: 1, ProbeInterval: 100 * time.Millisecond},
+		CommandTimeout: redisrate.DefaultCommandTimeout, MaxInFlight: 8, PipelineMaxBatch: lanePipelineBatch,
+		Breaker: redisrate.BreakerOptions{Threshold: redisrate.DefaultBreakerThreshold, ProbeInterval: redisrate.DefaultBreakerProbeInterval},
 	})
 	require.NoError(t, err)
-	fb, err := redisrate.NewFallback(p, redisrate.FallbackOptions{})
+	fb, err := ratefallback.New(p, ratefallback.Options{Policies: pols, CommandTimeout: redisrate.DefaultCommandTimeout})
 	require.NoError(t, err)
 	t.Cleanup(func() {
 		fb.Close()
@@ -38,6 +45,23 @@ func newFallbackInstance(t *testing.T, addr string, keys *keyspace.Builder, pols
 	})
 	require.NoError(t, p.Start(adminCtx(t)))
 	return fallbackInstance{p, fb}
+}
+
+// pending is in's uncharged local admissions per policy (0 omitted).
+func (in fallbackInstance) pending() map[ratelimit.PolicyID]int64 {
+	out := map[ratelimit.PolicyID]int64{}
+	for id, n := range in.fb.Stats().Pending {
+		if n > 0 {
+			out[id] = n
+		}
+	}
+	return out
+}
+
+// askDefault asks with the service's derived evaluation deadline.
+func askDefault(p ratelimit.EdgePort, id ratelimit.PolicyID, subject ratelimit.SubjectDigest) ratelimit.Outcome {
+	return p.Evaluate(context.Background(), ratelimit.Request{PolicyID: id, SubjectDigest: subject, Cost: 1,
+		Deadline: time.Now().Add(redisrate.EvaluationTimeout(redisrate.DefaultCommandTimeout, false))})
 }
 
 // fallbackPolicies are one local-fallback policy per algorithm, limit 10
@@ -67,13 +91,16 @@ func fallbackPolicies(t *testing.T) []ratelimit.Policy {
 //  1. Before the outage instance A admits 2 globally.
 //  2. Outage (the proxy stops: connect refused, connections cut): A and B
 //     decide locally, LocalEmergency: 5 admits each, then denials.
-//  3. Redis returns: both breakers close and reconcile in the background.
+//  3. Redis returns: the background passes charge what is pending (no
+//     request carries it here).
 //  4. The global state holds min(limit, 2 + 5 + 5) = 10 consumed (the
 //     charge saturates) and the next global decision is a denial: the
 //     outage granted 10 locally, and no fresh limit follows.
 //
 // A second subject admitted 3 only on A during the outage: after
-// reconciliation the global state has 3 and admits exactly 7 more.
+// reconciliation the global state has 3 + 5 (A cannot know what B
+// admitted, so its charge reserves B's share; ADR 0017) and admits
+// exactly 2 more.
 func TestFallbackOutageTwoInstancesReconciled(t *testing.T) {
 	srv := redistest.Start(t)
 	admin := srv.Client()
@@ -125,14 +152,14 @@ func TestFallbackOutageTwoInstancesReconciled(t *testing.T) {
 			require.True(t, ratelimit.Admitted(ask(a.fb, pol.ID(), s2, 1)))
 		}
 	}
-	assert.Equal(t, map[ratelimit.PolicyID]int64{pols[0].ID(): 8, pols[1].ID(): 8, pols[2].ID(): 8}, a.fb.Pending())
-	assert.Equal(t, map[ratelimit.PolicyID]int64{pols[0].ID(): 5, pols[1].ID(): 5, pols[2].ID(): 5}, b.fb.Pending())
+	assert.Equal(t, map[ratelimit.PolicyID]int64{pols[0].ID(): 8, pols[1].ID(): 8, pols[2].ID(): 8}, a.pending())
+	assert.Equal(t, map[ratelimit.PolicyID]int64{pols[0].ID(): 5, pols[1].ID(): 5, pols[2].ID(): 5}, b.pending())
 
 	require.NoError(t, proxy.Start())
 	deadline := time.Now().Add(15 * time.Second)
-	for len(a.fb.Pending())+len(b.fb.Pending()) > 0 {
+	for len(a.pending())+len(b.pending()) > 0 {
 		require.True(t, time.Now().Before(deadline), "not reconciled: A %v B %v (breakers %s %s)",
-			a.fb.Pending(), b.fb.Pending(), a.p.BreakerState(), b.p.BreakerState())
+			a.pending(), b.pending(), a.p.BreakerState(), b.p.BreakerState())
 		time.Sleep(20 * time.Millisecond)
 	}
 	for _, pol := range pols {
@@ -141,7 +168,7 @@ func TestFallbackOutageTwoInstancesReconciled(t *testing.T) {
 		assert.Equal(t, int64(10), c, "%s: 2 global + 5 + 5 local, saturated at the limit", pol.ID())
 		c, ok = consumed(t, admin, keys, pol, s2)
 		require.True(t, ok)
-		assert.Equal(t, int64(3), c, "%s: the 3 local admits of the second subject", pol.ID())
+		assert.Equal(t, int64(8), c, "%s: the 3 local admits of the second subject and B's reserved share 5 (ADR 0017)", pol.ID())
 
 		out := ask(b.fb, pol.ID(), s1, 1)
 		require.Equal(t, ratelimit.KindEvaluated, out.Kind(), "%v", out)
@@ -153,6 +180,124 @@ func TestFallbackOutageTwoInstancesReconciled(t *testing.T) {
 				more++
 			}
 		}
-		assert.Equal(t, 7, more, "%s: the second subject gets the rest of the limit, globally", pol.ID())
+		assert.Equal(t, 2, more, "%s: the second subject gets the rest of the limit, globally", pol.ID())
 	}
+}
+
+// TestFallbackRecoveryBoundAtDefaults is issue 20's proof that the bound of
+// docs/degraded-mode.md holds from the first decision after recovery, at
+// the service's defaults (command and dial timeouts, breaker threshold
+// and probe interval, pipelining, the derived deadline): limit 10 per hour
+// shared by 2 instances (share 5), per algorithm. A admits 2 globally;
+// Redis goes (the proxy stops); A and B admit their shares locally (5 + 5)
+// and deny; Redis returns and, with no pause, both instances hammer the
+// subject from 4 goroutines each until each has had global decisions.
+// The bound (fixed window and sliding counter: max(L, U + A) = 12; token
+// bucket: max(A, min(C, x + rT)) = 10 from the outage's start, the refill
+// of 1 per hour being nil) allows no admission after recovery: not one
+// may happen. Each instance's first global decision carries its pending
+// charge and the other instance's reserved share in the same round trip.
+func TestFallbackRecoveryBoundAtDefaults(t *testing.T) {
+	srv := redistest.Start(t)
+	admin := srv.Client()
+	proxy := startProxy(t, srv.Addr())
+	keys := randomKeys(t)
+	pols := fallbackPolicies(t)
+	for _, pol := range pols {
+		t.Run(pol.Algorithm().String(), func(t *testing.T) {
+			a := newFallbackInstance(t, proxy.Listen, keys, pols)
+			b := newFallbackInstance(t, proxy.Listen, keys, pols)
+			subject := randomSubject(t)
+			for range 2 {
+				out := askDefault(a.fb, pol.ID(), subject)
+				require.True(t, ratelimit.Admitted(out), "%v", out)
+			}
+			require.True(t, ratelimit.Admitted(askDefault(b.fb, pol.ID(), randomSubject(t))), "warm B")
+
+			proxy.Stop()
+			for name, in := range map[string]fallbackInstance{"A": a, "B": b} {
+				admitted, denied := 0, false
+				for i := 0; i < 30 && !denied; i++ {
+					out := askDefault(in.fb, pol.ID(), subject)
+					ev, ok := out.(ratelimit.Evaluated)
+					if !ok {
+						require.Equal(t, ratelimit.KindIndeterminate, out.Kind(), "%s call %d: %v", name, i, out)
+						continue
+					}
+					require.Equal(t, ratelimit.LocalEmergency, ev.Decision.Source)
+					if ev.Decision.Allowed {
+						admitted++
+					} else {
+						denied = true
+					}
+				}
+				require.Equal(t, 5, admitted, "%s: the share", name)
+			}
+			require.NoError(t, proxy.Start())
+
+			// No pause: both instances at once, 4 goroutines each.
+			var after, global [2]atomic.Int64
+			var wg sync.WaitGroup
+			stop := time.Now().Add(15 * time.Second)
+			for i, in := range []fallbackInstance{a, b} {
+				for range 4 {
+					wg.Add(1)
+					go func() {
+						defer wg.Done()
+						for n := 0; n < 2000 && time.Now().Before(stop) && (global[0].Load() < 20 || global[1].Load() < 20); n++ {
+							out := askDefault(in.fb, pol.ID(), subject)
+							if ratelimit.Admitted(out) {
+								after[i].Add(1)
+							}
+							if ev, ok := out.(ratelimit.Evaluated); ok && ev.Decision.Source == ratelimit.GlobalRedis {
+								global[i].Add(1)
+							}
+							time.Sleep(time.Millisecond)
+						}
+					}()
+				}
+			}
+			wg.Wait()
+			t.Logf("after recovery: admitted A %d B %d; global decisions A %d B %d", after[0].Load(), after[1].Load(), global[0].Load(), global[1].Load())
+			require.Positive(t, global[0].Load(), "A decided globally after recovery")
+			require.Positive(t, global[1].Load(), "B decided globally after recovery")
+			assert.Zero(t, after[0].Load()+after[1].Load(), "admissions beyond the bound after recovery")
+			c, ok := consumed(t, admin, keys, pol, subject)
+			require.True(t, ok)
+			assert.Equal(t, int64(10), c, "saturated")
+			assert.Empty(t, a.pending())
+			assert.Empty(t, b.pending())
+		})
+	}
+	t.Run("outage too short to open the breaker", func(t *testing.T) {
+		pol := pols[0]
+		a := newFallbackInstance(t, proxy.Listen, keys, pols)
+		subject := randomSubject(t)
+		proxy.Stop()
+		local := 0
+		for range 3 {
+			out := askDefault(a.fb, pol.ID(), subject)
+			if ratelimit.Admitted(out) {
+				require.Equal(t, ratelimit.LocalEmergency, out.(ratelimit.Evaluated).Decision.Source)
+				local++
+			}
+		}
+		require.NoError(t, proxy.Start())
+		require.Equal(t, redisrate.BreakerClosed, a.p.BreakerState(), "below the threshold")
+		require.Positive(t, local)
+		// The very next request carries the charge (local admissions and
+		// the other instance's share) ahead of its decision.
+		out := askDefault(a.fb, pol.ID(), subject)
+		require.Equal(t, ratelimit.KindEvaluated, out.Kind(), "%v", out)
+		require.Equal(t, ratelimit.GlobalRedis, out.(ratelimit.Evaluated).Decision.Source)
+		want := int64(local) + 5
+		if ratelimit.Admitted(out) {
+			want++
+		}
+		c, ok := consumed(t, admin, keys, pol, subject)
+		require.True(t, ok)
+		assert.Equal(t, want, c, "local %d + reserved share 5 + this decision", local)
+		assert.Empty(t, a.pending())
+		assert.Zero(t, a.p.BreakerTrips())
+	})
 }

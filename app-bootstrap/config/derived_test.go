@@ -187,5 +187,7 @@ func TestDefaultTimeoutsAreRedisratesDefaults(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, redisrate.DefaultCommandTimeout, cfg.RateLimit.CommandTimeout)
 	assert.Equal(t, redisrate.DefaultDialTimeout, cfg.RateLimit.DialTimeout)
+	assert.Equal(t, redisrate.DefaultBreakerThreshold, cfg.RateLimit.BreakerThreshold)
+	assert.Equal(t, redisrate.DefaultBreakerProbeInterval, cfg.RateLimit.BreakerProbeInterval)
 	assert.Equal(t, redisrate.EvaluationTimeout(redisrate.DefaultCommandTimeout, false), cfg.Web.EvaluationTimeout, "the example policies have no dedup window")
 }

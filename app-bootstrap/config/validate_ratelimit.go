@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/tech-log/tech-log-backend/adapter-outbound-cache-redis/ratefallback"
 	"github.com/tech-log/tech-log-backend/adapter-outbound-cache-redis/redisrate"
 	"github.com/tech-log/tech-log-backend/shared-contract/ratelimit"
 )
@@ -59,7 +60,7 @@ func (v *errs) rateLimit(r rawRateLimit) RateLimit {
 		}
 	}
 
-	out.FallbackMaxSubjects = v.bound(g+"FALLBACK_MAX_SUBJECTS", r.FallbackMaxSubjects, redisrate.MaxFallbackSubjects)
+	out.FallbackMaxSubjects = v.bound(g+"FALLBACK_MAX_SUBJECTS", r.FallbackMaxSubjects, ratefallback.MaxSubjects)
 
 	var set PolicySet
 	var err error

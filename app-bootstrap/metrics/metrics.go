@@ -37,6 +37,17 @@ const (
 	// FallbackDecisionsTotal counts local emergency decisions (Source
 	// LocalEmergency) per policy and decision.
 	FallbackDecisionsTotal = "tlb_ratelimit_fallback_decisions_total"
+	// FallbackPending is, per local-fallback policy, the local admissions
+	// not yet charged to the global state; FallbackSubjects and
+	// FallbackMaxSubjects the local table's use and bound;
+	// FallbackDroppedTotal the local admissions dropped uncharged once
+	// their window had passed; FallbackChargeFailuresTotal the charges
+	// that failed (each retried with backoff). docs/degraded-mode.md.
+	FallbackPending             = "tlb_ratelimit_fallback_pending"
+	FallbackSubjects            = "tlb_ratelimit_fallback_subjects"
+	FallbackMaxSubjects         = "tlb_ratelimit_fallback_max_subjects"
+	FallbackDroppedTotal        = "tlb_ratelimit_fallback_dropped_total"
+	FallbackChargeFailuresTotal = "tlb_ratelimit_fallback_charge_failures_total"
 	// DedupTotal counts evaluation-dedup events per policy and result:
 	// "replayed" (a recorded decision answered again, nothing consumed)
 	// and "conflict" (an evaluation ID reused with another cost or policy,
@@ -356,4 +367,51 @@ func (m *Metrics) RegisterPipeline(stats func() (batches, calls int64, queued in
 		Name: PipelineQueued,
 		Help: "Rate-limit program calls waiting for a connection turn (they go in the next pipeline).",
 	}, func() float64 { _, _, q := stats(); return float64(q) }))
+}
+
+// FallbackStats is what the local emergency fallback reports at scrape
+// time (ratefallback.Stats; policy IDs as strings).
+type FallbackStats struct {
+	Pending               map[string]int64
+	Subjects, MaxSubjects int
+	Dropped               uint64
+	ChargeFailures        uint64
+}
+
+// RegisterFallback exports the local emergency fallback's state, read
+// from stats at scrape time: FallbackPending{policy}, FallbackSubjects,
+// FallbackMaxSubjects, FallbackDroppedTotal, FallbackChargeFailuresTotal.
+func (m *Metrics) RegisterFallback(stats func() FallbackStats) {
+	m.registry.MustRegister(&fallbackCollector{stats: stats,
+		pending:  prometheus.NewDesc(FallbackPending, "Local emergency admissions of this instance not yet charged to the global state (reconciliation pending), by policy.", []string{"policy"}, nil),
+		subjects: prometheus.NewDesc(FallbackSubjects, "Subjects in the local fallback's table.", nil, nil),
+		max:      prometheus.NewDesc(FallbackMaxSubjects, "Bound of the local fallback's table (APP_RATE_LIMIT_FALLBACK_MAX_SUBJECTS).", nil, nil),
+		dropped:  prometheus.NewDesc(FallbackDroppedTotal, "Local emergency admissions dropped uncharged because their window had passed.", nil, nil),
+		failures: prometheus.NewDesc(FallbackChargeFailuresTotal, "Reconciliation charges that failed (retried with backoff until their window passes).", nil, nil),
+	})
+}
+
+// fallbackCollector reads FallbackStats once per scrape.
+type fallbackCollector struct {
+	stats                                     func() FallbackStats
+	pending, subjects, max, dropped, failures *prometheus.Desc
+}
+
+func (c *fallbackCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- c.pending
+	ch <- c.subjects
+	ch <- c.max
+	ch <- c.dropped
+	ch <- c.failures
+}
+
+func (c *fallbackCollector) Collect(ch chan<- prometheus.Metric) {
+	st := c.stats()
+	for policy, n := range st.Pending {
+		ch <- prometheus.MustNewConstMetric(c.pending, prometheus.GaugeValue, float64(n), policy)
+	}
+	ch <- prometheus.MustNewConstMetric(c.subjects, prometheus.GaugeValue, float64(st.Subjects))
+	ch <- prometheus.MustNewConstMetric(c.max, prometheus.GaugeValue, float64(st.MaxSubjects))
+	ch <- prometheus.MustNewConstMetric(c.dropped, prometheus.CounterValue, float64(st.Dropped))
+	ch <- prometheus.MustNewConstMetric(c.failures, prometheus.CounterValue, float64(st.ChargeFailures))
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"go.uber.org/fx"
 
+	"github.com/tech-log/tech-log-backend/adapter-outbound-cache-redis/ratefallback"
 	"github.com/tech-log/tech-log-backend/adapter-outbound-cache-redis/redisrate"
 	"github.com/tech-log/tech-log-backend/app-bootstrap/config"
 	"github.com/tech-log/tech-log-backend/app-bootstrap/metrics"
@@ -179,22 +180,30 @@ func newEdgePort(lc fx.Lifecycle, c *coordination, m *metrics.Metrics, cfg confi
 		return st.Batches, st.Calls, st.Queued
 	})
 	var port ratelimit.EdgePort = c.provider
-	for _, p := range cfg.RateLimit.Policies.Policies {
-		if p.FailurePolicy() != ratelimit.LocalFallback {
-			continue
-		}
+	if c.fallback {
 		// At least one local-fallback policy: the local emergency
 		// fallback decorates the provider (fail-closed policies pass
-		// through it unchanged).
-		fb, err := redisrate.NewFallback(c.provider, redisrate.FallbackOptions{MaxSubjects: cfg.RateLimit.FallbackMaxSubjects})
+		// through it unchanged), below the metrics decorator.
+		fb, err := ratefallback.New(c.provider, ratefallback.Options{
+			Policies:       cfg.RateLimit.Policies.Policies,
+			CommandTimeout: cfg.RateLimit.CommandTimeout,
+			MaxSubjects:    cfg.RateLimit.FallbackMaxSubjects,
+		})
 		if err != nil {
 			return nil, fmt.Errorf("rate limit: local fallback: %w", err)
 		}
-		// Stops a background reconciliation before the provider closes
-		// (hooks stop in reverse order).
+		// Stops the background reconciliation before the provider
+		// closes (hooks stop in reverse order).
 		lc.Append(fx.Hook{OnStop: func(context.Context) error { fb.Close(); return nil }})
+		m.RegisterFallback(func() metrics.FallbackStats {
+			st := fb.Stats()
+			pending := make(map[string]int64, len(st.Pending))
+			for id, n := range st.Pending {
+				pending[string(id)] = n
+			}
+			return metrics.FallbackStats{Pending: pending, Subjects: st.Subjects, MaxSubjects: st.MaxSubjects, Dropped: st.Dropped, ChargeFailures: st.ChargeFailures}
+		})
 		port = fb
-		break
 	}
 	ids := make([]ratelimit.PolicyID, 0, len(cfg.RateLimit.Policies.Policies))
 	for _, p := range cfg.RateLimit.Policies.Policies {

@@ -337,4 +337,9 @@ func TestEnabledLocalFallbackDecidesWhileRedisIsDown(t *testing.T) {
 	assert.Contains(t, body, `tlb_ratelimit_fallback_decisions_total{decision="allowed",policy="api"} 2`)
 	assert.Contains(t, body, `tlb_ratelimit_fallback_decisions_total{decision="denied",policy="api"} 2`)
 	assert.Contains(t, body, `tlb_ratelimit_outcomes_total{category="local_emergency",decision="allowed",kind="evaluated",policy="api"} 2`)
+	assert.Contains(t, body, `tlb_ratelimit_fallback_pending{policy="api"} 2`, "the 2 local admissions, not charged while Redis is down")
+	assert.Contains(t, body, "tlb_ratelimit_fallback_subjects 1")
+	assert.Contains(t, body, "tlb_ratelimit_fallback_max_subjects ")
+	assert.Contains(t, body, "tlb_ratelimit_fallback_dropped_total 0")
+	assert.Contains(t, body, "tlb_ratelimit_fallback_charge_failures_total ")
 }

@@ -1,0 +1,192 @@
+package ratefallback_test
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/tech-log/tech-log-backend/adapter-outbound-cache-redis/ratefallback"
+	"github.com/tech-log/tech-log-backend/adapter-outbound-cache-redis/redisrate"
+	"github.com/tech-log/tech-log-backend/adapter-outbound-cache-redis/redistest"
+	"github.com/tech-log/tech-log-backend/shared-contract/ratelimit"
+	"github.com/tech-log/tech-log-backend/shared-contract/ratelimit/ratelimittest"
+)
+
+// TestConformance runs the EdgePort conformance kit against the fallback
+// over a healthy real server, the kit's policies turned local-fallback:
+// while Redis answers, the decorator decides as the provider does.
+func TestConformance(t *testing.T) {
+	srv := redistest.Start(t)
+	keys := randomKeys(t)
+	ratelimittest.Run(t, func(t *testing.T, policies []ratelimit.Policy) ratelimit.EdgePort {
+		local := make([]ratelimit.Policy, 0, len(policies))
+		for _, p := range policies {
+			lp, err := ratelimit.NewPolicy(ratelimit.PolicySpec{
+				ID: p.ID(), Revision: p.Revision(), Algorithm: p.Algorithm(), Params: p.Params(), MaxCost: p.MaxCost(),
+				CleanupGrace: p.CleanupGrace(), MaxClockRegression: p.MaxClockRegression(), DedupWindow: p.DedupWindow(),
+				FailurePolicy: ratelimit.LocalFallback, FallbackInstances: 2,
+			})
+			require.NoError(t, err)
+			local = append(local, lp)
+		}
+		return fallback(t, provider(t, srv, keys, local, 3), local, nil)
+	})
+}
+
+// unstarted is a provider for pols that New accepts (New does no I/O).
+func unstarted(t *testing.T, pols ...ratelimit.Policy) *redisrate.Provider {
+	client, err := redisrate.NewClient(redisrate.ClientConfig{Addr: "127.0.0.1:1", Protocol: redisrate.ProtocolRESP2,
+		CommandTimeout: redisrate.DefaultCommandTimeout, DialTimeout: redisrate.DefaultDialTimeout, PoolSize: 1, PoolTimeout: redisrate.DefaultCommandTimeout})
+	require.NoError(t, err)
+	p, err := redisrate.New(client, randomKeys(t), pols, redisrate.Options{CommandTimeout: redisrate.DefaultCommandTimeout, MaxInFlight: 1})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = p.Close() })
+	return p
+}
+
+func TestNewRejectsBadOptions(t *testing.T) {
+	lf := localPolicy(t, "lf", ratelimit.FixedWindow{Limit: 10, Window: time.Hour}, 1, 2)
+	for _, tt := range []struct {
+		name string
+		opts ratefallback.Options
+		want string
+	}{
+		{"no policies", ratefallback.Options{CommandTimeout: time.Second}, "Options.Policies"},
+		{"no command timeout", ratefallback.Options{Policies: []ratelimit.Policy{lf}}, "Options.CommandTimeout"},
+		{"table too large", ratefallback.Options{Policies: []ratelimit.Policy{lf}, CommandTimeout: time.Second, MaxSubjects: ratefallback.MaxSubjects + 1}, "Options.MaxSubjects"},
+		{"negative table", ratefallback.Options{Policies: []ratelimit.Policy{lf}, CommandTimeout: time.Second, MaxSubjects: -1}, "Options.MaxSubjects"},
+		{"pass too often", ratefallback.Options{Policies: []ratelimit.Policy{lf}, CommandTimeout: time.Second, ReconcileEvery: time.Millisecond}, "Options.ReconcileEvery"},
+		{"zero policy", ratefallback.Options{Policies: []ratelimit.Policy{{}}, CommandTimeout: time.Second}, "zero policy"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			fb, err := ratefallback.New(unstarted(t, lf), tt.opts)
+			require.Error(t, err)
+			assert.Nil(t, fb)
+			assert.ErrorIs(t, err, ratefallback.ErrInvalidOptions)
+			assert.Contains(t, err.Error(), tt.want)
+		})
+	}
+	_, err := ratefallback.New(nil, ratefallback.Options{Policies: []ratelimit.Policy{lf}, CommandTimeout: time.Second})
+	assert.ErrorIs(t, err, ratefallback.ErrInvalidOptions)
+}
+
+// TestLocalDecisionsChargedAfterRecovery: with Redis down (killed, no
+// breaker: every call Unavailable{connection}), a local-fallback policy is
+// decided on the share (5 of 10), a fail-closed one and a cost above the
+// share keep their Unavailable; a charge while Redis is down fails and
+// stays pending (counted); once Redis is back the charge carries the 5
+// local admissions and the other instance's share 5, so the next global
+// decision is a denial.
+func TestLocalDecisionsChargedAfterRecovery(t *testing.T) {
+	srv := redistest.Start(t)
+	keys := randomKeys(t)
+	lf := localPolicy(t, "lf", ratelimit.FixedWindow{Limit: 10, Window: time.Hour}, 10, 2)
+	fc := localPolicy(t, "fc", ratelimit.FixedWindow{Limit: 10, Window: time.Hour}, 1, 0)
+	pols := []ratelimit.Policy{lf, fc}
+	ratelimittest.ClearOfWindowEnd(t, time.Hour, time.Minute)
+	fb := fallback(t, provider(t, srv, keys, pols, 0), pols, func(o *ratefallback.Options) { o.ReconcileEvery = time.Minute })
+	s := randomSubject(t)
+	srv.Kill()
+
+	admitted := 0
+	for i := range 7 {
+		out := ask(fb, lf.ID(), s, 1)
+		ev, ok := out.(ratelimit.Evaluated)
+		require.True(t, ok, "call %d: %v", i, out)
+		assert.Equal(t, ratelimit.LocalEmergency, ev.Decision.Source)
+		assert.Equal(t, ratelimit.ApproximateLocal, ev.Decision.Certainty)
+		assert.Equal(t, int64(5), ev.Decision.Limit, "the share")
+		if ev.Decision.Allowed {
+			admitted++
+		}
+	}
+	assert.Equal(t, 5, admitted)
+	out := ask(fb, lf.ID(), randomSubject(t), 6)
+	assert.Equal(t, ratelimit.CategoryConnection, ratelimit.CategoryOf(out), "a cost above the share: %v", out)
+	out = ask(fb, fc.ID(), s, 1)
+	assert.Equal(t, ratelimit.CategoryConnection, ratelimit.CategoryOf(out), "fail-closed passes through: %v", out)
+
+	charged, failed := fb.Reconcile(context.Background())
+	assert.Zero(t, charged)
+	assert.Equal(t, 1, failed)
+	st := fb.Stats()
+	assert.Equal(t, map[ratelimit.PolicyID]int64{"lf": 5}, st.Pending)
+	assert.Equal(t, uint64(1), st.ChargeFailures)
+	assert.Equal(t, 1, st.Subjects)
+
+	srv.Restart()
+	// go-redis itself dials again up to a second after PoolSize failed
+	// dials in a row (docs/failure-certainty.md): until then the subject
+	// is decided locally (its share is used up: denials).
+	var d ratelimit.Decision
+	for stop := time.Now().Add(5 * time.Second); d.Source != ratelimit.GlobalRedis; {
+		require.True(t, time.Now().Before(stop), "no global decision: %v", out)
+		out = ask(fb, lf.ID(), s, 1)
+		require.Equal(t, ratelimit.KindEvaluated, out.Kind(), "%v", out)
+		d = out.(ratelimit.Evaluated).Decision
+		require.False(t, d.Allowed, "%v", out)
+		time.Sleep(20 * time.Millisecond)
+	}
+	assert.False(t, d.Allowed, "5 local + 5 reserved: the limit is used up")
+	assert.Equal(t, map[ratelimit.PolicyID]int64{"lf": 0}, fb.Stats().Pending, "charged with that decision")
+	charged, failed = fb.Reconcile(context.Background())
+	assert.Zero(t, charged+int64(failed), "nothing left")
+}
+
+// TestTableFullAndSweep: a full table of live entries refuses a new
+// subject (its Unavailable stands, with ErrTableFull); once their window
+// has passed the entries are swept with what they owed (counted as
+// dropped) and the new subject is decided.
+func TestTableFullAndSweep(t *testing.T) {
+	srv := redistest.Start(t)
+	keys := randomKeys(t)
+	lf := localPolicy(t, "lf", ratelimit.FixedWindow{Limit: 10, Window: time.Minute}, 1, 2)
+	pols := []ratelimit.Policy{lf}
+	var mu sync.Mutex
+	now := time.Now()
+	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
+	fb := fallback(t, provider(t, srv, keys, pols, 0), pols, func(o *ratefallback.Options) {
+		o.MaxSubjects, o.Now, o.ReconcileEvery = 2, clock, time.Minute
+	})
+	srv.Kill()
+	for range 2 {
+		require.True(t, ratelimit.Admitted(ask(fb, lf.ID(), randomSubject(t), 1)))
+	}
+	out := ask(fb, lf.ID(), randomSubject(t), 1)
+	require.Equal(t, ratelimit.CategoryConnection, ratelimit.CategoryOf(out), "%v", out)
+	assert.ErrorIs(t, out.(ratelimit.Unavailable).Cause, ratefallback.ErrTableFull)
+
+	mu.Lock()
+	now = now.Add(time.Hour)
+	mu.Unlock()
+	out = ask(fb, lf.ID(), randomSubject(t), 1)
+	require.True(t, ratelimit.Admitted(out), "%v", out)
+	st := fb.Stats()
+	assert.Equal(t, uint64(2), st.Dropped, "the swept entries' uncharged admissions")
+	assert.Equal(t, 1, st.Subjects)
+	assert.Equal(t, 2, st.MaxSubjects)
+}
+
+func TestSharePolicy(t *testing.T) {
+	for _, tt := range []struct {
+		params ratelimit.Params
+		n      int64
+		want   ratelimit.Params
+	}{
+		{ratelimit.FixedWindow{Limit: 10, Window: time.Minute}, 2, ratelimit.FixedWindow{Limit: 5, Window: time.Minute}},
+		{ratelimit.SlidingWindowCounter{Limit: 7, Window: time.Minute}, 3, ratelimit.SlidingWindowCounter{Limit: 2, Window: time.Minute}},
+		{ratelimit.FixedWindow{Limit: 2, Window: time.Minute}, 5, ratelimit.FixedWindow{Limit: 1, Window: time.Minute}},
+		{ratelimit.TokenBucket{Capacity: 10, RefillTokens: 1, RefillPeriod: time.Second}, 2, ratelimit.TokenBucket{Capacity: 5, RefillTokens: 1, RefillPeriod: 2 * time.Second}},
+	} {
+		sp, err := ratefallback.SharePolicy(localPolicy(t, "lf", tt.params, 1, tt.n))
+		require.NoError(t, err)
+		assert.Equal(t, tt.want, sp.Params())
+		assert.Equal(t, ratelimit.FailClosed, sp.FailurePolicy())
+	}
+	_, err := ratefallback.SharePolicy(localPolicy(t, "fc", ratelimit.FixedWindow{Limit: 5, Window: time.Minute}, 1, 0))
+	assert.Error(t, err)
+}

@@ -1,0 +1,45 @@
+package ratefallback
+
+import (
+	"fmt"
+	"math"
+	"time"
+
+	"github.com/tech-log/tech-log-backend/shared-contract/ratelimit"
+)
+
+// SharePolicy returns the policy one instance enforces locally for the
+// LocalFallback policy p: the same ID, revision, algorithm and windows with
+// the limit (capacity) p.FallbackShare() and, for the token bucket, the
+// refill rate divided by FallbackInstances (the period multiplied by it;
+// when that is out of range, the refill tokens divided, rounded down, at
+// least 1), failing closed.
+func SharePolicy(p ratelimit.Policy) (ratelimit.Policy, error) {
+	share := p.FallbackShare()
+	if share < 1 {
+		return ratelimit.Policy{}, fmt.Errorf("policy %q is not local-fallback", p.ID())
+	}
+	n := p.FallbackInstances()
+	spec := ratelimit.PolicySpec{
+		ID: p.ID(), Revision: p.Revision(), Algorithm: p.Algorithm(),
+		MaxCost: min(p.MaxCost(), share), CleanupGrace: p.CleanupGrace(), MaxClockRegression: p.MaxClockRegression(),
+		FailurePolicy: ratelimit.FailClosed,
+	}
+	switch v := p.Params().(type) {
+	case ratelimit.FixedWindow:
+		spec.Params = ratelimit.FixedWindow{Limit: share, Window: v.Window}
+	case ratelimit.SlidingWindowCounter:
+		spec.Params = ratelimit.SlidingWindowCounter{Limit: share, Window: v.Window}
+	case ratelimit.TokenBucket:
+		if v.RefillPeriod > 0 && n <= math.MaxInt64/int64(v.RefillPeriod) {
+			spec.Params = ratelimit.TokenBucket{Capacity: share, RefillTokens: v.RefillTokens, RefillPeriod: v.RefillPeriod * time.Duration(n)}
+			if sp, err := ratelimit.NewPolicy(spec); err == nil {
+				return sp, nil
+			}
+		}
+		spec.Params = ratelimit.TokenBucket{Capacity: share, RefillTokens: max(1, v.RefillTokens/n), RefillPeriod: v.RefillPeriod}
+	default:
+		return ratelimit.Policy{}, fmt.Errorf("policy %q: unknown parameters %T", p.ID(), v)
+	}
+	return ratelimit.NewPolicy(spec)
+}

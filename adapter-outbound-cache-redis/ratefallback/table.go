@@ -1,0 +1,182 @@
+package ratefallback
+
+import (
+	"errors"
+	"math"
+	"time"
+
+	"github.com/tech-log/tech-log-backend/adapter-outbound-cache-redis/programs"
+	"github.com/tech-log/tech-log-backend/shared-contract/ratelimit"
+)
+
+// sweepEvery spaces the sweeps of a full table.
+const sweepEvery = time.Second
+
+// entry is one subject's local state under one policy.
+type entry struct {
+	policy  *localPolicy
+	subject ratelimit.SubjectDigest
+	state   programs.State
+	// expiresAt (local ms) is when state has expired, as its TTL in Redis
+	// would have: the window of what was admitted locally has passed.
+	expiresAt int64
+	// pending is what this instance admitted locally and has not charged
+	// to the global state yet; reserve is the other instances' shares,
+	// charged with it once per outage (ADR 0017).
+	pending, reserve int64
+	// charging is closed when the charge in flight ends; nil when none
+	// is. taken is what that charge carries (pending, reserve).
+	charging     chan struct{}
+	takenPending int64
+	takenReserve int64
+	// failures in a row of background charges that reached the network,
+	// and the earliest next background attempt.
+	failures int
+	nextTry  time.Time
+}
+
+// entryKey is the table key of req's subject under its policy (the
+// subject digest is already a pseudonym).
+func entryKey(req ratelimit.Request) string {
+	return string(req.PolicyID) + "\x00" + string(req.SubjectDigest)
+}
+
+// owes reports whether e has something to charge.
+func (e *entry) owes() bool { return e.pending > 0 || e.reserve > 0 }
+
+// take looks key up: nil when it owes nothing (decide globally), the
+// channel to wait on when a charge of it is in flight, or else e with
+// the units to charge now (the caller must call settle).
+func (f *Fallback) take(key string) (e *entry, wait <-chan struct{}, units int64) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	e = f.table[key]
+	if e == nil || !e.owes() {
+		return nil, nil, 0
+	}
+	if e.charging != nil {
+		return e, e.charging, 0
+	}
+	f.start(e)
+	return e, nil, min(e.takenPending+e.takenReserve, e.policy.global.Limit())
+}
+
+// start marks a charge of e in flight. Called with f.mu held.
+func (f *Fallback) start(e *entry) {
+	e.charging = make(chan struct{})
+	e.takenPending, e.takenReserve = e.pending, e.reserve
+}
+
+// settle ends e's charge: charged clears what it carried (a charge
+// saturates at the limit, so a cut-down one cleared it all too); a
+// failure keeps it pending, and with back off, delays the background
+// pass's next attempt of it (a failure of a charge a request carried
+// does not: the request needed its round trip anyway). After a charge
+// that may have run, the same units may be charged twice (the
+// conservative direction).
+func (f *Fallback) settle(e *entry, charged, back bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	switch {
+	case charged:
+		e.pending -= e.takenPending
+		e.reserve -= e.takenReserve
+		e.failures = 0
+	case back:
+		f.failures++
+		e.failures++
+		e.nextTry = f.now().Add(backoff(f.every, e.failures))
+	}
+	e.takenPending, e.takenReserve = 0, 0
+	close(e.charging)
+	e.charging = nil
+}
+
+// backoff is the wait after n failures in a row: every x 2^(n-1), at most
+// maxBackoff.
+func backoff(every time.Duration, n int) time.Duration {
+	if n > 20 {
+		return maxBackoff
+	}
+	return min(every<<(n-1), maxBackoff)
+}
+
+// decide runs the model for one request on the subject's local state.
+func (f *Fallback) decide(lp *localPolicy, key string, subject ratelimit.SubjectDigest, cost int64, u ratelimit.Unavailable) ratelimit.Outcome {
+	if cost > lp.share.Limit() {
+		return u // never admissible on this instance's share
+	}
+	nowT := f.now()
+	now := nowT.UnixMilli()
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	e := f.table[key]
+	if e == nil {
+		if len(f.table) >= f.max {
+			f.sweep(nowT, false)
+		}
+		if len(f.table) >= f.max {
+			u.Cause = errors.Join(u.Cause, ErrTableFull)
+			return u
+		}
+		e = &entry{policy: lp, subject: subject}
+		f.table[key] = e
+	}
+	st := e.state
+	if st != nil && now >= e.expiresAt {
+		st = nil
+	}
+	r, next := programs.Evaluate(lp.share, st, now, cost)
+	switch r.Status {
+	case programs.StatusAllowed:
+		if !e.owes() {
+			// A new outage for this subject: the other instances may
+			// admit their shares too (ADR 0017).
+			e.reserve = lp.reserve
+		}
+		e.state = next
+		e.expiresAt = now + r.ExpiryMillis(lp.share)
+		e.pending += cost
+	case programs.StatusDenied:
+	default:
+		// The local clock went back too far, or the model refused.
+		return u
+	}
+	return ratelimit.Evaluated{Decision: ratelimit.Decision{
+		Allowed:        r.Status == programs.StatusAllowed,
+		Limit:          r.Limit,
+		Remaining:      r.Remaining,
+		RetryAfter:     millis(r.RetryAfterMillis),
+		ResetAt:        time.UnixMilli(r.ResetAtMillis),
+		PolicyID:       lp.global.ID(),
+		PolicyRevision: lp.global.Revision(),
+		Source:         ratelimit.LocalEmergency,
+		Certainty:      ratelimit.ApproximateLocal,
+	}}
+}
+
+// sweep drops the entries whose local state has expired, with what they
+// still owe (its window has passed: charging it now would only charge the
+// next one), at most once per sweepEvery unless force. Entries with a
+// charge in flight stay. Called with f.mu held.
+func (f *Fallback) sweep(now time.Time, force bool) {
+	if !force && !f.lastSweep.IsZero() && now.Sub(f.lastSweep) < sweepEvery {
+		return
+	}
+	f.lastSweep = now
+	ms := now.UnixMilli()
+	for k, e := range f.table {
+		if e.charging == nil && ms >= e.expiresAt {
+			f.dropped += uint64(e.pending)
+			delete(f.table, k)
+		}
+	}
+}
+
+// millis converts ms to a Duration, saturating.
+func millis(ms int64) time.Duration {
+	if ms > math.MaxInt64/int64(time.Millisecond) {
+		return time.Duration(math.MaxInt64)
+	}
+	return time.Duration(ms) * time.Millisecond
+}
