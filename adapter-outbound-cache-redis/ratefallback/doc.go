@@ -6,7 +6,8 @@
 // its own on this instance's share of the limit, and charges what it
 // admitted to the global state once Redis answers again.
 //
-// Files: fallback.go (Fallback, New, Evaluate: the decorator and the
+// Files: options.go (Provider, Options, New, errors), fallback.go
+// (Fallback, Evaluate: the decorator and the
 // charge of a subject's pending admissions in the same round trip as its
 // next global decision), table.go (the bounded per-subject table, the
 // local decision, the sweep), reconcile.go (the background pass: failed

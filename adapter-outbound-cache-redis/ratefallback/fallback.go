@@ -2,77 +2,11 @@ package ratefallback
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"sync"
 	"time"
 
-	"github.com/tech-log/tech-log-backend/adapter-outbound-cache-redis/redisrate"
 	"github.com/tech-log/tech-log-backend/shared-contract/ratelimit"
-)
-
-// Provider is what the fallback needs of the provider it decorates
-// (redisrate.Provider has it): decisions, a decision with a charge ahead
-// of it in the same round trip, and a charge alone.
-type Provider interface {
-	ratelimit.EdgePort
-	// EvaluateAfterCharge is Evaluate with units charged to the subject
-	// first, in the same round trip; charged: the server ran the charge.
-	EvaluateAfterCharge(ctx context.Context, req ratelimit.Request, units int64) (out ratelimit.Outcome, charged bool)
-	// Charge charges units to the subject alone; an allowed Evaluated
-	// outcome means the server ran it.
-	Charge(ctx context.Context, req ratelimit.Request, units int64) ratelimit.Outcome
-}
-
-var _ Provider = (*redisrate.Provider)(nil)
-
-// Bounds and defaults of Options.
-const (
-	// DefaultMaxSubjects is Options.MaxSubjects when 0: the legacy local
-	// limiter's default table size.
-	DefaultMaxSubjects = 10_000
-	// MaxSubjects bounds Options.MaxSubjects.
-	MaxSubjects = 1_000_000
-	// DefaultReconcileEvery is Options.ReconcileEvery when 0.
-	DefaultReconcileEvery = time.Second
-	// maxBackoff caps the wait before a failed charge is tried again by
-	// the background pass.
-	maxBackoff = 8 * time.Second
-)
-
-// Options configures a Fallback.
-type Options struct {
-	// Policies are the provider's policies; the LocalFallback ones are
-	// decided locally when the provider cannot decide, the others pass
-	// through. Required (at least one).
-	Policies []ratelimit.Policy
-	// CommandTimeout is the provider's command timeout: a background
-	// charge gets redisrate.EvaluationTimeout of it as its deadline.
-	// Required, 1ms..redisrate.MaxTimeout.
-	CommandTimeout time.Duration
-	// MaxSubjects bounds the local table (subjects of every local-fallback
-	// policy together), 1..MaxSubjects; 0 means DefaultMaxSubjects. A
-	// subject that finds the table full of live state is not decided
-	// locally: the Unavailable outcome stands, with ErrTableFull.
-	MaxSubjects int
-	// ReconcileEvery spaces the background passes that charge pending
-	// admissions no request has carried, and sweep expired entries;
-	// 10ms..1m, 0 means DefaultReconcileEvery. A failed charge waits
-	// twice as long each time (at most 8 s; a charge the open breaker
-	// refused costs nothing and does not back off) before the next pass
-	// retries it.
-	ReconcileEvery time.Duration
-	// Now is the local clock (optional; time.Now).
-	Now func() time.Time
-}
-
-// Errors of New and of local decisions.
-var (
-	// ErrInvalidOptions wraps every error New returns.
-	ErrInvalidOptions = errors.New("ratefallback: invalid options")
-	// ErrTableFull is the cause added to an Unavailable outcome that the
-	// fallback could not decide because its table was full.
-	ErrTableFull = errors.New("local fallback table full")
 )
 
 // Fallback is the local emergency fallback, an ratelimit.EdgePort over a
@@ -120,68 +54,6 @@ type localPolicy struct {
 	// reserve is what the other instances may have admitted on their
 	// shares: (FallbackInstances-1) x share.
 	reserve int64
-}
-
-// New returns the fallback over p and starts its background pass (when a
-// policy is LocalFallback). It fails, starting nothing, if opts are
-// invalid or a policy's share cannot be built.
-func New(p Provider, opts Options) (*Fallback, error) {
-	var errs []error
-	bad := func(format string, args ...any) {
-		errs = append(errs, fmt.Errorf("%w: "+format, append([]any{ErrInvalidOptions}, args...)...))
-	}
-	if p == nil {
-		bad("provider: nil")
-	}
-	if len(opts.Policies) == 0 {
-		bad("Options.Policies: none given")
-	}
-	if opts.CommandTimeout < time.Millisecond || opts.CommandTimeout > redisrate.MaxTimeout {
-		bad("Options.CommandTimeout %v must be in 1ms..%v", opts.CommandTimeout, redisrate.MaxTimeout)
-	}
-	if opts.MaxSubjects == 0 {
-		opts.MaxSubjects = DefaultMaxSubjects
-	}
-	if opts.MaxSubjects < 1 || opts.MaxSubjects > MaxSubjects {
-		bad("Options.MaxSubjects %d must be in 1..%d", opts.MaxSubjects, MaxSubjects)
-	}
-	if opts.ReconcileEvery == 0 {
-		opts.ReconcileEvery = DefaultReconcileEvery
-	}
-	if opts.ReconcileEvery < 10*time.Millisecond || opts.ReconcileEvery > time.Minute {
-		bad("Options.ReconcileEvery %v must be in 10ms..1m", opts.ReconcileEvery)
-	}
-	f := &Fallback{
-		p: p, local: map[ratelimit.PolicyID]*localPolicy{}, max: opts.MaxSubjects, now: opts.Now,
-		every: opts.ReconcileEvery, budget: redisrate.EvaluationTimeout(opts.CommandTimeout, false),
-		table: map[string]*entry{}, stop: make(chan struct{}),
-	}
-	if f.now == nil {
-		f.now = time.Now
-	}
-	for i, pol := range opts.Policies {
-		if pol.IsZero() {
-			bad("Options.Policies[%d]: zero policy", i)
-			continue
-		}
-		if pol.FailurePolicy() != ratelimit.LocalFallback {
-			continue
-		}
-		share, err := SharePolicy(pol)
-		if err != nil {
-			bad("policy %q: local share: %v", pol.ID(), err)
-			continue
-		}
-		f.local[pol.ID()] = &localPolicy{global: pol, share: share, reserve: (pol.FallbackInstances() - 1) * share.Limit()}
-	}
-	if err := errors.Join(errs...); err != nil {
-		return nil, err
-	}
-	if len(f.local) > 0 {
-		f.wg.Add(1)
-		go f.background()
-	}
-	return f, nil
 }
 
 // Evaluate implements ratelimit.EdgePort (see Fallback). It never panics
@@ -264,4 +136,64 @@ func knownID(id ratelimit.PolicyID) ratelimit.PolicyID {
 		return id
 	}
 	return ""
+}
+
+// owes reports whether e has something to charge.
+func (e *entry) owes() bool { return e.pending > 0 || e.reserve > 0 }
+
+// take looks key up: nil when it owes nothing (decide globally), the
+// channel to wait on when a charge of it is in flight, or else e with
+// the units to charge now (the caller must call settle).
+func (f *Fallback) take(key string) (e *entry, wait <-chan struct{}, units int64) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	e = f.table[key]
+	if e == nil || !e.owes() {
+		return nil, nil, 0
+	}
+	if e.charging != nil {
+		return e, e.charging, 0
+	}
+	f.start(e)
+	return e, nil, min(e.takenPending+e.takenReserve, e.policy.global.Limit())
+}
+
+// start marks a charge of e in flight. Called with f.mu held.
+func (f *Fallback) start(e *entry) {
+	e.charging = make(chan struct{})
+	e.takenPending, e.takenReserve = e.pending, e.reserve
+}
+
+// settle ends e's charge: charged clears what it carried (a charge
+// saturates at the limit, so a cut-down one cleared it all too); a
+// failure keeps it pending, and with back off, delays the background
+// pass's next attempt of it (a failure of a charge a request carried
+// does not: the request needed its round trip anyway). After a charge
+// that may have run, the same units may be charged twice (the
+// conservative direction).
+func (f *Fallback) settle(e *entry, charged, back bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	switch {
+	case charged:
+		e.pending -= e.takenPending
+		e.reserve -= e.takenReserve
+		e.failures = 0
+	case back:
+		f.failures++
+		e.failures++
+		e.nextTry = f.now().Add(backoff(f.every, e.failures))
+	}
+	e.takenPending, e.takenReserve = 0, 0
+	close(e.charging)
+	e.charging = nil
+}
+
+// backoff is the wait after n failures in a row: every x 2^(n-1), at most
+// maxBackoff.
+func backoff(every time.Duration, n int) time.Duration {
+	if n > 20 {
+		return maxBackoff
+	}
+	return min(every<<(n-1), maxBackoff)
 }

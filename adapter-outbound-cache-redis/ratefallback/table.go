@@ -41,66 +41,6 @@ func entryKey(req ratelimit.Request) string {
 	return string(req.PolicyID) + "\x00" + string(req.SubjectDigest)
 }
 
-// owes reports whether e has something to charge.
-func (e *entry) owes() bool { return e.pending > 0 || e.reserve > 0 }
-
-// take looks key up: nil when it owes nothing (decide globally), the
-// channel to wait on when a charge of it is in flight, or else e with
-// the units to charge now (the caller must call settle).
-func (f *Fallback) take(key string) (e *entry, wait <-chan struct{}, units int64) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	e = f.table[key]
-	if e == nil || !e.owes() {
-		return nil, nil, 0
-	}
-	if e.charging != nil {
-		return e, e.charging, 0
-	}
-	f.start(e)
-	return e, nil, min(e.takenPending+e.takenReserve, e.policy.global.Limit())
-}
-
-// start marks a charge of e in flight. Called with f.mu held.
-func (f *Fallback) start(e *entry) {
-	e.charging = make(chan struct{})
-	e.takenPending, e.takenReserve = e.pending, e.reserve
-}
-
-// settle ends e's charge: charged clears what it carried (a charge
-// saturates at the limit, so a cut-down one cleared it all too); a
-// failure keeps it pending, and with back off, delays the background
-// pass's next attempt of it (a failure of a charge a request carried
-// does not: the request needed its round trip anyway). After a charge
-// that may have run, the same units may be charged twice (the
-// conservative direction).
-func (f *Fallback) settle(e *entry, charged, back bool) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	switch {
-	case charged:
-		e.pending -= e.takenPending
-		e.reserve -= e.takenReserve
-		e.failures = 0
-	case back:
-		f.failures++
-		e.failures++
-		e.nextTry = f.now().Add(backoff(f.every, e.failures))
-	}
-	e.takenPending, e.takenReserve = 0, 0
-	close(e.charging)
-	e.charging = nil
-}
-
-// backoff is the wait after n failures in a row: every x 2^(n-1), at most
-// maxBackoff.
-func backoff(every time.Duration, n int) time.Duration {
-	if n > 20 {
-		return maxBackoff
-	}
-	return min(every<<(n-1), maxBackoff)
-}
-
 // decide runs the model for one request on the subject's local state.
 func (f *Fallback) decide(lp *localPolicy, key string, subject ratelimit.SubjectDigest, cost int64, u ratelimit.Unavailable) ratelimit.Outcome {
 	if cost > lp.share.Limit() {
