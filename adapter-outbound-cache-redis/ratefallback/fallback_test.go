@@ -190,3 +190,62 @@ func TestSharePolicy(t *testing.T) {
 	_, err := ratefallback.SharePolicy(localPolicy(t, "fc", ratelimit.FixedWindow{Limit: 5, Window: time.Minute}, 1, 0))
 	assert.Error(t, err)
 }
+
+// TestConcurrentRequestsWaitForTheCharge: after recovery, 16 requests of a
+// subject with pending local admissions arrive at once on one instance;
+// one carries the charge (5 local + 5 reserved = the limit) and the others
+// wait for it, so none is decided ahead of it: not one is admitted (some
+// may meet the provider's in-flight bound of 8: refused unsent).
+func TestConcurrentRequestsWaitForTheCharge(t *testing.T) {
+	srv := redistest.Start(t)
+	keys := randomKeys(t)
+	lf := localPolicy(t, "lf", ratelimit.FixedWindow{Limit: 10, Window: time.Hour}, 1, 2)
+	pols := []ratelimit.Policy{lf}
+	ratelimittest.ClearOfWindowEnd(t, time.Hour, time.Minute)
+	p := provider(t, srv, keys, pols, 0)
+	fb := fallback(t, p, pols, func(o *ratefallback.Options) { o.ReconcileEvery = time.Minute })
+	s := randomSubject(t)
+	srv.Kill()
+	for range 5 {
+		require.True(t, ratelimit.Admitted(ask(fb, lf.ID(), s, 1)))
+	}
+	srv.Restart()
+	// Ready goes to the server directly (not through the fallback); once
+	// it passes, go-redis dials again.
+	for stop := time.Now().Add(5 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		err := p.Ready(ctx)
+		cancel()
+		if err == nil {
+			break
+		}
+		require.True(t, time.Now().Before(stop), "not ready: %v", err)
+	}
+	var wg sync.WaitGroup
+	start := make(chan struct{})
+	outs := make([]ratelimit.Outcome, 16)
+	for i := range outs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			<-start
+			outs[i] = ask(fb, lf.ID(), s, 1)
+		}()
+	}
+	close(start)
+	wg.Wait()
+	global := 0
+	for i, out := range outs {
+		if ratelimit.CategoryOf(out) == ratelimit.CategoryAdmission {
+			continue // the provider's in-flight bound (8) refused it, unsent
+		}
+		require.Equal(t, ratelimit.KindEvaluated, out.Kind(), "request %d: %v", i, out)
+		d := out.(ratelimit.Evaluated).Decision
+		assert.False(t, d.Allowed, "request %d admitted (%s)", i, d.Source)
+		if d.Source == ratelimit.GlobalRedis {
+			global++
+		}
+	}
+	assert.Positive(t, global)
+	assert.Equal(t, map[ratelimit.PolicyID]int64{"lf": 0}, fb.Stats().Pending)
+}
