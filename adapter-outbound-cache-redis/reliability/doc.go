@@ -4,6 +4,9 @@
 // memory checks under bounded load, property tests of the Go reference
 // model, and least-privilege ACL checks. It has no non-test code: every
 // claim is a test in this directory, reported in docs/reliability.md.
+// slicer_test.go registers the lane's own slicer toxic ("tlb_slicer"), whose
+// sends can be interrupted: toxiproxy v2.5.0's slicer can deadlock removal
+// (slicer_regression_test.go).
 //
 // The tests use only the public API of redisrate, programs, redistest and
 // shared-contract. This package must never be imported, must never import

@@ -64,8 +64,8 @@ func TestToxicSlicedFramesSameDecisions(t *testing.T) {
 		toxics []string
 	}{
 		{"slicer 1B/100us both ways", []string{
-			`{"name":"sd","type":"slicer","stream":"downstream","attributes":{"average_size":1,"size_variation":0,"delay":100}}`,
-			`{"name":"su","type":"slicer","stream":"upstream","attributes":{"average_size":1,"size_variation":0,"delay":100}}`,
+			`{"name":"sd","type":"tlb_slicer","stream":"downstream","attributes":{"average_size":1,"size_variation":0,"delay":100}}`,
+			`{"name":"su","type":"tlb_slicer","stream":"upstream","attributes":{"average_size":1,"size_variation":0,"delay":100}}`,
 		}},
 		{"bandwidth 2 KB/s both ways", []string{
 			`{"name":"bd","type":"bandwidth","stream":"downstream","attributes":{"rate":2}}`,

@@ -57,16 +57,33 @@ func addToxic(t testing.TB, p *toxiproxy.Proxy, json string) func() {
 	remove := func() {
 		if !removed {
 			removed = true
-			require.NoError(t, p.Toxics.RemoveToxic(context.Background(), w.Name))
+			require.NoError(t, removeToxic(p, w.Name))
 		}
 	}
 	t.Cleanup(func() {
 		if !removed {
 			removed = true
-			_ = p.Toxics.RemoveToxic(context.Background(), w.Name)
+			_ = removeToxic(p, w.Name)
 		}
 	})
 	return remove
+}
+
+// toxicRemovalBound bounds one RemoveToxic: a toxic blocked on a dead link
+// (see slicerToxic) would otherwise hang it, and the test, for good.
+const toxicRemovalBound = 10 * time.Second
+
+// removeToxic removes the toxic name from p, failing after
+// toxicRemovalBound instead of hanging.
+func removeToxic(p *toxiproxy.Proxy, name string) error {
+	done := make(chan error, 1)
+	go func() { done <- p.Toxics.RemoveToxic(context.Background(), name) }()
+	select {
+	case err := <-done:
+		return err
+	case <-time.After(toxicRemovalBound):
+		return fmt.Errorf("toxiproxy: removing toxic %q still blocked after %v (a toxic stuck sending to a closed link)", name, toxicRemovalBound)
+	}
 }
 
 func clientConfig(addr string, timeout time.Duration, pool int) redisrate.ClientConfig {

@@ -95,7 +95,7 @@ func randomToxic(rng *mrand.Rand, downBytes, upBytes int) string {
 	case 4:
 		return fmt.Sprintf(`{"type":"limit_data","stream":"upstream","attributes":{"bytes":%d}}`, rng.IntN(upBytes))
 	default:
-		return `{"type":"slicer","stream":"downstream","attributes":{"average_size":3,"size_variation":2,"delay":50}}`
+		return `{"type":"tlb_slicer","stream":"downstream","attributes":{"average_size":3,"size_variation":2,"delay":50}}`
 	}
 }
 
