@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -63,4 +64,31 @@ func TestReadinessDetail(t *testing.T) {
 	rec, _ = get(detailChecker{detail: deps, err: context.DeadlineExceeded})
 	assert.Equal(t, http.StatusServiceUnavailable, rec.Code)
 	assert.Contains(t, rec.Body.String(), "readiness check timed out")
+}
+
+// TestReadinessSummary: the public /readyz runs the check but writes
+// neither the dependencies nor a Detailer's text.
+func TestReadinessSummary(t *testing.T) {
+	deps := []map[string]any{{"name": "ratelimit", "ready": true, "server": map[string]any{"version": "7.4.1"}}}
+	get := func(c ReadinessChecker) *httptest.ResponseRecorder {
+		var checks int
+		h, err := New(Config{Checker: c, OnCheck: func(error, time.Duration) { checks++ }})
+		require.NoError(t, err)
+		mux := http.NewServeMux()
+		h.RegisterPublic(mux)
+		rec := httptest.NewRecorder()
+		mux.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, ReadinessPath, nil))
+		assert.Equal(t, 1, checks, "the summary runs the check")
+		return rec
+	}
+	rec := get(detailChecker{detail: deps})
+	assert.Equal(t, http.StatusOK, rec.Code)
+	assert.Equal(t, "ready\n", rec.Body.String())
+
+	rec = get(detailChecker{detail: deps, err: shownErr{}})
+	assert.Equal(t, http.StatusServiceUnavailable, rec.Code)
+	assert.JSONEq(t, `{"type":"about:blank","title":"not ready","status":503,"detail":"not ready"}`, rec.Body.String())
+	for _, leak := range []string{"7.4.1", "ratelimit", "dependency down", "10.0.0.1", "dependencies"} {
+		assert.NotContains(t, rec.Body.String(), leak)
+	}
 }

@@ -96,6 +96,43 @@ func (h *Handlers) Register(mux *http.ServeMux) {
 	mux.Handle("GET "+ReadinessPath, h.Readiness())
 }
 
+// RegisterPublic adds "GET /healthz" and the summary "GET /readyz"
+// (ReadinessSummary) to mux: the pair for a public listener when the
+// detailed document is served on an admin listener (Register).
+func (h *Handlers) RegisterPublic(mux *http.ServeMux) {
+	mux.Handle("GET "+LivenessPath, h.Liveness())
+	mux.Handle("GET "+ReadinessPath, h.ReadinessSummary())
+}
+
+// ReadinessSummary runs the same check as Readiness but says only whether
+// the service is ready: 200 "ready", or 503 with a problem body whose detail
+// is "not ready" (or "shutting down" while draining). No dependency, reason
+// or server description is written, whatever the checker offers.
+func (h *Handlers) ReadinessSummary() http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if h.draining.Load() {
+			writeNotReady(w, "shutting down")
+			return
+		}
+		if h.checker == nil {
+			writeText(w, http.StatusOK, "ready\n")
+			return
+		}
+		ctx, cancel := context.WithTimeout(r.Context(), h.timeout)
+		defer cancel()
+		start := time.Now()
+		err := h.checker.Ready(ctx)
+		if h.onCheck != nil {
+			h.onCheck(err, time.Since(start))
+		}
+		if err != nil {
+			writeNotReady(w, "not ready")
+			return
+		}
+		writeText(w, http.StatusOK, "ready\n")
+	})
+}
+
 // Drain makes /readyz answer 503 from now on, so that load balancers stop
 // sending traffic before shutdown. /healthz is unaffected.
 func (h *Handlers) Drain() { h.draining.Store(true) }

@@ -18,6 +18,9 @@ const (
 	MaxForwardedHops = 32
 	// MaxTrustedProxies bounds the trusted-proxy list.
 	MaxTrustedProxies = 256
+	// MinIPv6PrefixLen is the shortest IPv6 prefix Config.IPv6PrefixLen
+	// accepts: a /32 is already a whole provider allocation.
+	MinIPv6PrefixLen = 32
 )
 
 // forwardedForKey is the canonical header map key, so that lookups do not
@@ -142,8 +145,8 @@ func (c Config) Validate() error {
 			errs = append(errs, fmt.Errorf("%w: TrustedProxies[%d] is not a valid prefix", ErrInvalidConfig, i))
 		}
 	}
-	if c.IPv6PrefixLen != 0 && (c.IPv6PrefixLen < 32 || c.IPv6PrefixLen > 128) {
-		errs = append(errs, fmt.Errorf("%w: IPv6PrefixLen %d is neither 0 nor in 32..128", ErrInvalidConfig, c.IPv6PrefixLen))
+	if c.IPv6PrefixLen != 0 && (c.IPv6PrefixLen < MinIPv6PrefixLen || c.IPv6PrefixLen > 128) {
+		errs = append(errs, fmt.Errorf("%w: IPv6PrefixLen %d is neither 0 nor in %d..128", ErrInvalidConfig, c.IPv6PrefixLen, MinIPv6PrefixLen))
 	}
 	return errors.Join(errs...)
 }

@@ -15,6 +15,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
+
+	"github.com/tech-log/tech-log-backend/shared-contract/keyspace"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -187,4 +189,59 @@ func TestSum64(t *testing.T) {
 	assert.NotEqual(t, a.Sum64(seed), ident("192.0.2.1", "192.0.2.1:1").Sum64(seed), "api key vs ip of the same text")
 	assert.NotEqual(t, a.Sum64(seed), a.Sum64(maphash.MakeSeed()), "seed changes the hash")
 	assert.Zero(t, testing.AllocsPerRun(100, func() { _ = a.Sum64(seed) }))
+}
+
+// TestIPv6PrefixKeying: with a /64 prefix (the service default) every
+// address of one /64 is one subject (one HMAC digest, one local-limiter
+// hash), another /64 is another subject, and an IPv4-mapped address is the
+// IPv4 client, never masked to its IPv6 /64 (which would make every IPv4
+// client one). The peer and a forwarded client are keyed alike.
+func TestIPv6PrefixKeying(t *testing.T) {
+	secret, err := keyspace.NewSecret([]byte("ipv6-prefix-test-secret-0123456789abcdef"))
+	require.NoError(t, err)
+	pseudo, err := NewPseudonymizer(secret)
+	require.NoError(t, err)
+	seed := maphash.MakeSeed()
+	type key struct {
+		digest string
+		sum    uint64
+	}
+	for _, bits := range []int{64, 48, 128} {
+		r, err := NewResolver(Config{IPv6PrefixLen: bits, TrustedProxies: mustPrefixes(t, "10.0.0.1")})
+		require.NoError(t, err)
+		keyOf := func(remote, xff string) key {
+			t.Helper()
+			req := httptest.NewRequest(http.MethodGet, "/", nil)
+			req.RemoteAddr = remote
+			if xff != "" {
+				req.Header.Set("X-Forwarded-For", xff)
+			}
+			id, err := r.Identify(req)
+			require.NoError(t, err)
+			d, err := pseudo.Digest(id)
+			require.NoError(t, err)
+			return key{string(d), id.Sum64(seed)}
+		}
+		a := keyOf("[2001:db8:1:2::1]:1", "")
+		sameSlash64 := keyOf("[2001:db8:1:2:ffff:ffff:ffff:fffe]:2", "")
+		otherSlash64 := keyOf("[2001:db8:1:3::1]:1", "")
+		otherSlash48 := keyOf("[2001:db8:2:2::1]:1", "")
+		switch bits {
+		case 64:
+			assert.Equal(t, a, sameSlash64, "/64: one /64 is one subject")
+			assert.NotEqual(t, a, otherSlash64, "/64: another /64 is another subject")
+		case 48:
+			assert.Equal(t, a, otherSlash64, "/48: two /64s of one /48 are one subject")
+			assert.NotEqual(t, a, otherSlash48, "/48: another /48 is another subject")
+		case 128:
+			assert.NotEqual(t, a, sameSlash64, "/128: every address its own subject")
+		}
+		assert.Equal(t, a, keyOf("10.0.0.1:9", "[2001:db8:1:2::1]"), "a forwarded client is keyed like a peer")
+
+		v4 := keyOf("192.0.2.1:1", "")
+		assert.Equal(t, v4, keyOf("[::ffff:192.0.2.1]:1", ""), "/%d: a mapped address is its IPv4 client", bits)
+		assert.Equal(t, v4, keyOf("10.0.0.1:9", "::ffff:192.0.2.1"), "/%d: a forwarded mapped address is its IPv4 client", bits)
+		assert.NotEqual(t, v4, keyOf("[::ffff:192.0.2.2]:1", ""), "/%d: mapped addresses are not grouped by an IPv6 prefix", bits)
+		assert.NotEqual(t, v4, keyOf("192.0.2.2:1", ""), "/%d: IPv4 addresses are whole", bits)
+	}
 }

@@ -140,12 +140,24 @@ type TLS struct {
 type Web struct {
 	// Addr is the listen address (APP_WEB_ADDR, overridden by -addr).
 	Addr string
+	// AdminAddr is the admin listener's address (APP_WEB_ADMIN_ADDR), ""
+	// when unset. When set, /metrics and the detailed /readyz document are
+	// served there only, and the public listener's /readyz says ready or
+	// not without detail.
+	AdminAddr string
+	// IPv6Prefix is the prefix length (32..128, APP_WEB_IPV6_PREFIX,
+	// default 64) an IPv6 client address is masked to before it becomes an
+	// IP identity or a local-limiter client: every address of one /64 is
+	// one client by default. IPv4 (and IPv4-mapped IPv6) addresses are
+	// whole.
+	IPv6Prefix int
 	// SubjectSecret is the HMAC secret that pseudonymizes client
 	// identities; set (>= 32 bytes) whenever the Redis limiter is enabled,
 	// zero otherwise unless configured.
 	SubjectSecret keyspace.Secret
 	// TrustedProxies are the peers whose X-Forwarded-For is honoured;
-	// empty means never.
+	// empty means never. No entry has prefix length 0 (Load refuses
+	// 0.0.0.0/0 and ::/0); IPv4-mapped IPv6 prefixes are unmapped.
 	TrustedProxies []netip.Prefix
 	// EvaluationTimeout is the deadline given to each rate-limit
 	// evaluation; it exceeds RateLimit.CommandTimeout. When
@@ -171,6 +183,27 @@ type Web struct {
 	// RateLimit-Reset beside RateLimit and RateLimit-Policy
 	// (APP_WEB_RATELIMIT_LEGACY_HEADERS, default true).
 	LegacyRateLimitHeaders bool
+}
+
+// Broadest trusted-proxy prefixes accepted without a warning: an entry
+// shorter than these (but not 0, which Load refuses) starts the service
+// with a warning line (BroadTrustedProxies).
+const (
+	BroadProxyBitsIPv4 = 8
+	BroadProxyBitsIPv6 = 32
+)
+
+// BroadTrustedProxies are the TrustedProxies entries broader than /8
+// (IPv4) or /32 (IPv6): every address in them may set X-Forwarded-For and
+// the identity header. The service logs them once at start.
+func (w Web) BroadTrustedProxies() []netip.Prefix {
+	var out []netip.Prefix
+	for _, p := range w.TrustedProxies {
+		if (p.Addr().Is4() && p.Bits() < BroadProxyBitsIPv4) || (!p.Addr().Is4() && p.Bits() < BroadProxyBitsIPv6) {
+			out = append(out, p)
+		}
+	}
+	return out
 }
 
 // IdentityMode selects the client identity the edge limits by.
@@ -219,7 +252,11 @@ type Log struct {
 // appear as their length only.
 func (c Config) String() string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "web{addr=%s local_limit=%v", c.Web.Addr, c.Web.LocalLimit.Enabled)
+	fmt.Fprintf(&b, "web{addr=%s", c.Web.Addr)
+	if c.Web.AdminAddr != "" {
+		fmt.Fprintf(&b, " admin_addr=%s", c.Web.AdminAddr)
+	}
+	fmt.Fprintf(&b, " ipv6_prefix=%d local_limit=%v", c.Web.IPv6Prefix, c.Web.LocalLimit.Enabled)
 	if c.Web.LocalLimit.Enabled {
 		fmt.Fprintf(&b, " rate=%g/s burst=%d max_clients=%d", c.Web.LocalLimit.Rate, c.Web.LocalLimit.Burst, c.Web.LocalLimit.MaxClients)
 	}

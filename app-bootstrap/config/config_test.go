@@ -8,6 +8,7 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -80,6 +81,8 @@ func TestLoadDefaults(t *testing.T) {
 	assert.Equal(t, 5*time.Minute, cfg.Web.LocalLimit.IdleTTL)
 	assert.Equal(t, 500*time.Millisecond, cfg.Web.EvaluationTimeout)
 	assert.Empty(t, cfg.Web.TrustedProxies)
+	assert.Equal(t, 64, cfg.Web.IPv6Prefix, "a /64 is one client by default")
+	assert.Empty(t, cfg.Web.AdminAddr, "no admin listener by default")
 	assert.True(t, cfg.Web.SubjectSecret.IsZero())
 	assert.Equal(t, LogAuto, cfg.Log.Format)
 	assert.Equal(t, slog.LevelInfo, cfg.Log.Level)
@@ -190,6 +193,16 @@ func TestLoadRejections(t *testing.T) {
 		{"cache db out of range", map[string]string{"APP_CACHE_ENABLED": "true", "APP_CACHE_REDIS_ADDR": "127.0.0.1:6391", "APP_CACHE_REDIS_KEY_SECRET": cacheSecret, "APP_CACHE_REDIS_DB": "99"}, "APP_CACHE_REDIS_DB", ErrInvalid, "want 0..15"},
 		{"web addr malformed", map[string]string{"APP_WEB_ADDR": "8080"}, "APP_WEB_ADDR", ErrInvalid, "want [host]:port"},
 		{"trusted proxy malformed", map[string]string{"APP_WEB_TRUSTED_PROXIES": "10.0.0.0/8, nonsense"}, "APP_WEB_TRUSTED_PROXIES", ErrInvalid, `"nonsense"`},
+		{"trusted proxy ipv4 wildcard", map[string]string{"APP_WEB_TRUSTED_PROXIES": "10.0.0.0/8,0.0.0.0/0"}, "APP_WEB_TRUSTED_PROXIES", ErrInvalid, `"0.0.0.0/0" trusts every address`},
+		{"trusted proxy ipv6 wildcard", map[string]string{"APP_WEB_TRUSTED_PROXIES": "::/0"}, "APP_WEB_TRUSTED_PROXIES", ErrInvalid, `"::/0" trusts every address`},
+		{"trusted proxy unmasked wildcard", map[string]string{"APP_WEB_TRUSTED_PROXIES": "10.1.2.3/0"}, "APP_WEB_TRUSTED_PROXIES", ErrInvalid, "trusts every address"},
+		{"trusted proxy mapped wildcard", map[string]string{"APP_WEB_TRUSTED_PROXIES": "::ffff:0.0.0.0/96"}, "APP_WEB_TRUSTED_PROXIES", ErrInvalid, "trusts every address"},
+		{"ipv6 prefix too short", map[string]string{"APP_WEB_IPV6_PREFIX": "31"}, "APP_WEB_IPV6_PREFIX", ErrInvalid, "want 32..128"},
+		{"ipv6 prefix too long", map[string]string{"APP_WEB_IPV6_PREFIX": "129"}, "APP_WEB_IPV6_PREFIX", ErrInvalid, "want 32..128"},
+		{"ipv6 prefix zero", map[string]string{"APP_WEB_IPV6_PREFIX": "0"}, "APP_WEB_IPV6_PREFIX", ErrInvalid, "want 32..128"},
+		{"ipv6 prefix not an integer", map[string]string{"APP_WEB_IPV6_PREFIX": "/64"}, "APP_WEB_IPV6_PREFIX", ErrInvalid, ""},
+		{"admin addr malformed", map[string]string{"APP_WEB_ADMIN_ADDR": "9090"}, "APP_WEB_ADMIN_ADDR", ErrInvalid, "want [host]:port"},
+		{"admin addr is the public addr", map[string]string{"APP_WEB_ADDR": "127.0.0.1:8080", "APP_WEB_ADMIN_ADDR": "127.0.0.1:8080"}, "APP_WEB_ADMIN_ADDR", ErrConflict, "needs its own address"},
 		{"local rate NaN", map[string]string{"APP_WEB_LOCAL_LIMIT_RATE": "NaN"}, "APP_WEB_LOCAL_LIMIT_RATE", ErrInvalid, "finite rate"},
 		{"local rate Inf", map[string]string{"APP_WEB_LOCAL_LIMIT_RATE": "+Inf"}, "APP_WEB_LOCAL_LIMIT_RATE", ErrInvalid, "finite rate"},
 		{"local rate zero", map[string]string{"APP_WEB_LOCAL_LIMIT_RATE": "0"}, "APP_WEB_LOCAL_LIMIT_RATE", ErrInvalid, "finite rate"},
@@ -315,6 +328,31 @@ func TestLoadTrustedProxies(t *testing.T) {
 		netip.MustParsePrefix("192.168.0.0/16"),
 		netip.MustParsePrefix("::1/128"),
 	}, cfg.Web.TrustedProxies)
+	assert.Empty(t, cfg.Web.BroadTrustedProxies())
+
+	// Broader than /8 (IPv4) or /32 (IPv6): accepted, listed for the
+	// start-up warning; mapped prefixes are unmapped first.
+	cfg, err = Load(map[string]string{"APP_WEB_TRUSTED_PROXIES": "10.0.0.0/8,64.0.0.0/2,2001:db8::/32,2000::/3,::ffff:10.0.0.0/104,::ffff:0.0.0.0/97"})
+	require.NoError(t, err)
+	assert.Equal(t, netip.MustParsePrefix("10.0.0.0/8"), cfg.Web.TrustedProxies[4], "mapped prefix unmapped")
+	assert.Equal(t, []netip.Prefix{
+		netip.MustParsePrefix("64.0.0.0/2"),
+		netip.MustParsePrefix("2000::/3"),
+		netip.MustParsePrefix("0.0.0.0/1"),
+	}, cfg.Web.BroadTrustedProxies())
+}
+
+func TestLoadWebListenersAndIPv6Prefix(t *testing.T) {
+	cfg, err := Load(map[string]string{"APP_WEB_ADMIN_ADDR": "127.0.0.1:9090", "APP_WEB_IPV6_PREFIX": "56"})
+	require.NoError(t, err)
+	assert.Equal(t, "127.0.0.1:9090", cfg.Web.AdminAddr)
+	assert.Equal(t, 56, cfg.Web.IPv6Prefix)
+	assert.Contains(t, cfg.String(), "admin_addr=127.0.0.1:9090 ipv6_prefix=56")
+	for _, bits := range []string{"32", "128"} {
+		cfg, err := Load(map[string]string{"APP_WEB_IPV6_PREFIX": bits})
+		require.NoError(t, err, bits)
+		assert.Equal(t, bits, strconv.Itoa(cfg.Web.IPv6Prefix))
+	}
 }
 
 // TestSecretsRedacted: no textual form of the configuration carries a

@@ -108,6 +108,8 @@ type rawTLS struct {
 
 type rawWeb struct {
 	Addr              string         `env:"ADDR" envDefault:":8080"`
+	AdminAddr         string         `env:"ADMIN_ADDR"`
+	IPv6Prefix        int            `env:"IPV6_PREFIX" envDefault:"64"`
 	SubjectSecret     Secret         `env:"SUBJECT_SECRET"`
 	SubjectSecretFile string         `env:"SUBJECT_SECRET_FILE"`
 	TrustedProxies    []string       `env:"TRUSTED_PROXIES" envSeparator:","`

@@ -94,6 +94,8 @@ var fuzzVars = []string{
 	"APP_WEB_LOCAL_LIMIT_RATE",
 	"APP_CACHE_ENABLED",
 	"APP_CACHE_REDIS_ADDR",
+	"APP_WEB_IPV6_PREFIX",
+	"APP_WEB_ADMIN_ADDR",
 }
 
 // FuzzLoad: whatever values the variables hold, Load never panics; it
@@ -105,10 +107,10 @@ var fuzzVars = []string{
 // is compared as a name.
 func FuzzLoad(f *testing.F) {
 	join := func(v ...string) string { return strings.Join(v, "\x00") }
-	f.Add(join("true", "127.0.0.1:6390", "250ms", "64", "64", "tlb", "api", "10.0.0.0/8", "10", "true", "127.0.0.1:6391"))
-	f.Add(join("true", "127.0.0.1:6390", "0.5ms", "0", "65", "TLB", "nope", "10.0.0.0/33,x", "NaN", "true", "127.0.0.1:6390"))
+	f.Add(join("true", "127.0.0.1:6390", "250ms", "64", "64", "tlb", "api", "10.0.0.0/8", "10", "true", "127.0.0.1:6391", "64", "127.0.0.1:9090"))
+	f.Add(join("true", "127.0.0.1:6390", "0.5ms", "0", "65", "TLB", "nope", "10.0.0.0/33,x", "NaN", "true", "127.0.0.1:6390", "31", "9090"))
 	f.Add(join("false", "", "-1s", "1025", "-1", ":", "", "", "+Inf", "yes", ""))
-	f.Add(join("TRUE", "[::1]:6379", "10s", "1024", "1", "a.b-c_d", "login", "::1/128, 192.0.2.1", "1e-300", "true", "[::1]:6379"))
+	f.Add(join("TRUE", "[::1]:6379", "10s", "1024", "1", "a.b-c_d", "login", "::1/128, 192.0.2.1, ::/0", "1e-300", "true", "[::1]:6379", "x", "[::1]:0"))
 	f.Add(join("1", "host", "1h", "9999999999999999999", "1", strings.Repeat("p", 70), strings.Repeat("x", 65), ",,,", "0", "false", "redis:6379"))
 	f.Fuzz(func(t *testing.T, in string) {
 		env := enabledEnv()
@@ -139,6 +141,14 @@ func FuzzLoad(f *testing.F) {
 		if s := cfg.String(); !strings.Contains(in, keySecret[:16]) && !strings.Contains(in, subjectSecret[:16]) &&
 			(strings.Contains(s, keySecret) || strings.Contains(s, subjectSecret)) {
 			t.Fatalf("String shows a secret: %s", s)
+		}
+		for _, p := range cfg.Web.TrustedProxies {
+			if p.Bits() == 0 {
+				t.Fatalf("wildcard trusted proxy %s accepted", p)
+			}
+		}
+		if b := cfg.Web.IPv6Prefix; b < 32 || b > 128 {
+			t.Fatalf("ipv6 prefix %d accepted", b)
 		}
 		rl := cfg.RateLimit
 		if !rl.Enabled {

@@ -26,6 +26,7 @@ const (
 	// maxWebTimeout bounds the per-evaluation deadline the edge accepts.
 	maxWebTimeout  = edge.MaxTimeout
 	maxProxies     = subject.MaxTrustedProxies
+	minIPv6Prefix  = subject.MinIPv6PrefixLen
 	maxLocalBurst  = localimit.MaxBurst
 	maxLocalClient = localimit.MaxClientsLimit
 

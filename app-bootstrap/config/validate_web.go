@@ -16,6 +16,15 @@ func (v *errs) web(w rawWeb, rl RateLimit) Web {
 	if _, _, err := net.SplitHostPort(w.Addr); err != nil {
 		v.add(g+"ADDR", ErrInvalid, "%q: want [host]:port: %w", bounded(w.Addr), err)
 	}
+	if w.AdminAddr != "" {
+		out.AdminAddr = w.AdminAddr
+		if _, _, err := net.SplitHostPort(w.AdminAddr); err != nil {
+			v.add(g+"ADMIN_ADDR", ErrInvalid, "%q: want [host]:port: %w", bounded(w.AdminAddr), err)
+		} else if w.AdminAddr == w.Addr {
+			v.add(g+"ADMIN_ADDR", ErrConflict, "%q is also %sADDR: the admin listener needs its own address", bounded(w.AdminAddr), g)
+		}
+	}
+	out.IPv6Prefix = v.between(g+"IPV6_PREFIX", w.IPv6Prefix, minIPv6Prefix, 128)
 	if rl.Enabled || !w.SubjectSecret.IsZero() || w.SubjectSecretFile != "" {
 		out.SubjectSecret = v.keySecret(g+"SUBJECT_SECRET", w.SubjectSecret, w.SubjectSecretFile)
 	}
@@ -27,6 +36,12 @@ func (v *errs) web(w rawWeb, rl RateLimit) Web {
 		p, err := parsePrefix(s)
 		if err != nil {
 			v.add(g+"TRUSTED_PROXIES", ErrInvalid, "%q: want an IP or CIDR: %w", bounded(s), err)
+			continue
+		}
+		if p.Bits() == 0 {
+			// Every address would be a proxy: X-Forwarded-For and the
+			// identity header forgeable by anyone.
+			v.add(g+"TRUSTED_PROXIES", ErrInvalid, "%q trusts every address: list your proxies' own networks", bounded(s))
 			continue
 		}
 		out.TrustedProxies = append(out.TrustedProxies, p)
@@ -80,11 +95,16 @@ func anyDedupWindow(policies []ratelimit.Policy) bool {
 	return false
 }
 
+// parsePrefix reads an IP or CIDR, masked, IPv4-mapped forms unmapped
+// (::ffff:0:0/96 is 0.0.0.0/0), without a zone.
 func parsePrefix(s string) (netip.Prefix, error) {
 	if strings.Contains(s, "/") {
 		p, err := netip.ParsePrefix(s)
 		if err != nil {
 			return netip.Prefix{}, err
+		}
+		if a := p.Addr(); a.Is4In6() && p.Bits() >= 96 {
+			p = netip.PrefixFrom(a.Unmap(), p.Bits()-96)
 		}
 		return p.Masked(), nil
 	}

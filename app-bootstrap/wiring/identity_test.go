@@ -41,8 +41,10 @@ func writeKeys(t *testing.T, keys ...string) string {
 	return path
 }
 
-// TestWebAPIKeyMode: an unknown or missing key is 401 before the local
-// limiter and the port; a known key is the subject, whatever the address.
+// TestWebAPIKeyMode: the per-IP guard runs first, in front of the key
+// check: invented keys from one address get 401 (never reaching the port)
+// until the address's local budget is spent, then 429 from the guard; a
+// known key is the subject, whatever the address.
 func TestWebAPIKeyMode(t *testing.T) {
 	kv := append(enabledKV("127.0.0.1:1"),
 		"APP_WEB_IDENTITY", "api-key", "APP_WEB_API_KEYS_FILE", writeKeys(t, "key-alpha", "key-beta"),
@@ -51,37 +53,41 @@ func TestWebAPIKeyMode(t *testing.T) {
 	port := fakePort(decision(true, 4, 0))
 	h := newTestHandler(t, cfg, port)
 
+	codes := []int{}
 	for i := range 10 {
 		rec := serve(h, http.MethodGet, PathPing, "X-API-Key", "invented-key-"+strings.Repeat("x", i))
-		require.Equal(t, http.StatusUnauthorized, rec.Code, "request %d", i)
+		codes = append(codes, rec.Code)
 		assert.Equal(t, "application/problem+json", rec.Header().Get("Content-Type"))
-		assert.NotEmpty(t, rec.Header().Get("WWW-Authenticate"))
 		assert.NotContains(t, rec.Body.String(), "invented-key")
+		if rec.Code == http.StatusUnauthorized {
+			assert.NotEmpty(t, rec.Header().Get("WWW-Authenticate"))
+		}
 	}
-	assert.Equal(t, http.StatusUnauthorized, serve(h, http.MethodGet, PathPing).Code, "no key")
+	assert.Equal(t, []int{401, 401, 401, 429, 429, 429, 429, 429, 429, 429}, codes, "burst 3: the guard answers the rest")
 	assert.Empty(t, port.Requests(), "an unknown key never reaches the port")
+	assert.Equal(t, http.StatusTooManyRequests, serve(h, http.MethodGet, PathPing, "X-API-Key", "key-alpha").Code,
+		"the spent address is refused whatever its key")
 
-	// The local bucket (burst 3) was not touched by the ten 401s.
-	codes := []int{}
-	for range 4 {
-		codes = append(codes, serve(h, http.MethodGet, PathPing, "X-API-Key", "key-alpha").Code)
-	}
-	assert.Equal(t, []int{200, 200, 200, 429}, codes, "the per-IP guard still bounds one address")
-	serve2 := func(remote, key string) ratelimit.SubjectDigest {
-		req := newRequest(http.MethodGet, PathPing, "X-API-Key", key)
+	// Another address: its own bucket; no key is 401.
+	at := func(remote string, header ...string) *httptest.ResponseRecorder {
+		req := newRequest(http.MethodGet, PathPing, header...)
 		req.RemoteAddr = remote
-		h.ServeHTTP(newRecorder(), req)
+		rec := newRecorder()
+		h.ServeHTTP(rec, req)
+		return rec
+	}
+	assert.Equal(t, http.StatusUnauthorized, at("198.51.100.9:1").Code, "no key")
+	digestAt := func(remote, key string) ratelimit.SubjectDigest {
+		require.Equal(t, http.StatusOK, at(remote, "X-API-Key", key).Code)
 		reqs := port.Requests()
 		return reqs[len(reqs)-1].SubjectDigest
 	}
-	reqs := port.Requests()
-	require.Len(t, reqs, 3)
-	alpha := reqs[0].SubjectDigest
-	assert.Equal(t, alpha, serve2("198.51.100.1:1", "key-alpha"), "the key is the subject, not the address")
-	assert.NotEqual(t, alpha, serve2("198.51.100.2:1", "key-beta"))
+	alpha := digestAt("198.51.100.1:1", "key-alpha")
+	assert.Equal(t, alpha, digestAt("198.51.100.2:1", "key-alpha"), "the key is the subject, not the address")
+	assert.NotEqual(t, alpha, digestAt("198.51.100.3:1", "key-beta"))
 	text := metricsText(t, h)
-	assert.Contains(t, text, `tlb_local_limit_responses_total{status="429"} 1`)
-	assert.Contains(t, text, `tlb_identity_refusals_total{status="401"} 11`, "ten unknown keys and one missing")
+	assert.Contains(t, text, `tlb_local_limit_responses_total{status="429"} 8`)
+	assert.Contains(t, text, `tlb_identity_refusals_total{status="401"} 4`, "three unknown keys and one missing")
 }
 
 // TestWebTrustedHeaderMode: the principal header counts from a trusted

@@ -50,7 +50,8 @@ func WebModule() fx.Option {
 		fx.Provide(newHealth),
 		fx.Provide(NewAPIKeys),
 		fx.Provide(fx.Annotate(NewHandler, fx.ResultTags(`name:"root"`))),
-		fx.Provide(fx.Annotate(newServer, fx.ParamTags(``, ``, `name:"root"`, ``, ``, ``))),
+		fx.Provide(fx.Annotate(NewAdminHandler, fx.ResultTags(`name:"admin"`))),
+		fx.Provide(fx.Annotate(newServer, fx.ParamTags(``, ``, `name:"root"`, `name:"admin"`, ``, ``, ``))),
 		fx.Invoke(func(*Server) {}),
 	)
 }
@@ -70,16 +71,23 @@ type HandlerParams struct {
 	APIKeys *subject.APIKeys `optional:"true"`
 }
 
-// NewHandler builds the root handler: /api/ behind, in this order, the
-// API-key gate (APP_WEB_IDENTITY=api-key: 401 before any limiter), the local
-// limiter keyed by client IP (when enabled) and the edge middleware (when an
-// EdgePort exists) limiting by the configured identity; and the unlimited
-// /healthz, /readyz and /metrics.
+// NewHandler builds the public listener's handler: /api/ behind, in this
+// order, the local limiter keyed by client IP (when enabled: the per-IP
+// guard, in every identity mode), the API-key gate (APP_WEB_IDENTITY=api-key:
+// 401 before any Redis evaluation) and the edge middleware (when an EdgePort
+// exists) limiting by the configured identity; and the unlimited /healthz
+// and /readyz. Without APP_WEB_ADMIN_ADDR it also serves /metrics and the
+// detailed /readyz document; with it, /readyz only says ready or not and
+// /metrics is on the admin listener (NewAdminHandler).
 func NewHandler(p HandlerParams) (http.Handler, error) {
 	w := p.Config.Web
-	resolver, err := subject.NewResolver(subject.Config{TrustedProxies: w.TrustedProxies})
+	resolver, err := subject.NewResolver(subject.Config{TrustedProxies: w.TrustedProxies, IPv6PrefixLen: w.IPv6Prefix})
 	if err != nil {
 		return nil, fmt.Errorf("web: subject resolver: %w", err)
+	}
+	for _, pr := range w.BroadTrustedProxies() {
+		p.Logger.Warn("a broad trusted-proxy network: every address in it may set X-Forwarded-For and the identity header",
+			"var", config.Prefix+"WEB_TRUSTED_PROXIES", "prefix", pr.String())
 	}
 	// identity is what the edge limits by; gate, in api-key mode, verifies
 	// the key in front of everything and hands the identity on in the
@@ -137,6 +145,12 @@ func NewHandler(p HandlerParams) (http.Handler, error) {
 		}
 		api = mw.Wrap(api)
 	}
+	// The gate runs behind the per-IP guard: a flood of invented keys from
+	// one address is answered 429 once over its budget, without a SHA-256
+	// or a key-set lookup per request; a 401 still costs no Redis state.
+	if gate != nil {
+		api = countRefusals(subject.Require(gate, markPassed(api)), p.Metrics.IdentityRefused)
+	}
 	if l := w.LocalLimit; l.Enabled {
 		lim, err := localimit.New(localimit.Config{Rate: l.Rate, Burst: l.Burst, MaxClients: l.MaxClients, IdleTTL: l.IdleTTL})
 		if err != nil {
@@ -145,15 +159,38 @@ func NewHandler(p HandlerParams) (http.Handler, error) {
 		opts := localimit.WrapOptions{OmitLegacyFields: !w.LegacyRateLimitHeaders}
 		api = countRefusals(lim.WrapWith(resolver, markPassed(api), opts), p.Metrics.LocalLimited)
 	}
-	if gate != nil {
-		api = countRefusals(subject.Require(gate, markPassed(api)), p.Metrics.IdentityRefused)
-	}
 
 	root := http.NewServeMux()
 	root.Handle("/api/", api)
+	if w.AdminAddr != "" {
+		p.Health.RegisterPublic(root)
+		return root, nil
+	}
 	p.Health.Register(root)
 	root.Handle("GET "+PathMetrics, p.Metrics.Handler())
 	return root, nil
+}
+
+// AdminParams are the dependencies of the admin listener's handler.
+type AdminParams struct {
+	fx.In
+
+	Config  config.Config
+	Metrics *metrics.Metrics
+	Health  *health.Handlers
+}
+
+// NewAdminHandler builds the admin listener's handler (APP_WEB_ADMIN_ADDR):
+// /metrics, the detailed /readyz document and /healthz; nil when
+// APP_WEB_ADMIN_ADDR is unset (no admin listener).
+func NewAdminHandler(p AdminParams) http.Handler {
+	if p.Config.Web.AdminAddr == "" {
+		return nil
+	}
+	mux := http.NewServeMux()
+	p.Health.Register(mux)
+	mux.Handle("GET "+PathMetrics, p.Metrics.Handler())
+	return mux
 }
 
 // passedKey marks, in a request's context, the flag the local limiter's next
@@ -228,81 +265,146 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 	_ = json.NewEncoder(w).Encode(v)
 }
 
-// Server is the HTTP server bound by OnStart and shut down gracefully by
+// Environment variables named by listener errors.
+const (
+	envWebAddr   = config.Prefix + "WEB_ADDR"
+	envAdminAddr = config.Prefix + "WEB_ADMIN_ADDR"
+)
+
+// Server is the public HTTP listener and, when APP_WEB_ADMIN_ADDR is set,
+// the admin listener: both bound by OnStart and shut down gracefully by
 // OnStop within the stop timeout (APP_SHUTDOWN_TIMEOUT).
 type Server struct {
-	srv    *http.Server
-	cfg    config.Web
+	public listener
+	admin  *listener // nil without APP_WEB_ADMIN_ADDR
 	log    *slog.Logger
 	down   fx.Shutdowner
 	health *health.Handlers
-
-	mu   sync.Mutex
-	addr string
-	done chan struct{}
 }
 
-func newServer(lc fx.Lifecycle, cfg config.Config, h http.Handler, log *slog.Logger, down fx.Shutdowner, hh *health.Handlers) *Server {
+// listener is one http.Server and the address it binds.
+type listener struct {
+	name string // "public" or "admin", in logs
+	addr string // configured
+	env  string // the variable naming addr, for bind errors
+	srv  *http.Server
+
+	mu    sync.Mutex
+	bound string
+	done  chan struct{}
+}
+
+func newHTTPServer(h http.Handler, log *slog.Logger) *http.Server {
+	return &http.Server{
+		Handler:           h,
+		ReadHeaderTimeout: readHeaderTimeout,
+		ReadTimeout:       readTimeout,
+		WriteTimeout:      writeTimeout,
+		IdleTimeout:       idleTimeout,
+		MaxHeaderBytes:    maxHeaderBytes,
+		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
+	}
+}
+
+func newServer(lc fx.Lifecycle, cfg config.Config, h, admin http.Handler, log *slog.Logger, down fx.Shutdowner, hh *health.Handlers) *Server {
 	s := &Server{
-		srv: &http.Server{
-			Handler:           h,
-			ReadHeaderTimeout: readHeaderTimeout,
-			ReadTimeout:       readTimeout,
-			WriteTimeout:      writeTimeout,
-			IdleTimeout:       idleTimeout,
-			MaxHeaderBytes:    maxHeaderBytes,
-			ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
-		},
-		cfg:    cfg.Web,
+		public: listener{name: "public", addr: cfg.Web.Addr, env: envWebAddr + " / -addr", srv: newHTTPServer(h, log)},
 		log:    log.With("component", "http"),
 		down:   down,
 		health: hh,
+	}
+	if cfg.Web.AdminAddr != "" && admin != nil {
+		s.admin = &listener{name: "admin", addr: cfg.Web.AdminAddr, env: envAdminAddr, srv: newHTTPServer(admin, log)}
 	}
 	lc.Append(fx.Hook{OnStart: s.start, OnStop: s.stop})
 	return s
 }
 
-// Addr is the bound address once started ("" before).
-func (s *Server) Addr() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.addr
+// Addr is the public listener's bound address once started ("" before).
+func (s *Server) Addr() string { return s.public.boundAddr() }
+
+// AdminAddr is the admin listener's bound address once started; "" before,
+// or without APP_WEB_ADMIN_ADDR.
+func (s *Server) AdminAddr() string {
+	if s.admin == nil {
+		return ""
+	}
+	return s.admin.boundAddr()
 }
 
+func (l *listener) boundAddr() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.bound
+}
+
+// start binds both listeners before serving either, so that a bind error
+// (naming its variable) fails start-up with nothing left listening.
 func (s *Server) start(context.Context) error {
-	ln, err := net.Listen("tcp", s.cfg.Addr)
+	pub, err := net.Listen("tcp", s.public.addr)
 	if err != nil {
-		return fmt.Errorf("web: listen on %s (APP_WEB_ADDR / -addr): %w", s.cfg.Addr, err)
+		return fmt.Errorf("web: listen on %s (%s): %w", s.public.addr, s.public.env, err)
 	}
-	done := make(chan struct{})
-	s.mu.Lock()
-	s.addr, s.done = ln.Addr().String(), done
-	s.mu.Unlock()
-	s.log.Info("listening", "addr", ln.Addr().String())
-	go func() {
-		defer close(done)
-		if err := s.srv.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
-			s.log.Error("http server stopped", "err", err)
-			_ = s.down.Shutdown(fx.ExitCode(1))
+	var adm net.Listener
+	if s.admin != nil {
+		if adm, err = net.Listen("tcp", s.admin.addr); err != nil {
+			_ = pub.Close()
+			return fmt.Errorf("web: admin listener: listen on %s (%s): %w", s.admin.addr, s.admin.env, err)
 		}
-	}()
+	}
+	s.serve(&s.public, pub, "listening")
+	if s.admin != nil {
+		s.serve(s.admin, adm, "admin listening")
+	} else {
+		s.log.Warn(envAdminAddr + " unset: /metrics and the detailed /readyz document are served on the public listener; set it to move them to a private address")
+	}
 	return nil
 }
 
-// stop turns /readyz to 503, drains in-flight requests until ctx ends, then
-// closes what is left.
+func (s *Server) serve(l *listener, ln net.Listener, msg string) {
+	done := make(chan struct{})
+	l.mu.Lock()
+	l.bound, l.done = ln.Addr().String(), done
+	l.mu.Unlock()
+	s.log.Info(msg, "addr", ln.Addr().String())
+	go func() {
+		defer close(done)
+		if err := l.srv.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
+			s.log.Error("http server stopped", "listener", l.name, "err", err)
+			_ = s.down.Shutdown(fx.ExitCode(1))
+		}
+	}()
+}
+
+// stop turns /readyz to 503, then drains in-flight requests on both
+// listeners at once until ctx ends, then closes what is left.
 func (s *Server) stop(ctx context.Context) error {
-	s.mu.Lock()
-	done := s.done
-	s.mu.Unlock()
+	s.health.Drain()
+	ls := []*listener{&s.public}
+	if s.admin != nil {
+		ls = append(ls, s.admin)
+	}
+	errs := make([]error, len(ls))
+	var wg sync.WaitGroup
+	for i, l := range ls {
+		wg.Go(func() { errs[i] = s.stopOne(ctx, l) })
+	}
+	wg.Wait()
+	return errors.Join(errs...)
+}
+
+func (s *Server) stopOne(ctx context.Context, l *listener) error {
+	l.mu.Lock()
+	done := l.done
+	l.mu.Unlock()
 	if done == nil {
 		return nil
 	}
-	s.health.Drain()
-	err := s.srv.Shutdown(ctx)
+	err := l.srv.Shutdown(ctx)
 	if err != nil {
-		s.log.Warn("graceful shutdown incomplete; closing remaining connections", "err", err)
-		_ = s.srv.Close()
+		s.log.Warn("graceful shutdown incomplete; closing remaining connections", "listener", l.name, "err", err)
+		_ = l.srv.Close()
+		err = fmt.Errorf("web: %s listener: %w", l.name, err)
 	}
 	<-done
 	return err

@@ -77,6 +77,9 @@ func binary(t *testing.T) string {
 }
 
 func TestMain(m *testing.M) {
+	if src := os.Getenv(netnsClientSource); src != "" {
+		os.Exit(netnsClient(src, os.Getenv(netnsClientURL)))
+	}
 	code := m.Run()
 	if binPath != "" {
 		_ = os.RemoveAll(filepath.Dir(binPath))
@@ -121,6 +124,13 @@ func startInstance(t *testing.T, env []string) *instance {
 	t.Helper()
 	cmd := exec.Command(binary(t), "-addr", "127.0.0.1:0")
 	cmd.Env = env
+	return startCmd(t, cmd)
+}
+
+// startCmd is startInstance for a prepared command (the binary, possibly
+// behind a wrapper that execs it, such as unshare).
+func startCmd(t *testing.T, cmd *exec.Cmd) *instance {
+	t.Helper()
 	in := &instance{cmd: cmd, done: make(chan struct{})}
 	cmd.Stdout = &in.stdout
 	stderr, err := cmd.StderrPipe()
