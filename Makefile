@@ -146,21 +146,24 @@ bench: ## side-by-side benchmarks vs bare EvalSha, redis_rate, ulule, redis-benc
 	@cd tools && go run ./cmd/bench -root .. $(if $(filter-out 0,$(BENCH_SMOKE)),-smoke)
 
 RUN_ADDR ?= 127.0.0.1:8080
+RUN_ADMIN_ADDR ?= 127.0.0.1:9090
 
 .PHONY: run
-run: ## build and start the service on the embedded defaults (no Redis needed) with a verified API key; RUN_ADDR=host:port
+run: ## build and start the service on the embedded defaults (no Redis needed) with a verified API key; RUN_ADDR=host:port (public), RUN_ADMIN_ADDR=host:port (/metrics, detailed /readyz)
 	@mkdir -p bin
 	@cd app-bootstrap && go build -o ../bin/tech-log-backend ./cmd/tech-log-backend
 	@key=$$(od -An -tx1 -N16 /dev/urandom | tr -d ' \n'); \
 	printf '# SHA-256 digests of the accepted X-API-Key values, one per line (make run)\n%s\n' \
 		"$$(printf %s "$$key" | sha256sum | cut -d' ' -f1)" > bin/api-keys; \
-	echo "tech-log-backend on http://$(RUN_ADDR): APP_WEB_IDENTITY=api-key, keys in bin/api-keys (digests only; SIGHUP reloads),"; \
-	echo "local limiter 10 req/s, burst 20 per client IP (Ctrl-C stops it). Your key for this run: $$key"; \
+	echo "tech-log-backend on http://$(RUN_ADDR) (public: /api/, /healthz, /readyz ready or not)"; \
+	echo "  admin listener on http://$(RUN_ADMIN_ADDR) (APP_WEB_ADMIN_ADDR: /metrics, the detailed /readyz, /healthz)"; \
+	echo "APP_WEB_IDENTITY=api-key, keys in bin/api-keys (digests only; SIGHUP reloads),"; \
+	echo "local limiter 10 req/s, burst 20 per client IP, in front of the key check (Ctrl-C stops it). Your key for this run: $$key"; \
 	echo "  curl -i -H 'X-API-Key: $$key' http://$(RUN_ADDR)/api/v1/ping                      # 200"; \
 	echo "  curl -s -o /dev/null -w '%{http_code} ' -H 'X-API-Key: $$key' 'http://$(RUN_ADDR)/api/v1/ping?n=[1-30]'; echo   # a limited client: up to 20 x 200, then 429s"; \
-	echo "  curl -i -H 'X-API-Key: invented-key' http://$(RUN_ADDR)/api/v1/ping               # 401: an unknown key, before any limiter"; \
-	echo "  curl -s http://$(RUN_ADDR)/healthz; curl -s http://$(RUN_ADDR)/readyz; curl -s http://$(RUN_ADDR)/metrics | grep ^tlb_"; \
-	APP_WEB_IDENTITY=api-key APP_WEB_API_KEYS_FILE=$(CURDIR)/bin/api-keys exec ./bin/tech-log-backend -addr $(RUN_ADDR)
+	echo "  curl -i -H 'X-API-Key: invented-key' http://$(RUN_ADDR)/api/v1/ping               # 401 (429 once this address's local budget is spent)"; \
+	echo "  curl -s http://$(RUN_ADDR)/healthz; curl -s http://$(RUN_ADDR)/readyz; curl -s http://$(RUN_ADMIN_ADDR)/readyz; curl -s http://$(RUN_ADMIN_ADDR)/metrics | grep ^tlb_"; \
+	APP_WEB_IDENTITY=api-key APP_WEB_API_KEYS_FILE=$(CURDIR)/bin/api-keys APP_WEB_ADMIN_ADDR=$(RUN_ADMIN_ADDR) exec ./bin/tech-log-backend -addr $(RUN_ADDR)
 
 .PHONY: demo
 demo: ## two instances + private redis-server + bounded load: the global limit across instances, then fail-closed without Redis
