@@ -18,6 +18,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/tech-log/tech-log-backend/adapter-outbound-cache-redis/internal/send"
 	"github.com/tech-log/tech-log-backend/shared-contract/ratelimit"
 )
 
@@ -77,8 +78,8 @@ func newBatchRigA(t *testing.T, maxBatch int, a respAction, handler func(i int, 
 	})
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = p.Close() })
-	require.NotNil(t, p.exec.batcherOf(p.exec.route.targets()[0]))
-	require.Equal(t, 1, p.exec.slots, "MaxInFlight = PipelineMaxBatch: one slot")
+	slots, _ := p.exec.Batching()
+	require.Equal(t, 1, slots, "MaxInFlight = PipelineMaxBatch: one slot")
 	r.p = p
 	return r
 }
@@ -90,10 +91,7 @@ func (r *batchRig) request() ratelimit.Request {
 }
 
 func (r *batchRig) queued() int {
-	b := r.p.exec.batcherOf(r.p.exec.route.targets()[0])
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return len(b.queue)
+	return r.p.PipelineStats().Queued
 }
 
 // waitUntil polls cond for at most 5 s.
@@ -124,7 +122,7 @@ func (r *batchRig) run(queued int, between func()) (ratelimit.Outcome, []ratelim
 		}()
 	}
 	start(0)
-	waitUntil(r.t, "A reached the server", func() bool { return r.srv.Count(cmdEvalSha) == 1 })
+	waitUntil(r.t, "A reached the server", func() bool { return r.srv.Count(send.CmdEvalSha) == 1 })
 	for i := 1; i <= queued; i++ {
 		start(i)
 		waitUntil(r.t, "call queued", func() bool { return r.queued() == i })
@@ -138,7 +136,8 @@ func (r *batchRig) run(queued int, between func()) (ratelimit.Outcome, []ratelim
 }
 
 func (r *batchRig) stats() (batches, batched int64) {
-	return r.p.exec.batcherOf(r.p.exec.route.targets()[0]).batches.Load(), r.p.exec.batcherOf(r.p.exec.route.targets()[0]).batched.Load()
+	st := r.p.PipelineStats()
+	return st.Batches, st.Calls
 }
 
 func TestBatchLoneCallIsSentAtOnceAlone(t *testing.T) {
@@ -151,7 +150,7 @@ func TestBatchLoneCallIsSentAtOnceAlone(t *testing.T) {
 	}
 	batches, _ := r.stats()
 	assert.Zero(t, batches, "one call at a time: never a pipeline")
-	assert.Equal(t, []string{"hello", "ping", cmdEvalSha, cmdEvalSha, cmdEvalSha}, r.srv.Commands())
+	assert.Equal(t, []string{"hello", "ping", send.CmdEvalSha, send.CmdEvalSha, send.CmdEvalSha}, r.srv.Commands())
 }
 
 func TestBatchQueuedCallsAreOnePipelineDecidedByTheirReplies(t *testing.T) {
@@ -165,15 +164,14 @@ func TestBatchQueuedCallsAreOnePipelineDecidedByTheirReplies(t *testing.T) {
 	batches, batched := r.stats()
 	assert.Equal(t, int64(1), batches)
 	assert.Equal(t, int64(3), batched)
-	assert.Equal(t, 4, r.srv.Count(cmdEvalSha))
+	assert.Equal(t, 4, r.srv.Count(send.CmdEvalSha))
 	assert.Equal(t, int32(1), r.accepts.Load(), "the batch went on the connection A released")
 }
 
 func TestBatchSizeIsBounded(t *testing.T) {
 	reply := validWireReply(t)
 	r := newBatchRig(t, 8, func(int, []string) respAction { return respAction{reply: reply} })
-	tg := r.p.exec.route.targets()[0]
-	tg.batch.Store(newBatcher(r.p.exec, r.p.exec.batcherOf(tg).client, 1, 3)) // one slot, 3 per batch
+	r.p.exec.EnableBatching(1, 3) // one slot, 3 per batch (before the target's batcher exists)
 	a, outs := r.run(5, nil)
 	require.True(t, ratelimit.Admitted(a), "%v", a)
 	for i, out := range outs {
@@ -204,7 +202,7 @@ func TestBatchConnectionLostMidBatch(t *testing.T) {
 		require.ErrorAs(t, causeOf(out), &ce)
 		assert.True(t, ce.Written)
 	}
-	assert.Zero(t, r.srv.Count(cmdEval), "nothing re-sent")
+	assert.Zero(t, r.srv.Count(send.CmdEval), "nothing re-sent")
 }
 
 // TestBatchReplyNeverComes: the batch is written, no reply arrives: every
@@ -239,7 +237,7 @@ func TestBatchFailedBeforeAnyByteIsUnavailable(t *testing.T) {
 		require.ErrorAs(t, causeOf(out), &ce)
 		assert.False(t, ce.Written)
 	}
-	assert.Equal(t, 1, r.srv.Count(cmdEvalSha), "only A")
+	assert.Equal(t, 1, r.srv.Count(send.CmdEvalSha), "only A")
 }
 
 // TestBatchServerRefusalIsPerCommand: a pre-run refusal of one command is
@@ -265,7 +263,7 @@ func TestBatchNoScriptLeadsToOneEvalForThatCommand(t *testing.T) {
 	reply := validWireReply(t)
 	var evals atomic.Int32
 	r := newBatchRig(t, 4, func(i int, args []string) respAction {
-		if strings.EqualFold(args[0], cmdEval) {
+		if strings.EqualFold(args[0], send.CmdEval) {
 			evals.Add(1)
 			return respAction{reply: reply}
 		}
@@ -279,8 +277,8 @@ func TestBatchNoScriptLeadsToOneEvalForThatCommand(t *testing.T) {
 		assert.True(t, ratelimit.Admitted(out), "call %d: %v", i, out)
 	}
 	assert.Equal(t, int32(1), evals.Load())
-	assert.Equal(t, 1, r.srv.Count(cmdEval))
-	assert.Equal(t, 4, r.srv.Count(cmdEvalSha))
+	assert.Equal(t, 1, r.srv.Count(send.CmdEval))
+	assert.Equal(t, 4, r.srv.Count(send.CmdEvalSha))
 }
 
 // TestBatchDeadlinePassedWhileQueued: the precheck holds when the turn
@@ -297,7 +295,7 @@ func TestBatchDeadlinePassedWhileQueued(t *testing.T) {
 		assert.Equal(t, ratelimit.KindUnavailable, out.Kind(), "%v", out)
 		assert.Equal(t, ratelimit.CategoryDeadline, ratelimit.CategoryOf(out), "%v", out)
 	}
-	assert.Equal(t, 1, r.srv.Count(cmdEvalSha))
+	assert.Equal(t, 1, r.srv.Count(send.CmdEvalSha))
 }
 
 // TestBatchCancelledWhileQueued: a caller whose context ends while queued
@@ -311,7 +309,7 @@ func TestBatchCancelledWhileQueued(t *testing.T) {
 	defer cancel()
 	wg.Add(1)
 	go func() { defer wg.Done(); _ = r.p.Evaluate(context.Background(), r.request()) }()
-	waitUntil(t, "A reached the server", func() bool { return r.srv.Count(cmdEvalSha) == 1 })
+	waitUntil(t, "A reached the server", func() bool { return r.srv.Count(send.CmdEvalSha) == 1 })
 	for i := range outs {
 		c := context.Background()
 		if i == 1 {
@@ -329,7 +327,7 @@ func TestBatchCancelledWhileQueued(t *testing.T) {
 	assert.Equal(t, ratelimit.KindUnavailable, outs[1].Kind(), "%v", outs[1])
 	assert.Equal(t, ratelimit.CategoryDeadline, ratelimit.CategoryOf(outs[1]))
 	assert.True(t, ratelimit.Admitted(outs[2]), "%v", outs[2])
-	assert.Equal(t, 3, r.srv.Count(cmdEvalSha), "A and the two calls still wanted")
+	assert.Equal(t, 3, r.srv.Count(send.CmdEvalSha), "A and the two calls still wanted")
 }
 
 // TestBatchLeaderCancelledWhileQueued: the call that gets the turn was
@@ -344,7 +342,7 @@ func TestBatchLeaderCancelledWhileQueued(t *testing.T) {
 	defer cancel()
 	wg.Add(1)
 	go func() { defer wg.Done(); _ = r.p.Evaluate(context.Background(), r.request()) }()
-	waitUntil(t, "A reached the server", func() bool { return r.srv.Count(cmdEvalSha) == 1 })
+	waitUntil(t, "A reached the server", func() bool { return r.srv.Count(send.CmdEvalSha) == 1 })
 	for i, c := range []context.Context{ctx, context.Background()} {
 		req := r.request()
 		wg.Add(1)
@@ -357,7 +355,7 @@ func TestBatchLeaderCancelledWhileQueued(t *testing.T) {
 	assert.Equal(t, ratelimit.KindUnavailable, outs[0].Kind(), "%v", outs[0])
 	assert.Equal(t, ratelimit.CategoryDeadline, ratelimit.CategoryOf(outs[0]))
 	assert.True(t, ratelimit.Admitted(outs[1]), "%v", outs[1])
-	assert.Equal(t, 2, r.srv.Count(cmdEvalSha), "A and the call still wanted")
+	assert.Equal(t, 2, r.srv.Count(send.CmdEvalSha), "A and the call still wanted")
 }
 
 func TestBatchOptionsValidated(t *testing.T) {
@@ -370,6 +368,7 @@ func TestBatchOptionsValidated(t *testing.T) {
 	for _, n := range []int{0, 1} {
 		p, err := newProvider(f, testKeys(t), testPolicies(t), Options{CommandTimeout: testTimeout, MaxInFlight: 4, PipelineMaxBatch: n})
 		require.NoError(t, err)
-		assert.Zero(t, p.exec.maxBatch, "%d: off", n)
+		_, maxBatch := p.exec.Batching()
+		assert.Zero(t, maxBatch, "%d: off", n)
 	}
 }

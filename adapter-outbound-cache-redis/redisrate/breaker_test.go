@@ -17,6 +17,7 @@ import (
 	"github.com/tech-log/tech-log-backend/shared-contract/ratelimit"
 
 	"github.com/tech-log/tech-log-backend/adapter-outbound-cache-redis/internal/certainty"
+	"github.com/tech-log/tech-log-backend/adapter-outbound-cache-redis/internal/send"
 )
 
 // breakerProvider builds a Provider over f with a breaker of threshold and
@@ -94,11 +95,11 @@ func TestBreakerOpensOnlyOnConnectionFailuresAndTimeouts(t *testing.T) {
 				}
 			}
 			if tt.opens {
-				assert.Equal(t, threshold, countNamed(f, cmdEvalSha), "nothing sent once open")
+				assert.Equal(t, threshold, countNamed(f, send.CmdEvalSha), "nothing sent once open")
 				assert.Equal(t, BreakerOpen, p.BreakerState())
 				assert.Equal(t, uint64(1), p.BreakerTrips())
 			} else {
-				assert.Equal(t, threshold+more, countNamed(f, cmdEvalSha), "every call sent")
+				assert.Equal(t, threshold+more, countNamed(f, send.CmdEvalSha), "every call sent")
 				assert.Equal(t, BreakerClosed, p.BreakerState())
 				assert.Zero(t, p.BreakerTrips())
 			}
@@ -189,7 +190,7 @@ func TestBreakerProbesInTheBackgroundAndClosesOnFirstSuccess(t *testing.T) {
 	}
 	pings := countNamed(f, "ping")
 	elapsed := time.Since(opened)
-	assert.Equal(t, 2, countNamed(f, cmdEvalSha), "no call sent while open")
+	assert.Equal(t, 2, countNamed(f, send.CmdEvalSha), "no call sent while open")
 	assert.LessOrEqual(t, pings, int(elapsed/(interval/2))+1, "probes spaced by at least half the interval")
 
 	healthy.Store(true)
@@ -199,7 +200,7 @@ func TestBreakerProbesInTheBackgroundAndClosesOnFirstSuccess(t *testing.T) {
 	}
 	out := p.Evaluate(context.Background(), request("fw", subjectA, 1, t0))
 	assert.True(t, ratelimit.Admitted(out), "%v", out)
-	assert.Equal(t, 3, countNamed(f, cmdEvalSha))
+	assert.Equal(t, 3, countNamed(f, send.CmdEvalSha))
 	assert.Equal(t, int32(1), maxInPing.Load(), "one probe at a time")
 	assert.Equal(t, uint64(1), p.BreakerTrips())
 	mu.Lock()
@@ -260,7 +261,7 @@ func TestBreakerDisabledByDefault(t *testing.T) {
 		assert.Equal(t, ratelimit.CategoryTimeout, ratelimit.CategoryOf(p.Evaluate(context.Background(), request("fw", subjectA, 1, t0))))
 	}
 	assert.Equal(t, BreakerDisabled, p.BreakerState())
-	assert.Equal(t, 20, countNamed(f, cmdEvalSha))
+	assert.Equal(t, 20, countNamed(f, send.CmdEvalSha))
 }
 
 func TestBreakerOptionsValidation(t *testing.T) {
@@ -280,52 +281,4 @@ func TestBreakerOptionsValidation(t *testing.T) {
 	}
 	_, err := newProvider(&fakeCommander{}, testKeys(t), testPolicies(t), Options{CommandTimeout: testTimeout, MaxInFlight: 1, Breaker: BreakerOptions{ProbeInterval: -1}})
 	assert.NoError(t, err, "threshold 0: off, the interval is not read")
-}
-
-// TestBreakerWaitIsJitteredWithinTheInterval: every probe wait lies in
-// [interval/2, interval].
-func TestBreakerWaitIsJitteredWithinTheInterval(t *testing.T) {
-	b := newBreaker(BreakerOptions{Threshold: 1, ProbeInterval: 100 * time.Millisecond}, nil, nil)
-	seen := map[time.Duration]bool{}
-	for range 1000 {
-		w := b.wait()
-		require.GreaterOrEqual(t, w, 50*time.Millisecond)
-		require.LessOrEqual(t, w, 100*time.Millisecond)
-		seen[w] = true
-	}
-	assert.Greater(t, len(seen), 100, "the waits vary")
-}
-
-// BenchmarkBreakerAdmit is the breaker's cost per call: closed (admit and
-// record a success) and open (the refusal), on one goroutine and in
-// parallel.
-func BenchmarkBreakerAdmit(b *testing.B) {
-	var ok sent = replied{}
-	for _, tc := range []struct {
-		name string
-		open bool
-	}{{"closed", false}, {"open", true}} {
-		br := newBreaker(BreakerOptions{Threshold: 1, ProbeInterval: MaxProbeInterval}, func(context.Context) error { return io.EOF }, nil)
-		if tc.open {
-			done, _ := br.admit()
-			done(notSent{reason: reasonPreSend, cause: &certainty.DialError{Err: io.EOF}})
-		}
-		b.Run(tc.name, func(b *testing.B) {
-			for b.Loop() {
-				if done, _ := br.admit(); done != nil {
-					done(ok)
-				}
-			}
-		})
-		b.Run(tc.name+"-parallel", func(b *testing.B) {
-			b.RunParallel(func(pb *testing.PB) {
-				for pb.Next() {
-					if done, _ := br.admit(); done != nil {
-						done(ok)
-					}
-				}
-			})
-		})
-		br.shutdown()
-	}
 }

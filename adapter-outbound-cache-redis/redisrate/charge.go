@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/tech-log/tech-log-backend/adapter-outbound-cache-redis/internal/send"
 	"github.com/tech-log/tech-log-backend/adapter-outbound-cache-redis/programs"
 	"github.com/tech-log/tech-log-backend/shared-contract/ratelimit"
 )
@@ -35,10 +36,10 @@ func (p *Provider) EvaluateAfterCharge(ctx context.Context, req ratelimit.Reques
 	}
 	pre := &preCharge{units: units}
 	out = p.evaluate(ctx, req, pre)
-	if !pre.sent || pre.err != nil {
+	if !pre.Sent || pre.Err != nil {
 		return out, false
 	}
-	r, err := programs.Decode(pre.reply, ps.policy)
+	r, err := programs.Decode(pre.Reply, ps.policy)
 	return out, err == nil && r.Status == programs.StatusAllowed
 }
 
@@ -56,4 +57,14 @@ func (p *Provider) Charge(ctx context.Context, req ratelimit.Request, units int6
 		return p.unavailable(req.PolicyID, ratelimit.CategoryInvalidRequest, fmt.Errorf("redisrate: %w: charge units %d not in 1..%d", ratelimit.ErrInvalidRequest, units, ps.policy.Limit()))
 	}
 	return p.evaluate(ctx, req, &preCharge{units: units, alone: true})
+}
+
+// preCharge is what EvaluateAfterCharge and Charge ask evaluate to send:
+// units of the policy's charge program, ahead of the request's program
+// (the send loop's PreCharge, which also records the charge's reply) or
+// alone (Charge).
+type preCharge struct {
+	units int64
+	alone bool
+	send.PreCharge
 }

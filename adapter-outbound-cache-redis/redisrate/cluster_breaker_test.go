@@ -92,3 +92,6 @@ func TestClusterBreakerPerPrimary(t *testing.T) {
 	}
 	require.Len(t, open, 1, "only the dead primary's breaker opened: %+v", targets)
 }
+
+// keySlot is the Redis Cluster slot of key.
+func keySlot(key string) int { return keyspace.Slot(key) }

@@ -93,9 +93,9 @@ func TestClusterKeysOnEveryPrimary(t *testing.T) {
 	ctx := adminCtx(t)
 	for _, n := range c.Primaries() {
 		for _, s := range p.scripts {
-			ok, err := n.Client().ScriptExists(ctx, s.shaHex).Result()
+			ok, err := n.Client().ScriptExists(ctx, s.SHA()).Result()
 			require.NoError(t, err)
-			assert.Equal(t, []bool{true}, ok, "Start warmed %s up on %s", s.name, n.Addr())
+			assert.Equal(t, []bool{true}, ok, "Start warmed %s up on %s", s.Name(), n.Addr())
 		}
 	}
 	c.ResetStats()
@@ -196,8 +196,8 @@ func TestClusterReshardingAskThenMoved(t *testing.T) {
 	want(old, true, 1) // MOVED B, followed
 	want(old, true, 0) // straight to B
 	want(old, false, 0)
-	assert.Same(t, p.router.slots[slot].Load(), p.router.slots[slot].Load())
-	assert.Equal(t, b.Addr(), p.router.slots[slot].Load().addr, "the slot map follows MOVED")
+	require.NotNil(t, p.router.SlotOwner(slot))
+	assert.Equal(t, b.Addr(), p.router.SlotOwner(slot).Addr(), "the slot map follows MOVED")
 	assert.EqualValues(t, 8, programCalls(c), "8 evaluations, 8 calls that ran over all nodes")
 
 	bStats, err := b.Client().Info(ctx, "commandstats").Result()
@@ -219,7 +219,7 @@ func TestClusterDownIsUnavailable(t *testing.T) {
 	key, err := StateKey(keys, pol, s)
 	require.NoError(t, err)
 	// Another slot than the key's: the whole cluster goes down.
-	other := (keySlot(key) + 1) % clusterSlots
+	other := (keySlot(key) + 1) % redistest.ClusterSlots
 	owner := c.SlotOwner(other)
 	for _, n := range c.Nodes() {
 		require.NoError(t, n.Client().Do(ctx, "cluster", "delslots", other).Err())

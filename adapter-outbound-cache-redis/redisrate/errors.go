@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/tech-log/tech-log-backend/adapter-outbound-cache-redis/internal/certainty"
+	"github.com/tech-log/tech-log-backend/adapter-outbound-cache-redis/internal/send"
 )
 
 // Errors callers branch on: Start, Ready and New return them (outcome
@@ -32,8 +33,8 @@ var (
 	// errUnknownPolicy: the request names a policy the provider lacks.
 	errUnknownPolicy = errors.New("unknown rate-limit policy")
 	// errDeadlineTooShort: the caller's remaining deadline is shorter than
-	// the command timeout, so the call is not sent.
-	errDeadlineTooShort = errors.New("remaining deadline shorter than the command timeout")
+	// the command timeout, so the call is not sent (the send loop's too).
+	errDeadlineTooShort = send.ErrDeadlineTooShort
 	// errInFlightFull: MaxInFlight calls are already in flight.
 	errInFlightFull = errors.New("in-flight bound reached")
 	// errNilContext: Evaluate was called with a nil context.
@@ -43,8 +44,8 @@ var (
 	// errReplayUnreplicated: a replayed decision while replication acks
 	// are required; WAIT cannot vouch for the recorded write.
 	errReplayUnreplicated = errors.New("replayed decision: its replication is unknown")
-	// errPanic: Evaluate recovered from a panic.
-	errPanic = errors.New("panic while evaluating")
+	// errPanic: Evaluate (or a batch) recovered from a panic.
+	errPanic = send.ErrPanic
 	// errClockUnsafe, errStateIncompatible and errInvalidArguments are the
 	// causes of the outcomes for the program statuses of the same names.
 	errClockUnsafe       = errors.New("program answered CLOCK_UNSAFE")

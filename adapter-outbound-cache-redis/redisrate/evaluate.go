@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/tech-log/tech-log-backend/adapter-outbound-cache-redis/internal/send"
 	"github.com/tech-log/tech-log-backend/shared-contract/keyspace"
 	"github.com/tech-log/tech-log-backend/shared-contract/ratelimit"
 )
@@ -50,21 +51,23 @@ func (p *Provider) evaluate(ctx context.Context, req ratelimit.Request, pre *pre
 	select {
 	case p.sem <- struct{}{}:
 	default:
-		return p.outcome(c.policy, notSent{reason: reasonInFlight, cause: errInFlightFull, command: cmdEvalSha})
+		return p.outcome(c.policy, send.NotSent{Reason: send.ReasonInFlight, Cause: errInFlightFull, Command: send.CmdEvalSha})
 	}
 	defer func() { <-p.sem }()
 	if pre != nil && pre.alone {
 		// Charge: the charge program is the call.
-		return p.outcome(c.policy, p.exec.run(ctx, c.policy.charge, c.key, c.policy.argv, pre.units, c.sendBy))
+		return p.outcome(c.policy, p.exec.Run(ctx, c.policy.charge, c.key, c.policy.argv, pre.units, c.sendBy))
 	}
+	var sp *send.PreCharge
 	if pre != nil {
-		pre.s, pre.argv = c.policy.charge, c.policy.argv
+		pre.PreCharge = send.PreCharge{Script: c.policy.charge, Argv: c.policy.argv, Units: pre.units}
+		sp = &pre.PreCharge
 	}
 	if c.dedupKey == "" {
-		res := p.exec.runAfter(ctx, pre, c.policy.script, c.key, "", "", c.policy.argv, req.Cost, c.sendBy)
+		res := p.exec.RunAfter(ctx, sp, c.policy.script, c.key, "", "", c.policy.argv, req.Cost, c.sendBy)
 		return p.outcome(c.policy, res)
 	}
-	return p.evaluateDedup(ctx, c, req, pre)
+	return p.evaluateDedup(ctx, c, req, sp)
 }
 
 // evaluateDedup runs the policy's dedup program for a request with an
@@ -76,15 +79,15 @@ func (p *Provider) evaluate(ctx context.Context, req ratelimit.Request, pre *pre
 // (docs/degraded-mode.md). A policy whose DedupMaxReplays is 0 is never
 // retried: its program would charge the retry again. A retry that gets no
 // decision leaves the first call's Indeterminate.
-func (p *Provider) evaluateDedup(ctx context.Context, c checked, req ratelimit.Request, pre *preCharge) ratelimit.Outcome {
+func (p *Provider) evaluateDedup(ctx context.Context, c checked, req ratelimit.Request, pre *send.PreCharge) ratelimit.Outcome {
 	ps := c.policy
-	run := func(pre *preCharge) ratelimit.Outcome {
-		return p.outcome(ps, p.exec.runAfter(ctx, pre, ps.dedup, c.key, c.dedupKey, string(req.EvaluationID), ps.dedupArgv, req.Cost, c.sendBy))
+	run := func(pre *send.PreCharge) ratelimit.Outcome {
+		return p.outcome(ps, p.exec.RunAfter(ctx, pre, ps.dedup, c.key, c.dedupKey, string(req.EvaluationID), ps.dedupArgv, req.Cost, c.sendBy))
 	}
 	out := run(pre) // the charge, if any, goes with the first call only
 	ind, ok := out.(ratelimit.Indeterminate)
 	if !ok || (ind.Category != ratelimit.CategoryTimeout && ind.Category != ratelimit.CategoryConnectionLost) ||
-		p.exec.acks > 0 || ps.policy.DedupMaxReplays() == 0 || ctx.Err() != nil || p.now().After(c.sendBy) {
+		p.acks > 0 || ps.policy.DedupMaxReplays() == 0 || ctx.Err() != nil || p.now().After(c.sendBy) {
 		return out
 	}
 	retried := run(nil)
@@ -174,4 +177,11 @@ func knownID(id ratelimit.PolicyID) ratelimit.PolicyID {
 		return id
 	}
 	return ""
+}
+
+// DedupRetries returns how many Indeterminate calls with an evaluation ID
+// were retried with the same ID and got a decision (decided) or did not
+// (failed), since New.
+func (p *Provider) DedupRetries() (decided, failed uint64) {
+	return p.dedupRetries.decided.Load(), p.dedupRetries.failed.Load()
 }

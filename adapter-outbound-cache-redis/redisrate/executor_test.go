@@ -16,16 +16,17 @@ import (
 	"github.com/tech-log/tech-log-backend/shared-contract/ratelimit"
 
 	"github.com/tech-log/tech-log-backend/adapter-outbound-cache-redis/internal/certainty"
+	"github.com/tech-log/tech-log-backend/adapter-outbound-cache-redis/internal/send"
 )
 
 // noSendBy is a sendBy that never passes: the EVAL fallback is always sent.
 var noSendBy = time.Unix(1<<40, 0)
 
-func scriptFor(t testing.TB, p ratelimit.Policy) *script {
+func scriptFor(t testing.TB, p ratelimit.Policy) *send.Script {
 	t.Helper()
 	prog, ok := programs.ForAlgorithm(p.Algorithm())
 	require.True(t, ok)
-	return newScript(prog)
+	return send.NewScript(prog)
 }
 
 func TestExecutorFallsBackToExactlyOneEvalOnNoScript(t *testing.T) {
@@ -39,18 +40,18 @@ func TestExecutorFallsBackToExactlyOneEvalOnNoScript(t *testing.T) {
 				return fakeReply{val: reply}
 			}}
 			prog, _ := programs.ForAlgorithm(p.Algorithm())
-			a := newExecutor(f, time.Now).run(context.Background(), newScript(prog), "k1", programs.Args(p, 1), 2, noSendBy)
-			rep, ok := a.(replied)
+			a := send.New(f, time.Now).Run(context.Background(), send.NewScript(prog), "k1", programs.Args(p, 1), 2, noSendBy)
+			rep, ok := a.(send.Replied)
 			require.True(t, ok, "%#v", a)
-			require.NoError(t, rep.err)
-			assert.Equal(t, reply, rep.reply)
-			assert.Equal(t, cmdEval, rep.command, "the reply is the EVAL's")
+			require.NoError(t, rep.Err)
+			assert.Equal(t, reply, rep.Reply)
+			assert.Equal(t, send.CmdEval, rep.Command, "the reply is the EVAL's")
 
 			sent := f.commands()
 			require.Len(t, sent, 2)
-			assert.Equal(t, cmdEvalSha, sent[0].name)
+			assert.Equal(t, send.CmdEvalSha, sent[0].name)
 			assert.Equal(t, prog.SHA1, sent[0].program)
-			assert.Equal(t, cmdEval, sent[1].name)
+			assert.Equal(t, send.CmdEval, sent[1].name)
 			assert.Equal(t, prog.Source, sent[1].program, "EVAL sends the exact embedded source")
 			for _, c := range sent {
 				assert.Equal(t, "k1", c.key)
@@ -90,12 +91,12 @@ func TestExecutorNeverEvalsAfterAnyOtherError(t *testing.T) {
 				t.Error("fallback must not be considered")
 				return time.Now()
 			}
-			a := newExecutor(f, clock).run(context.Background(), scriptFor(t, p), "k", programs.Args(p, 1), 1, noSendBy)
-			assert.Equal(t, []string{cmdEvalSha}, f.names())
+			a := send.New(f, clock).Run(context.Background(), scriptFor(t, p), "k", programs.Args(p, 1), 1, noSendBy)
+			assert.Equal(t, []string{send.CmdEvalSha}, f.names())
 			err, written, command := sentFields(t, a)
 			assert.Equal(t, tt.r.err, err)
 			assert.Equal(t, !tt.r.unwritten, written)
-			assert.Equal(t, cmdEvalSha, command)
+			assert.Equal(t, send.CmdEvalSha, command)
 		})
 	}
 }
@@ -103,12 +104,12 @@ func TestExecutorNeverEvalsAfterAnyOtherError(t *testing.T) {
 func TestExecutorNoScriptWithoutFallbackSendsNothingMore(t *testing.T) {
 	p := fixedPolicy(t, "fw", 5, time.Minute)
 	f := &fakeCommander{respond: func(int, sentCommand) fakeReply { return fakeReply{err: redis.ErrNoScript} }}
-	a := newExecutor(f, time.Now).run(context.Background(), scriptFor(t, p), "k", programs.Args(p, 1), 1, time.Time{})
-	ns, ok := a.(notSent)
+	a := send.New(f, time.Now).Run(context.Background(), scriptFor(t, p), "k", programs.Args(p, 1), 1, time.Time{})
+	ns, ok := a.(send.NotSent)
 	require.True(t, ok, "%#v", a)
-	assert.Equal(t, reasonDeadline, ns.reason, "NOSCRIPT ran nothing; no time for the EVAL")
-	assert.ErrorIs(t, ns.cause, errDeadlineTooShort)
-	assert.Equal(t, []string{cmdEvalSha}, f.names())
+	assert.Equal(t, send.ReasonDeadline, ns.Reason, "NOSCRIPT ran nothing; no time for the EVAL")
+	assert.ErrorIs(t, ns.Cause, errDeadlineTooShort)
+	assert.Equal(t, []string{send.CmdEvalSha}, f.names())
 }
 
 func TestExecutorEvalFailureIsTheResult(t *testing.T) {
@@ -120,12 +121,12 @@ func TestExecutorEvalFailureIsTheResult(t *testing.T) {
 		}
 		return fakeReply{err: readTimeout}
 	}}
-	a := newExecutor(f, time.Now).run(context.Background(), scriptFor(t, p), "k", programs.Args(p, 1), 1, noSendBy)
-	m, ok := a.(mayHaveRun)
+	a := send.New(f, time.Now).Run(context.Background(), scriptFor(t, p), "k", programs.Args(p, 1), 1, noSendBy)
+	m, ok := a.(send.MayHaveRun)
 	require.True(t, ok, "%#v", a)
-	assert.Equal(t, cmdEval, m.command)
-	assert.Equal(t, readTimeout, m.cause)
-	assert.Equal(t, []string{cmdEvalSha, cmdEval}, f.names(), "no second EVAL, no retry")
+	assert.Equal(t, send.CmdEval, m.Command)
+	assert.Equal(t, readTimeout, m.Cause)
+	assert.Equal(t, []string{send.CmdEvalSha, send.CmdEval}, f.names(), "no second EVAL, no retry")
 }
 
 func TestExecutorArgumentsMatchProgramsArgs(t *testing.T) {
@@ -134,7 +135,7 @@ func TestExecutorArgumentsMatchProgramsArgs(t *testing.T) {
 		base := programs.Args(p, 1)
 		for _, cost := range []int64{1, 2, 3, 5} {
 			f := &fakeCommander{respond: func(int, sentCommand) fakeReply { return fakeReply{val: ints()} }}
-			newExecutor(f, time.Now).run(context.Background(), s, "key", base, cost, noSendBy)
+			send.New(f, time.Now).Run(context.Background(), s, "key", base, cost, noSendBy)
 			sent := f.commands()
 			require.Len(t, sent, 1)
 			assert.Equal(t, programs.Args(p, cost), sent[0].argv, "%v cost %d", p.Algorithm(), cost)
@@ -143,34 +144,17 @@ func TestExecutorArgumentsMatchProgramsArgs(t *testing.T) {
 	}
 }
 
-func TestExecutorReleaseClearsTheCall(t *testing.T) {
-	x := newExecutor(&fakeCommander{}, time.Now)
-	c := x.calls.Get().(*call)
-	c.key, c.cost = "secret-key", 3
-	c.program.payload, c.program.text = []byte("sha"), "sha"
-	c.program.serialized.Store(true)
-	c.args[3] = &c.key
-	x.release(c)
-	assert.Empty(t, c.key, "no key retained in the pool")
-	assert.Nil(t, c.program.payload)
-	assert.Empty(t, c.program.text)
-	assert.False(t, c.program.serialized.Load())
-	for _, a := range c.args {
-		assert.Nil(t, a)
-	}
-}
-
 // sentFields returns the error, whether the command may have been written,
 // and the command of a send result, for assertions across variants.
-func sentFields(t testing.TB, s sent) (err error, written bool, command string) {
+func sentFields(t testing.TB, s send.Sent) (err error, written bool, command string) {
 	t.Helper()
 	switch r := s.(type) {
-	case notSent:
-		return r.cause, false, r.command
-	case mayHaveRun:
-		return r.cause, true, r.command
-	case replied:
-		return r.err, true, r.command
+	case send.NotSent:
+		return r.Cause, false, r.Command
+	case send.MayHaveRun:
+		return r.Cause, true, r.Command
+	case send.Replied:
+		return r.Err, true, r.Command
 	}
 	t.Fatalf("unknown send result %T", s)
 	return nil, false, ""

@@ -131,8 +131,8 @@ func (f *fakeCommander) Process(ctx context.Context, cmd redis.Cmder) error {
 	c := sentCommand{name: fmt.Sprint(args[0]), raw: args}
 	for j, a := range args {
 		switch v := a.(type) {
-		case *wireArg:
-			c.program = string(v.payload)
+		case interface{ Payload() []byte }: // the send loop's wire argument
+			c.program = string(v.Payload())
 		case *string:
 			c.key = *v
 		case *int64:

@@ -2,10 +2,12 @@ package redisrate
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/tech-log/tech-log-backend/adapter-outbound-cache-redis/internal/send"
 	"github.com/tech-log/tech-log-backend/adapter-outbound-cache-redis/redisinfo"
 )
 
@@ -36,12 +38,12 @@ func (p *Provider) Start(ctx context.Context) error {
 		return ErrClosed
 	}
 	if p.router != nil {
-		if err := p.router.refresh(ctx); err != nil {
+		if err := p.router.Refresh(ctx); err != nil {
 			return fmt.Errorf("redisrate: start: %w", err)
 		}
-		for _, n := range p.router.primaries() {
-			n.qualified.Store(false) // Start checks every primary again
-			if err := p.router.ensure(ctx, n); err != nil {
+		for _, n := range p.router.Primaries() {
+			// Start checks every primary again.
+			if err := p.router.Requalify(ctx, n); err != nil {
 				return fmt.Errorf("redisrate: start: %w", err)
 			}
 		}
@@ -58,15 +60,26 @@ func (p *Provider) Start(ctx context.Context) error {
 // qualifyPrimary qualifies a cluster primary before its first program call:
 // the version check and script warm-up (qualify), then the server-policy
 // checks (checkServer), with the same errors as a standalone endpoint.
-func (p *Provider) qualifyPrimary(ctx context.Context, c commander) error {
-	if err := p.qualify(ctx, c); err != nil {
-		return err
+func (p *Provider) qualifyPrimary(ctx context.Context, c send.Commander) error {
+	err := p.qualify(ctx, c)
+	if err == nil {
+		err = p.checkServer(ctx, "qualify", c)
 	}
-	return p.checkServer(ctx, "qualify", c)
+	if errors.Is(err, ErrServerVersion) || errors.Is(err, ErrScriptDigest) || isServerPolicyRefusal(err) {
+		return refusedError{err} // the server answered; the send loop's breaker counts it so
+	}
+	return err
 }
 
+// refusedError marks a qualification error that refuses the server for
+// what it answered (send.ErrQualificationRefused); its text is err's.
+type refusedError struct{ err error }
+
+func (e refusedError) Error() string   { return e.err.Error() }
+func (e refusedError) Unwrap() []error { return []error{e.err, send.ErrQualificationRefused} }
+
 // qualify runs the version check and the script warm-up on c.
-func (p *Provider) qualify(ctx context.Context, c commander) error {
+func (p *Provider) qualify(ctx context.Context, c send.Commander) error {
 	do := func(cmd redis.Cmder) error {
 		ctx, cancel := context.WithTimeout(ctx, p.timeout)
 		defer cancel()
@@ -85,12 +98,12 @@ func (p *Provider) qualify(ctx context.Context, c commander) error {
 		return e
 	}
 	for _, s := range p.scripts {
-		load := redis.NewStringCmd(ctx, "script", "load", s.source)
+		load := redis.NewStringCmd(ctx, "script", "load", s.Source())
 		if err := do(load); err != nil {
-			return fmt.Errorf("redisrate: start: SCRIPT LOAD %s: %w", s.name, err)
+			return fmt.Errorf("redisrate: start: SCRIPT LOAD %s: %w", s.Name(), err)
 		}
-		if got := load.Val(); got != s.shaHex {
-			return fmt.Errorf("redisrate: start: %w: %s loaded as %q, manifest has %s", ErrScriptDigest, s.name, truncate(got), s.shaHex)
+		if got := load.Val(); got != s.SHA() {
+			return fmt.Errorf("redisrate: start: %w: %s loaded as %q, manifest has %s", ErrScriptDigest, s.Name(), truncate(got), s.SHA())
 		}
 	}
 	return nil
@@ -120,23 +133,21 @@ func (p *Provider) Ready(ctx context.Context) error {
 // never loaded or marked stale) and every primary answers PING.
 func (p *Provider) readyCluster(ctx context.Context) error {
 	r := p.router
-	if !r.loaded.Load() || r.stale.Load() {
-		if err := r.refresh(ctx); err != nil {
+	if r.NeedsRefresh() {
+		if err := r.Refresh(ctx); err != nil {
 			return fmt.Errorf("redisrate: ready: %w", err)
 		}
 	}
-	for i := range r.slots {
-		if r.slots[i].Load() == nil {
-			return fmt.Errorf("redisrate: ready: %w: slot %d", ErrClusterSlotUnserved, i)
-		}
+	if slot, ok := r.UnservedSlot(); ok {
+		return fmt.Errorf("redisrate: ready: %w: slot %d", ErrClusterSlotUnserved, slot)
 	}
-	for _, n := range r.primaries() {
+	for _, n := range r.Primaries() {
 		ping := redis.NewStatusCmd(ctx, "ping")
-		if err := p.do(ctx, ping, n.client); err != nil {
-			return fmt.Errorf("redisrate: ready: PING %s: %w", n.addr, err)
+		if err := p.do(ctx, ping, n.Client()); err != nil {
+			return fmt.Errorf("redisrate: ready: PING %s: %w", n.Addr(), err)
 		}
-		if err := p.checkServer(ctx, "ready", n.client); err != nil {
-			return fmt.Errorf("redisrate: primary %s: %w", n.addr, err)
+		if err := p.checkServer(ctx, "ready", n.Client()); err != nil {
+			return fmt.Errorf("redisrate: primary %s: %w", n.Addr(), err)
 		}
 	}
 	return nil
@@ -144,11 +155,11 @@ func (p *Provider) readyCluster(ctx context.Context) error {
 
 // do runs an administrative command with ctx bounded by the command
 // timeout (the socket timeouts bound the rest).
-// It goes to p.client, or to the one commander given.
-func (p *Provider) do(ctx context.Context, cmd redis.Cmder, to ...commander) error {
+// It goes to p.client, or to the one send.Commander given.
+func (p *Provider) do(ctx context.Context, cmd redis.Cmder, to ...send.Commander) error {
 	ctx, cancel := context.WithTimeout(ctx, p.timeout)
 	defer cancel()
-	c := commander(p.client)
+	c := send.Commander(p.client)
 	if len(to) == 1 {
 		c = to[0]
 	}
@@ -163,7 +174,7 @@ func (p *Provider) do(ctx context.Context, cmd redis.Cmder, to ...commander) err
 func (p *Provider) Close() error {
 	p.closeOnce.Do(func() {
 		p.closed.Store(true)
-		p.exec.shutdownBreakers()
+		p.exec.ShutdownBreakers()
 		p.closeErr = p.client.Close()
 	})
 	return p.closeErr

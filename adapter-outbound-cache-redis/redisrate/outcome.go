@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/tech-log/tech-log-backend/adapter-outbound-cache-redis/internal/certainty"
+	"github.com/tech-log/tech-log-backend/adapter-outbound-cache-redis/internal/send"
 	"github.com/tech-log/tech-log-backend/adapter-outbound-cache-redis/programs"
 	"github.com/tech-log/tech-log-backend/shared-contract/ratelimit"
 )
@@ -15,15 +16,15 @@ import (
 // sent by its reason, one that may have run through the classifier
 // (Indeterminate), a reply through programs.Decode and its status (an
 // error reply through the classifier).
-func (p *Provider) outcome(ps *policyState, res sent) ratelimit.Outcome {
+func (p *Provider) outcome(ps *policyState, res send.Sent) ratelimit.Outcome {
 	switch r := res.(type) {
-	case notSent:
+	case send.NotSent:
 		return p.notSentOutcome(ps, r)
-	case mayHaveRun:
-		return p.failed(ps, r.command, true, r.cause)
-	case replied:
-		if r.err != nil {
-			return p.failed(ps, r.command, true, r.err)
+	case send.MayHaveRun:
+		return p.failed(ps, r.Command, true, r.Cause)
+	case send.Replied:
+		if r.Err != nil {
+			return p.failed(ps, r.Command, true, r.Err)
 		}
 		return p.replyOutcome(ps, r)
 	}
@@ -31,42 +32,42 @@ func (p *Provider) outcome(ps *policyState, res sent) ratelimit.Outcome {
 }
 
 // notSentOutcome maps a call that was not sent: nothing ran.
-func (p *Provider) notSentOutcome(ps *policyState, r notSent) ratelimit.Outcome {
+func (p *Provider) notSentOutcome(ps *policyState, r send.NotSent) ratelimit.Outcome {
 	id := ps.policy.ID()
 	//exhaustive:enforce
-	switch r.reason {
-	case reasonDeadline:
-		return p.unavailable(id, ratelimit.CategoryDeadline, fmt.Errorf("redisrate: %w", r.cause))
-	case reasonBreakerOpen:
-		return p.unavailable(id, ratelimit.CategoryCircuitOpen, r.cause)
-	case reasonInFlight:
-		return p.unavailable(id, ratelimit.CategoryAdmission, r.cause)
-	case reasonPreSend:
+	switch r.Reason {
+	case send.ReasonDeadline:
+		return p.unavailable(id, ratelimit.CategoryDeadline, fmt.Errorf("redisrate: %w", r.Cause))
+	case send.ReasonBreakerOpen:
+		return p.unavailable(id, ratelimit.CategoryCircuitOpen, r.Cause)
+	case send.ReasonInFlight:
+		return p.unavailable(id, ratelimit.CategoryAdmission, r.Cause)
+	case send.ReasonPreSend:
 		switch {
-		case errors.Is(r.cause, ErrServerVersion), errors.Is(r.cause, ErrScriptDigest):
+		case errors.Is(r.Cause, ErrServerVersion), errors.Is(r.Cause, ErrScriptDigest):
 			// A cluster node met after Start failed qualification.
-			return ratelimit.Incompatible{PolicyID: id, Category: ratelimit.CategoryServerVersion, Cause: r.cause}
-		case isServerPolicyRefusal(r.cause):
+			return ratelimit.Incompatible{PolicyID: id, Category: ratelimit.CategoryServerVersion, Cause: r.Cause}
+		case isServerPolicyRefusal(r.Cause):
 			// A cluster primary met after Start failed the server-policy
 			// checks.
-			return p.unavailable(id, ratelimit.CategoryServerRejected, r.cause)
+			return p.unavailable(id, ratelimit.CategoryServerRejected, r.Cause)
 		}
-		return p.failed(ps, r.command, false, r.cause)
+		return p.failed(ps, r.Command, false, r.Cause)
 	}
-	panic(fmt.Sprintf("redisrate: unknown not-sent reason %d", r.reason))
+	panic(fmt.Sprintf("redisrate: unknown not-sent reason %d", r.Reason))
 }
 
 // replyOutcome maps the program's reply.
-func (p *Provider) replyOutcome(ps *policyState, res replied) ratelimit.Outcome {
+func (p *Provider) replyOutcome(ps *policyState, res send.Replied) ratelimit.Outcome {
 	id := ps.policy.ID()
-	r, err := programs.Decode(res.reply, ps.policy)
+	r, err := programs.Decode(res.Reply, ps.policy)
 	if err != nil {
 		return ratelimit.Incompatible{PolicyID: id, Category: ratelimit.CategoryMalformedReply, Cause: err}
 	}
 	//exhaustive:enforce
 	switch r.Status {
 	case programs.StatusReplayed:
-		if p.exec.acks > 0 {
+		if p.acks > 0 {
 			// WAIT behind a replay (which writes nothing) cannot vouch for
 			// the recorded write's replication.
 			return ratelimit.Indeterminate{PolicyID: id, RetryAfter: p.retryHint, Category: ratelimit.CategoryReplication, Cause: fmt.Errorf("redisrate: %w: %w", ErrReplicationShortfall, errReplayUnreplicated)}
@@ -77,12 +78,12 @@ func (p *Provider) replyOutcome(ps *policyState, res replied) ratelimit.Outcome 
 	case programs.StatusDedupConflict:
 		return ratelimit.Incompatible{PolicyID: id, Category: ratelimit.CategoryDedupConflict, Cause: errDedupConflict}
 	case programs.StatusAllowed, programs.StatusDenied:
-		if r.Status == programs.StatusAllowed && p.exec.acks > 0 && (res.ackErr != nil || res.acked < p.exec.acks) {
+		if r.Status == programs.StatusAllowed && p.acks > 0 && (res.AckErr != nil || res.Acked < p.acks) {
 			// Admitted by the primary, not acknowledged by enough replicas:
 			// a failover could lose it. Not admitted; stays counted.
-			cause := fmt.Errorf("redisrate: %w: WAIT %d: %d acknowledged", ErrReplicationShortfall, p.exec.acks, res.acked)
-			if res.ackErr != nil {
-				cause = fmt.Errorf("redisrate: %w: WAIT %d: %w", ErrReplicationShortfall, p.exec.acks, res.ackErr)
+			cause := fmt.Errorf("redisrate: %w: WAIT %d: %d acknowledged", ErrReplicationShortfall, p.acks, res.Acked)
+			if res.AckErr != nil {
+				cause = fmt.Errorf("redisrate: %w: WAIT %d: %w", ErrReplicationShortfall, p.acks, res.AckErr)
 			}
 			return ratelimit.Indeterminate{PolicyID: id, RetryAfter: p.retryHint, Category: ratelimit.CategoryReplication, Cause: cause}
 		}
@@ -122,7 +123,7 @@ func (p *Provider) unavailable(id ratelimit.PolicyID, cat ratelimit.Category, ca
 // whether go-redis may have begun writing command.
 func (p *Provider) failed(ps *policyState, command string, written bool, err error) ratelimit.Outcome {
 	v := certainty.Classify(err, written)
-	cause := &CallError{Command: command, Program: ps.script.name, Written: written, Err: err}
+	cause := &CallError{Command: command, Program: ps.script.Name(), Written: written, Err: err}
 	id := ps.policy.ID()
 	switch v.Kind {
 	case ratelimit.KindUnavailable:

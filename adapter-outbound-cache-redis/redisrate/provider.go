@@ -10,6 +10,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/tech-log/tech-log-backend/adapter-outbound-cache-redis/internal/send"
 	"github.com/tech-log/tech-log-backend/adapter-outbound-cache-redis/programs"
 	"github.com/tech-log/tech-log-backend/adapter-outbound-cache-redis/redisinfo"
 	"github.com/tech-log/tech-log-backend/shared-contract/keyspace"
@@ -61,7 +62,7 @@ const MaxReplicationAcks = 16
 
 // coordinationClient is the provider's view of its client.
 type coordinationClient interface {
-	commander
+	send.Commander
 	Close() error
 }
 
@@ -71,13 +72,15 @@ type coordinationClient interface {
 // and Close at shutdown; after Close every Evaluate answers
 // Unavailable{closed}. The zero value is invalid.
 type Provider struct {
-	client    coordinationClient
-	exec      *executor
-	router    *clusterRouter // set in cluster mode (client is then router)
+	client coordinationClient
+	exec   *send.Executor
+	router *send.ClusterRouter // set in cluster mode (client is then router)
+	// acks is Options.ReplicationAcks (WAIT behind every program call).
+	acks      int64
 	keys      *keyspace.Builder
 	policies  map[ratelimit.PolicyID]*policyState
-	scripts   []*script // distinct programs of the policies, for Start
-	minRedis  string    // highest MinRedisVersion among them
+	scripts   []*send.Script // distinct programs of the policies, for Start
+	minRedis  string         // highest MinRedisVersion among them
 	minVer    redisinfo.Version
 	timeout   time.Duration
 	retryHint time.Duration
@@ -96,19 +99,12 @@ type Provider struct {
 	dedupRetries struct{ decided, failed atomic.Uint64 }
 }
 
-// DedupRetries returns how many Indeterminate calls with an evaluation ID
-// were retried with the same ID and got a decision (decided) or did not
-// (failed), since New.
-func (p *Provider) DedupRetries() (decided, failed uint64) {
-	return p.dedupRetries.decided.Load(), p.dedupRetries.failed.Load()
-}
-
 var _ ratelimit.EdgePort = (*Provider)(nil)
 
 // policyState is everything per policy that does not depend on the request.
 type policyState struct {
 	policy    ratelimit.Policy
-	script    *script
+	script    *send.Script
 	argv      []any // programs.Args(policy, 1); the executor substitutes the cost
 	id        string
 	revision  string
@@ -118,11 +114,11 @@ type policyState struct {
 	// rate-<algorithm>-dedup-v2 program and its ARGV (Args followed by
 	// programs.DedupArgs with an empty ID, which the executor replaces).
 	// A request with an EvaluationID uses them, one without uses script.
-	dedup     *script
+	dedup     *send.Script
 	dedupArgv []any
 	// charge is the algorithm's charge program (programs.ChargeFor), for
 	// EvaluateAfterCharge.
-	charge *script
+	charge *send.Script
 }
 
 // New builds a Provider over client for policies (at least one, distinct
@@ -160,13 +156,14 @@ func New(client redis.UniversalClient, keys *keyspace.Builder, policies []rateli
 		if now == nil {
 			now = time.Now
 		}
-		r := newClusterRouter(c, opts.CommandTimeout, now)
+		r := send.NewClusterRouter(c, opts.CommandTimeout, now)
 		p, err := newProvider(r, keys, policies, opts)
 		if err != nil {
 			return nil, err
 		}
-		r.qualify = p.qualifyPrimary
-		p.router, p.exec.route = r, r
+		r.SetQualify(p.qualifyPrimary)
+		p.router = r
+		p.exec.UseCluster(r)
 		return p, nil
 	}
 	return nil, fmt.Errorf("%w: %T (supported: *redis.Client, standalone or failover, and *redis.ClusterClient from NewClusterClient)", ErrUnsupportedClient, client)
@@ -191,7 +188,7 @@ func newProvider(client coordinationClient, keys *keyspace.Builder, policies []r
 	if len(policies) == 0 {
 		bad("policies: none given")
 	}
-	if err := opts.Breaker.validate(); err != nil {
+	if err := validateBreaker(opts.Breaker); err != nil {
 		errs = append(errs, err)
 	}
 	switch {
@@ -222,10 +219,11 @@ func newProvider(client coordinationClient, keys *keyspace.Builder, policies []r
 	if p.now == nil {
 		p.now = time.Now
 	}
-	p.exec = newExecutor(client, p.now)
-	p.exec.acks, p.exec.ackTimeoutMs = int64(opts.ReplicationAcks), opts.ReplicationAckTimeout.Milliseconds()
+	p.exec = send.New(client, p.now)
+	p.acks = int64(opts.ReplicationAcks)
+	p.exec.SetReplicationAcks(p.acks, opts.ReplicationAckTimeout.Milliseconds())
 	p.retryHint = max(MinFailureRetryAfter, opts.CommandTimeout)
-	byName := map[string]*script{}
+	byName := map[string]*send.Script{}
 	for i, pol := range policies {
 		if pol.IsZero() {
 			bad("policies[%d]: zero policy (not built by ratelimit.NewPolicy)", i)
@@ -240,10 +238,10 @@ func newProvider(client coordinationClient, keys *keyspace.Builder, policies []r
 			bad("policies[%d] %q: no program for algorithm %v", i, pol.ID(), pol.Algorithm())
 			continue
 		}
-		scriptFor := func(prog programs.Program) *script {
+		scriptFor := func(prog programs.Program) *send.Script {
 			s := byName[prog.Name]
 			if s == nil {
-				s = newScript(prog)
+				s = send.NewScript(prog)
 				byName[prog.Name] = s
 				p.scripts = append(p.scripts, s)
 				v, err := redisinfo.ParseVersion(prog.MinRedisVersion)
@@ -256,7 +254,7 @@ func newProvider(client coordinationClient, keys *keyspace.Builder, policies []r
 			return s
 		}
 		s := scriptFor(prog)
-		var dedup *script
+		var dedup *send.Script
 		var dedupArgv []any
 		if pol.DedupWindow() != 0 {
 			dprog, ok := programs.DedupFor(pol.Algorithm())
@@ -291,7 +289,7 @@ func newProvider(client coordinationClient, keys *keyspace.Builder, policies []r
 			certainty: pol.Certainty(),
 			dedup:     dedup,
 			dedupArgv: dedupArgv,
-			charge:    newScript(cprog),
+			charge:    send.NewScript(cprog),
 		}
 	}
 	if err := errors.Join(errs...); err != nil {
@@ -300,8 +298,8 @@ func newProvider(client coordinationClient, keys *keyspace.Builder, policies []r
 	p.sem = make(chan struct{}, opts.MaxInFlight)
 	if opts.PipelineMaxBatch > 1 {
 		// Slots enough to carry MaxInFlight calls in full batches.
-		p.exec.enableBatching((opts.MaxInFlight+opts.PipelineMaxBatch-1)/opts.PipelineMaxBatch, opts.PipelineMaxBatch)
+		p.exec.EnableBatching((opts.MaxInFlight+opts.PipelineMaxBatch-1)/opts.PipelineMaxBatch, opts.PipelineMaxBatch)
 	}
-	p.exec.breakerOpts, p.exec.timeout = opts.Breaker, opts.CommandTimeout
+	p.exec.SetBreakers(opts.Breaker, opts.CommandTimeout)
 	return p, nil
 }

@@ -17,6 +17,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/tech-log/tech-log-backend/adapter-outbound-cache-redis/internal/send"
 	"github.com/tech-log/tech-log-backend/adapter-outbound-cache-redis/programs"
 	"github.com/tech-log/tech-log-backend/shared-contract/ratelimit"
 )
@@ -344,7 +345,7 @@ func TestEvaluateMapsCallFailures(t *testing.T) {
 			var ce *CallError
 			require.ErrorAs(t, cause, &ce)
 			assert.Equal(t, tt.written, ce.Written)
-			assert.Equal(t, cmdEvalSha, ce.Command)
+			assert.Equal(t, send.CmdEvalSha, ce.Command)
 			assert.Equal(t, "rate-sliding-counter-v1", ce.Program)
 			assert.ErrorIs(t, cause, tt.r.err)
 			assert.Len(t, f.commands(), 1)
@@ -362,7 +363,7 @@ func TestEvaluateNoScriptFallsBackOnce(t *testing.T) {
 	}}
 	out := fakeProvider(t, f, 4).Evaluate(context.Background(), request("fw", subjectA, 1, t0))
 	assert.True(t, ratelimit.Admitted(out), "%v", out)
-	assert.Equal(t, []string{cmdEvalSha, cmdEval}, f.names())
+	assert.Equal(t, []string{send.CmdEvalSha, send.CmdEval}, f.names())
 }
 
 // TestEvaluateNoScriptWithTooLittleDeadlineLeftSendsNoEval: the deadline
@@ -385,7 +386,7 @@ func TestEvaluateNoScriptWithTooLittleDeadlineLeftSendsNoEval(t *testing.T) {
 	assert.Equal(t, ratelimit.KindUnavailable, out.Kind())
 	assert.Equal(t, ratelimit.CategoryDeadline, ratelimit.CategoryOf(out))
 	assert.ErrorIs(t, out.(ratelimit.Unavailable).Cause, errDeadlineTooShort)
-	assert.Equal(t, []string{cmdEvalSha}, f.names())
+	assert.Equal(t, []string{send.CmdEvalSha}, f.names())
 }
 
 func TestEvaluateRecoversFromPanics(t *testing.T) {

@@ -11,6 +11,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/tech-log/tech-log-backend/adapter-outbound-cache-redis/internal/send"
 	"github.com/tech-log/tech-log-backend/adapter-outbound-cache-redis/redisinfo"
 )
 
@@ -115,7 +116,7 @@ func (p *Provider) ServerStatus() (ServerStatus, bool) {
 // eviction policy on to (the endpoint, or one cluster primary), stores the
 // status and returns the first policy violation. It does nothing when the
 // checks are off.
-func (p *Provider) checkServer(ctx context.Context, phase string, to commander) error {
+func (p *Provider) checkServer(ctx context.Context, phase string, to send.Commander) error {
 	if p.server.checks == nil {
 		return nil
 	}

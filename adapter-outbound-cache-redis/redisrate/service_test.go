@@ -21,6 +21,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/tech-log/tech-log-backend/adapter-outbound-cache-redis/internal/send"
 	"github.com/tech-log/tech-log-backend/adapter-outbound-cache-redis/programs"
 	"github.com/tech-log/tech-log-backend/adapter-outbound-cache-redis/redisinfo"
 	"github.com/tech-log/tech-log-backend/adapter-outbound-cache-redis/redistest"
@@ -170,10 +171,10 @@ func TestServiceProgramsMatchModel(t *testing.T) {
 					time.Sleep(time.Duration(rng.IntN(12)) * time.Millisecond)
 				}
 				cost := 1 + rng.Int64N(pol.MaxCost())
-				a, ok := p.exec.run(context.Background(), ps.script, key, ps.argv, cost, noSendBy).(replied)
+				a, ok := p.exec.Run(context.Background(), ps.script, key, ps.argv, cost, noSendBy).(send.Replied)
 				require.True(t, ok, "step %d", step)
-				require.NoError(t, a.err, "step %d", step)
-				got, err := programs.Decode(a.reply, pol)
+				require.NoError(t, a.Err, "step %d", step)
+				got, err := programs.Decode(a.Reply, pol)
 				require.NoError(t, err, "step %d", step)
 				want, next := programs.Evaluate(pol, model, got.ServerNowMillis, cost)
 				require.Equal(t, want, got, "step %d cost %d", step, cost)

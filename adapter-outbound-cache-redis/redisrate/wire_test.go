@@ -24,6 +24,7 @@ import (
 	"github.com/tech-log/tech-log-backend/shared-contract/ratelimit"
 
 	"github.com/tech-log/tech-log-backend/adapter-outbound-cache-redis/internal/certainty"
+	"github.com/tech-log/tech-log-backend/adapter-outbound-cache-redis/internal/send"
 )
 
 const wireTimeout = 300 * time.Millisecond
@@ -100,8 +101,8 @@ func TestWireReplyShapesAreIncompatible(t *testing.T) {
 			assert.False(t, ratelimit.Admitted(out))
 			assert.Equal(t, ratelimit.KindIncompatible, out.Kind(), "%v", out)
 			assert.Equal(t, ratelimit.CategoryMalformedReply, ratelimit.CategoryOf(out), "%v", out)
-			assert.Equal(t, 1, srv.Count(cmdEvalSha))
-			assert.Zero(t, srv.Count(cmdEval))
+			assert.Equal(t, 1, srv.Count(send.CmdEvalSha))
+			assert.Zero(t, srv.Count(send.CmdEval))
 		})
 	}
 	t.Run("valid", func(t *testing.T) {
@@ -161,7 +162,7 @@ func TestWireFailureCertainty(t *testing.T) {
 		}, nil,
 			want{ratelimit.KindIncompatible, ratelimit.CategoryProgramFault, 1, 1, true}},
 		{"noscript then eval reply never comes", func(args []string) respAction {
-			if strings.EqualFold(args[0], cmdEvalSha) {
+			if strings.EqualFold(args[0], send.CmdEvalSha) {
 				return respAction{reply: "-NOSCRIPT No matching script. Please use EVAL.\r\n"}
 			}
 			return respAction{hang: true}
@@ -184,8 +185,8 @@ func TestWireFailureCertainty(t *testing.T) {
 			assert.False(t, ratelimit.Admitted(out))
 			assert.Equal(t, tt.want.kind, out.Kind(), "%v", out)
 			assert.Equal(t, tt.want.cat, ratelimit.CategoryOf(out), "%v", out)
-			assert.Equal(t, tt.want.evalsha, srv.Count(cmdEvalSha), "evalsha sent")
-			assert.Equal(t, tt.want.eval, srv.Count(cmdEval), "eval sent")
+			assert.Equal(t, tt.want.evalsha, srv.Count(send.CmdEvalSha), "evalsha sent")
+			assert.Equal(t, tt.want.eval, srv.Count(send.CmdEval), "eval sent")
 			if tt.want.kind != ratelimit.KindIncompatible {
 				var ce *CallError
 				require.ErrorAs(t, causeOf(out), &ce)
@@ -217,7 +218,7 @@ func TestWireNoScriptFallsBackToOneEvalOfTheSource(t *testing.T) {
 	var mu sync.Mutex
 	var evalArgs []string
 	srv := startRESP(t, func(args []string) respAction {
-		if strings.EqualFold(args[0], cmdEvalSha) {
+		if strings.EqualFold(args[0], send.CmdEvalSha) {
 			return respAction{reply: "-NOSCRIPT No matching script. Please use EVAL.\r\n"}
 		}
 		mu.Lock()
@@ -227,7 +228,7 @@ func TestWireNoScriptFallsBackToOneEvalOfTheSource(t *testing.T) {
 	})
 	out := wireProvider(t, wireConfig(srv.Addr())).Evaluate(context.Background(), liveRequest("fw"))
 	assert.True(t, ratelimit.Admitted(out), "%v", out)
-	assert.Equal(t, []string{"hello", "ping", cmdEvalSha, cmdEval}, srv.Commands())
+	assert.Equal(t, []string{"hello", "ping", send.CmdEvalSha, send.CmdEval}, srv.Commands())
 	prog, _ := programs.ForAlgorithm(ratelimit.AlgorithmFixedWindow)
 	mu.Lock()
 	defer mu.Unlock()
@@ -310,7 +311,7 @@ func TestWireWriteFailures(t *testing.T) {
 			out := p.Evaluate(context.Background(), liveRequest("fw"))
 			assert.Equal(t, tt.kind, out.Kind(), "%v", out)
 			assert.Equal(t, tt.cat, ratelimit.CategoryOf(out))
-			assert.Zero(t, srv.Count(cmdEvalSha), "nothing of the call reached the server")
+			assert.Zero(t, srv.Count(send.CmdEvalSha), "nothing of the call reached the server")
 			// The next call, on a fresh connection, works.
 			assert.True(t, ratelimit.Admitted(p.Evaluate(context.Background(), liveRequest("fw"))))
 		})
@@ -328,34 +329,34 @@ func TestWirePoolWaitFailuresAreBeforeTheWrite(t *testing.T) {
 	client, err := NewClient(cfg)
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = client.Close() })
-	x := newExecutor(client, time.Now)
+	x := send.New(client, time.Now)
 	pol := fixedPolicy(t, "fw", 5, time.Minute)
 	s := scriptFor(t, pol)
 	argv := programs.Args(pol, 1)
 
-	held := make(chan sent, 1)
+	held := make(chan send.Sent, 1)
 	go func() {
-		a := x.run(context.Background(), s, "k", argv, 1, noSendBy)
+		a := x.Run(context.Background(), s, "k", argv, 1, noSendBy)
 		held <- a
 	}()
-	require.Eventually(t, func() bool { return srv.Count(cmdEvalSha) == 1 }, 5*time.Second, 5*time.Millisecond)
+	require.Eventually(t, func() bool { return srv.Count(send.CmdEvalSha) == 1 }, 5*time.Second, 5*time.Millisecond)
 
-	err, written, _ := sentFields(t, x.run(context.Background(), s, "k", argv, 1, noSendBy))
+	err, written, _ := sentFields(t, x.Run(context.Background(), s, "k", argv, 1, noSendBy))
 	assert.ErrorIs(t, err, redis.ErrPoolTimeout)
 	assert.False(t, written)
 	assert.Equal(t, unavailable(ratelimit.CategoryAdmission), certainty.Classify(err, written))
 
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
 	defer cancel()
-	err, written, _ = sentFields(t, x.run(ctx, s, "k", argv, 1, noSendBy))
+	err, written, _ = sentFields(t, x.Run(ctx, s, "k", argv, 1, noSendBy))
 	assert.ErrorIs(t, err, context.DeadlineExceeded)
 	assert.False(t, written)
 	assert.Equal(t, unavailable(ratelimit.CategoryDeadline), certainty.Classify(err, written))
 
-	first, ok := (<-held).(mayHaveRun)
+	first, ok := (<-held).(send.MayHaveRun)
 	require.True(t, ok, "the held call was written and timed out")
-	assert.Equal(t, indeterminate(ratelimit.CategoryTimeout), certainty.Classify(first.cause, true))
-	assert.Equal(t, 1, srv.Count(cmdEvalSha), "the waiting calls sent nothing")
+	assert.Equal(t, indeterminate(ratelimit.CategoryTimeout), certainty.Classify(first.Cause, true))
+	assert.Equal(t, 1, srv.Count(send.CmdEvalSha), "the waiting calls sent nothing")
 }
 
 // TestWireRESP3ReplyIsTheSame: under RESP3 (HELLO 3 accepted) the program's
@@ -382,7 +383,7 @@ func TestWireContextEndingAfterTheWriteIsIgnored(t *testing.T) {
 	p := wireProvider(t, wireConfig(srv.Addr()))
 	ctx, cancel := context.WithCancel(context.Background())
 	go func() {
-		for i := 0; i < 5000 && srv.Count(cmdEvalSha) == 0; i++ {
+		for i := 0; i < 5000 && srv.Count(send.CmdEvalSha) == 0; i++ {
 			time.Sleep(time.Millisecond)
 		}
 		cancel() // after the call was written
@@ -393,5 +394,5 @@ func TestWireContextEndingAfterTheWriteIsIgnored(t *testing.T) {
 	// The next call on the same connection reads its own reply.
 	out = p.Evaluate(context.Background(), liveRequest("fw"))
 	assert.True(t, ratelimit.Admitted(out), "%v", out)
-	assert.Equal(t, 2, srv.Count(cmdEvalSha))
+	assert.Equal(t, 2, srv.Count(send.CmdEvalSha))
 }

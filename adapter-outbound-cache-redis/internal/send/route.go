@@ -1,4 +1,4 @@
-package redisrate
+package send
 
 import (
 	"context"
@@ -8,18 +8,18 @@ import (
 	"github.com/tech-log/tech-log-backend/adapter-outbound-cache-redis/internal/certainty"
 )
 
-// target is one primary endpoint a program call is sent to: its client,
+// Target is one primary endpoint a program call is sent to: its client,
 // its batcher, and whether it passed qualification (version check, script
 // warm-up, server-policy checks) since the route met it. A standalone or
 // Sentinel endpoint is one target; a cluster has one per primary.
-type target struct {
+type Target struct {
 	// addr is the primary's address in a cluster, "" for a fixed target
 	// (never in a metric label or an outcome).
 	addr string
 	// index numbers the targets in the order the route met them (0 for a
 	// fixed target): the target's name in metrics and readiness.
 	index  int
-	client commander
+	client Commander
 	// mu serializes qualification.
 	mu        sync.Mutex
 	qualified atomic.Bool
@@ -32,49 +32,56 @@ type target struct {
 	breaker     atomic.Pointer[breaker]
 }
 
-func newTarget(index int, addr string, client commander) *target {
-	return &target{index: index, addr: addr, client: client}
+func newTarget(index int, addr string, client Commander) *Target {
+	return &Target{index: index, addr: addr, client: client}
 }
 
 // route is how the send loop finds targets and which refusals it follows:
-// fixedRoute (standalone, Sentinel) or clusterRouter (Redis Cluster).
+// fixedRoute (standalone, Sentinel) or ClusterRouter (Redis Cluster).
 type route interface {
 	// targetFor returns the target serving key.
-	targetFor(ctx context.Context, key string) (*target, error)
-	// ensure qualifies t before its first program call, if the route
+	targetFor(ctx context.Context, key string) (*Target, error)
+	// Ensure qualifies t before its first program call, if the route
 	// qualifies targets on first use.
-	ensure(ctx context.Context, t *target) error
+	Ensure(ctx context.Context, t *Target) error
 	// follows reports whether the loop may follow r on this route.
 	follows(r certainty.Refusal) bool
 	// moved records that key's slot lives at addr and returns its target.
-	moved(key, addr string) (*target, error)
-	// target returns the target at addr (an ASK redirect).
-	target(addr string) (*target, error)
+	moved(key, addr string) (*Target, error)
+	// Target returns the target at addr (an ASK redirect).
+	target(addr string) (*Target, error)
 	// reload reloads the route's map and returns key's target again.
-	reload(ctx context.Context, key string) (*target, error)
+	reload(ctx context.Context, key string) (*Target, error)
 	// lost is told a call that ended without a reply (not sent, or may
 	// have run): the route's map may be old.
-	lost(res sent)
+	lost(res Sent)
 	// targets returns the targets serving now.
-	targets() []*target
+	targets() []*Target
 	// met returns every target the route has met.
-	met() []*target
+	met() []*Target
 	// slotsOf is t's hash-slot ranges ("" for a fixed target).
-	slotsOf(t *target) string
+	slotsOf(t *Target) string
 }
 
 // fixedRoute is one target: a standalone server, or the primary a
 // Sentinel-managed client follows. It follows NOSCRIPT only; Start
 // qualifies its target.
-type fixedRoute struct{ t *target }
+type fixedRoute struct{ t *Target }
 
-func (r *fixedRoute) targetFor(context.Context, string) (*target, error) { return r.t, nil }
-func (r *fixedRoute) ensure(context.Context, *target) error              { return nil }
+func (r *fixedRoute) targetFor(context.Context, string) (*Target, error) { return r.t, nil }
+func (r *fixedRoute) Ensure(context.Context, *Target) error              { return nil }
 func (r *fixedRoute) follows(f certainty.Refusal) bool                   { return f == certainty.RefusalNoScript }
-func (r *fixedRoute) moved(string, string) (*target, error)              { return r.t, nil }
-func (r *fixedRoute) target(string) (*target, error)                     { return r.t, nil }
-func (r *fixedRoute) reload(context.Context, string) (*target, error)    { return r.t, nil }
-func (r *fixedRoute) lost(sent)                                          {}
-func (r *fixedRoute) targets() []*target                                 { return []*target{r.t} }
-func (r *fixedRoute) met() []*target                                     { return []*target{r.t} }
-func (r *fixedRoute) slotsOf(*target) string                             { return "" }
+func (r *fixedRoute) moved(string, string) (*Target, error)              { return r.t, nil }
+func (r *fixedRoute) target(string) (*Target, error)                     { return r.t, nil }
+func (r *fixedRoute) reload(context.Context, string) (*Target, error)    { return r.t, nil }
+func (r *fixedRoute) lost(Sent)                                          {}
+func (r *fixedRoute) targets() []*Target                                 { return []*Target{r.t} }
+func (r *fixedRoute) met() []*Target                                     { return []*Target{r.t} }
+func (r *fixedRoute) slotsOf(*Target) string                             { return "" }
+
+// Addr is the target's address ("" for a fixed target); for errors and
+// logs, never a metric label.
+func (t *Target) Addr() string { return t.addr }
+
+// Client is the target's client.
+func (t *Target) Client() Commander { return t.client }

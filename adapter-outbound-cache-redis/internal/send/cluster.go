@@ -1,4 +1,4 @@
-package redisrate
+package send
 
 import (
 	"context"
@@ -22,44 +22,41 @@ const (
 	minRefreshInterval = 100 * time.Millisecond
 )
 
-// ErrClusterSlotUnserved: the slot map has no primary for the key's slot.
-var ErrClusterSlotUnserved = errors.New("no cluster node serves the key's slot")
-
-// clusterRouter maps slots to primaries itself and sends each program call
+// ClusterRouter maps slots to primaries itself and sends each program call
 // to one node client: go-redis's cluster loop, which re-sends after EOF and
 // timeouts, never carries a program. Node clients come from the
 // ClusterClient's NewClient hook, so they have NewClient's fixed options.
-type clusterRouter struct {
+type ClusterRouter struct {
 	cc        *redis.ClusterClient
 	newClient func(*redis.Options) *redis.Client
 	seeds     []string
 	timeout   time.Duration
 	now       func() time.Time
 	// qualify runs the version check and script warm-up on a node.
-	qualify func(ctx context.Context, c commander) error
+	qualify func(ctx context.Context, c Commander) error
 
 	mu     sync.Mutex
-	nodes  map[string]*target
+	nodes  map[string]*Target
 	count  int // targets met: the next index
 	closed bool
 
-	slots       [clusterSlots]atomic.Pointer[target]
+	slots       [clusterSlots]atomic.Pointer[Target]
 	loaded      atomic.Bool
 	stale       atomic.Bool
 	refreshMu   sync.Mutex
 	lastRefresh atomic.Int64 // unix nanos
 }
 
-func newClusterRouter(cc *redis.ClusterClient, timeout time.Duration, now func() time.Time) *clusterRouter {
+func NewClusterRouter(cc *redis.ClusterClient, timeout time.Duration, now func() time.Time) *ClusterRouter {
 	o := cc.Options()
-	return &clusterRouter{
+	return &ClusterRouter{
 		cc: cc, newClient: o.NewClient, seeds: append([]string(nil), o.Addrs...),
-		timeout: timeout, now: now, nodes: map[string]*target{},
+		timeout: timeout, now: now, nodes: map[string]*Target{},
 	}
 }
 
 // node returns the client of addr, creating it on first use.
-func (r *clusterRouter) node(addr string) (*target, error) {
+func (r *ClusterRouter) node(addr string) (*Target, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.closed {
@@ -76,7 +73,7 @@ func (r *clusterRouter) node(addr string) (*target, error) {
 
 // Process sends an administrative command (never a program) to the first
 // node that answers: the primaries of the slot map, then the seeds.
-func (r *clusterRouter) Process(ctx context.Context, cmd redis.Cmder) error {
+func (r *ClusterRouter) Process(ctx context.Context, cmd redis.Cmder) error {
 	var err error
 	for _, addr := range r.candidates() {
 		n, nerr := r.node(addr)
@@ -91,10 +88,10 @@ func (r *clusterRouter) Process(ctx context.Context, cmd redis.Cmder) error {
 }
 
 // candidates returns the slot map's primaries, then the seeds, distinct.
-func (r *clusterRouter) candidates() []string {
+func (r *ClusterRouter) candidates() []string {
 	seen := map[string]bool{}
 	var out []string
-	for _, n := range r.primaries() {
+	for _, n := range r.Primaries() {
 		if !seen[n.addr] {
 			seen[n.addr] = true
 			out = append(out, n.addr)
@@ -109,10 +106,10 @@ func (r *clusterRouter) candidates() []string {
 	return out
 }
 
-// primaries returns the distinct nodes of the slot map.
-func (r *clusterRouter) primaries() []*target {
-	seen := map[*target]bool{}
-	var out []*target
+// Primaries returns the distinct nodes of the slot map.
+func (r *ClusterRouter) Primaries() []*Target {
+	seen := map[*Target]bool{}
+	var out []*Target
 	for i := range r.slots {
 		if n := r.slots[i].Load(); n != nil && !seen[n] {
 			seen[n] = true
@@ -122,10 +119,10 @@ func (r *clusterRouter) primaries() []*target {
 	return out
 }
 
-// refresh reloads the slot map with CLUSTER SLOTS from the first node that
+// Refresh reloads the slot map with CLUSTER SLOTS from the first node that
 // answers (known primaries, then seeds). A read-only administrative
 // command: asking another node after a failure re-sends no program.
-func (r *clusterRouter) refresh(ctx context.Context) error {
+func (r *ClusterRouter) Refresh(ctx context.Context) error {
 	r.refreshMu.Lock()
 	defer r.refreshMu.Unlock()
 	var lastErr error
@@ -145,7 +142,7 @@ func (r *clusterRouter) refresh(ctx context.Context) error {
 			lastErr = fmt.Errorf("CLUSTER SLOTS on %s: %w", addr, err)
 			continue
 		}
-		var table [clusterSlots]*target
+		var table [clusterSlots]*Target
 		bad := false
 		for _, s := range slots {
 			if len(s.Nodes) == 0 || s.Start < 0 || s.End >= clusterSlots || s.Start > s.End {
@@ -181,14 +178,14 @@ func (r *clusterRouter) refresh(ctx context.Context) error {
 // primaryFor returns the node serving key's slot, loading the slot map
 // first if it was never loaded or a failure marked it stale (at most one
 // reload per minRefreshInterval; a reload in progress is not waited for).
-func (r *clusterRouter) primaryFor(ctx context.Context, key string) (*target, error) {
+func (r *ClusterRouter) primaryFor(ctx context.Context, key string) (*Target, error) {
 	if !r.loaded.Load() {
-		if err := r.refresh(ctx); err != nil {
+		if err := r.Refresh(ctx); err != nil {
 			return nil, err
 		}
 	} else if r.stale.Load() && r.now().UnixNano()-r.lastRefresh.Load() >= int64(minRefreshInterval) && r.refreshMu.TryLock() {
 		r.refreshMu.Unlock()
-		_ = r.refresh(ctx) // a failed reload keeps the old map
+		_ = r.Refresh(ctx) // a failed reload keeps the old map
 	}
 	n := r.slots[keySlot(key)].Load()
 	if n == nil {
@@ -197,9 +194,9 @@ func (r *clusterRouter) primaryFor(ctx context.Context, key string) (*target, er
 	return n, nil
 }
 
-// ensure qualifies n once: version check and script warm-up before the
+// Ensure qualifies n once: version check and script warm-up before the
 // first program call it receives.
-func (r *clusterRouter) ensure(ctx context.Context, n *target) error {
+func (r *ClusterRouter) Ensure(ctx context.Context, n *Target) error {
 	if n.qualified.Load() {
 		return nil
 	}
@@ -216,11 +213,11 @@ func (r *clusterRouter) ensure(ctx context.Context, n *target) error {
 }
 
 // close closes every node client and the ClusterClient.
-func (r *clusterRouter) Close() error {
+func (r *ClusterRouter) Close() error {
 	r.mu.Lock()
 	r.closed = true
 	nodes := r.nodes
-	r.nodes = map[string]*target{}
+	r.nodes = map[string]*Target{}
 	r.mu.Unlock()
 	var errs []error
 	for _, n := range nodes {
@@ -236,3 +233,39 @@ func (r *clusterRouter) Close() error {
 
 // keySlot is the Redis Cluster slot of key (keyspace.Slot).
 func keySlot(key string) int { return keyspace.Slot(key) }
+
+// SetQualify sets the qualification run on a primary before its first
+// program call (and by Ensure): version check, script warm-up, server
+// checks. An error that refuses the server for what it answered should
+// wrap ErrQualificationRefused.
+func (r *ClusterRouter) SetQualify(f func(ctx context.Context, c Commander) error) { r.qualify = f }
+
+// Requalify forgets that t passed qualification and qualifies it again.
+func (r *ClusterRouter) Requalify(ctx context.Context, t *Target) error {
+	t.qualified.Store(false)
+	return r.Ensure(ctx, t)
+}
+
+// NeedsRefresh reports whether the slot map was never loaded or a failure
+// marked it stale.
+func (r *ClusterRouter) NeedsRefresh() bool { return !r.loaded.Load() || r.stale.Load() }
+
+// UnservedSlot returns a slot no primary serves in the slot map, and false
+// when every slot is served.
+func (r *ClusterRouter) UnservedSlot() (int, bool) {
+	for i := range r.slots {
+		if r.slots[i].Load() == nil {
+			return i, true
+		}
+	}
+	return 0, false
+}
+
+// SlotOwner is the primary the slot map gives slot (nil: none, or out of
+// range).
+func (r *ClusterRouter) SlotOwner(slot int) *Target {
+	if slot < 0 || slot >= clusterSlots {
+		return nil
+	}
+	return r.slots[slot].Load()
+}

@@ -1,4 +1,4 @@
-package redisrate
+package send
 
 import (
 	"context"
@@ -16,23 +16,23 @@ import (
 // anything the server answered (a reply, an error reply, a refusal at
 // qualification), and nothing (excluded) for the rest (the caller's
 // deadline or cancellation, the pool, a closed client).
-func breakerSignal(s sent) error {
+func breakerSignal(s Sent) error {
 	switch r := s.(type) {
-	case replied:
+	case Replied:
 		return nil
-	case mayHaveRun:
-		switch certainty.Classify(r.cause, true).Category {
+	case MayHaveRun:
+		switch certainty.Classify(r.Cause, true).Category {
 		case ratelimit.CategoryTimeout, ratelimit.CategoryConnectionLost:
 			return errBreakerFailure
 		}
-	case notSent:
-		if r.reason != reasonPreSend {
+	case NotSent:
+		if r.Reason != ReasonPreSend {
 			return errBreakerExcluded
 		}
-		if errors.Is(r.cause, ErrServerVersion) || errors.Is(r.cause, ErrScriptDigest) || isServerPolicyRefusal(r.cause) {
-			return nil
+		if errors.Is(r.Cause, ErrQualificationRefused) {
+			return nil // the server answered; it is refused for what it said
 		}
-		switch certainty.Classify(r.cause, false).Category {
+		switch certainty.Classify(r.Cause, false).Category {
 		case ratelimit.CategoryConnection:
 			return errBreakerFailure
 		case ratelimit.CategoryServerRejected:
@@ -44,7 +44,7 @@ func breakerSignal(s sent) error {
 
 // breakerOf returns t's circuit breaker, creating it on first use; nil
 // when breakers are off. Its prober PINGs t's client.
-func (x *executor) breakerOf(t *target) *breaker {
+func (x *Executor) breakerOf(t *Target) *breaker {
 	if x.breakerOpts.Threshold == 0 {
 		return nil
 	}
@@ -65,7 +65,7 @@ func (x *executor) breakerOf(t *target) *breaker {
 }
 
 // breakerChanged tells the registered functions a target's change.
-func (x *executor) breakerChanged(s BreakerState) {
+func (x *Executor) breakerChanged(s BreakerState) {
 	for _, f := range x.onBreakerChange {
 		f(s)
 	}
@@ -85,30 +85,28 @@ type TargetBreaker struct {
 }
 
 // BreakerTargets reports the breaker of every target serving now (the
-// server, or the primaries of the slot map), in target order; empty
-// without breakers.
-func (p *Provider) BreakerTargets() []TargetBreaker {
-	if p.exec.breakerOpts.Threshold == 0 {
+// server, or the primaries of the slot map), in target order; nil without
+// breakers.
+func (x *Executor) BreakerTargets() []TargetBreaker {
+	if x.breakerOpts.Threshold == 0 {
 		return nil
 	}
 	var out []TargetBreaker
-	for _, t := range p.exec.route.targets() {
-		out = append(out, TargetBreaker{Target: strconv.Itoa(t.index), Slots: p.exec.route.slotsOf(t), State: p.exec.breakerOf(t).state()})
+	for _, t := range x.route.targets() {
+		out = append(out, TargetBreaker{Target: strconv.Itoa(t.index), Slots: x.route.slotsOf(t), State: x.breakerOf(t).state()})
 	}
 	return out
 }
 
-// BreakerState reports the provider's circuit breaker state: the worst
-// over the targets serving now (open, then half_open, then closed), so a
-// standalone or Sentinel endpoint reports its one breaker;
-// BreakerDisabled without breakers.
-func (p *Provider) BreakerState() BreakerState {
-	if p.exec.breakerOpts.Threshold == 0 {
+// BreakerState is the worst breaker state over the targets serving now
+// (open, then half_open, then closed); BreakerDisabled without breakers.
+func (x *Executor) BreakerState() BreakerState {
+	if x.breakerOpts.Threshold == 0 {
 		return BreakerDisabled
 	}
 	worst := BreakerClosed
-	for _, t := range p.exec.route.targets() {
-		switch p.exec.breakerOf(t).state() {
+	for _, t := range x.route.targets() {
+		switch x.breakerOf(t).state() {
 		case BreakerOpen:
 			return BreakerOpen
 		case BreakerHalfOpen:
@@ -119,11 +117,11 @@ func (p *Provider) BreakerState() BreakerState {
 	return worst
 }
 
-// BreakerTrips reports how many times a target's breaker has opened since
-// New, summed over every target met.
-func (p *Provider) BreakerTrips() uint64 {
+// BreakerTrips is how many times a target's breaker has opened, summed
+// over every target met.
+func (x *Executor) BreakerTrips() uint64 {
 	var n uint64
-	for _, t := range p.exec.route.met() {
+	for _, t := range x.route.met() {
 		if b := t.breaker.Load(); b != nil {
 			n += b.trips.Load()
 		}
@@ -131,16 +129,15 @@ func (p *Provider) BreakerTrips() uint64 {
 	return n
 }
 
-// OnBreakerChange registers f (in addition to any registered before) to be
-// told every change of a target's breaker (open, closed); call it before
-// serving. It is called synchronously on the goroutine that changed the
-// state and must not block or call the provider.
-func (p *Provider) OnBreakerChange(f func(BreakerState)) {
-	p.exec.onBreakerChange = append(p.exec.onBreakerChange, f)
+// OnBreakerChange registers f to be told every change of a target's
+// breaker (open, closed); call it before the first call. It is called
+// synchronously and must not block.
+func (x *Executor) OnBreakerChange(f func(BreakerState)) {
+	x.onBreakerChange = append(x.onBreakerChange, f)
 }
 
-// shutdownBreakers stops every target's prober and waits for them.
-func (x *executor) shutdownBreakers() {
+// ShutdownBreakers stops every target's prober and waits for them.
+func (x *Executor) ShutdownBreakers() {
 	for _, t := range x.route.met() {
 		t.breaker.Load().shutdown()
 	}

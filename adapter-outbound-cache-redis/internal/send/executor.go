@@ -1,4 +1,4 @@
-package redisrate
+package send
 
 import (
 	"context"
@@ -14,17 +14,17 @@ import (
 	"github.com/tech-log/tech-log-backend/adapter-outbound-cache-redis/internal/certainty"
 )
 
-// commander is the adapter's own view of go-redis: the one call the
-// executor and the provider make. Every redis.UniversalClient satisfies it;
+// Commander is the adapter's own view of go-redis: the one call the
+// Executor and the provider make. Every redis.UniversalClient satisfies it;
 // unit tests use a fake.
-type commander interface {
+type Commander interface {
 	Process(ctx context.Context, cmd redis.Cmder) error
 }
 
 // Command names of the structured executor.
 const (
-	cmdEvalSha = "evalsha"
-	cmdEval    = "eval"
+	CmdEvalSha = "evalsha"
+	CmdEval    = "eval"
 )
 
 // wireArg is a command argument whose serialization is observable. go-redis
@@ -50,20 +50,24 @@ func (a *wireArg) MarshalBinary() ([]byte, error) {
 	return a.payload, nil
 }
 
+// Payload is the argument's bytes without marking it serialized (for
+// inspection; go-redis's writer calls MarshalBinary).
+func (a *wireArg) Payload() []byte { return a.payload }
+
 // String keeps fmt (go-redis's fallback for argument text) away from the
 // atomic field; it is the digest or the program name.
 func (a *wireArg) String() string { return a.text }
 
-// script is one program prepared for the executor.
-type script struct {
+// Script is one program prepared for the executor.
+type Script struct {
 	name   string
 	sha    []byte // what EVALSHA sends
 	shaHex string
 	source []byte // what EVAL sends: the exact embedded bytes
 }
 
-func newScript(p programs.Program) *script {
-	return &script{name: p.Name, sha: []byte(p.SHA1), shaHex: p.SHA1, source: []byte(p.Source)}
+func NewScript(p programs.Program) *Script {
+	return &Script{name: p.Name, sha: []byte(p.SHA1), shaHex: p.SHA1, source: []byte(p.Source)}
 }
 
 // maxArgs is the longest argument list: name, script, numkeys, the state
@@ -88,19 +92,19 @@ type call struct {
 	// another call's batch has stored res.
 	req   batchReq
 	ctx   context.Context
-	res   sent
+	res   Sent
 	ready chan bool
 
 	// pre, when set, is a charge sent ahead of the program in the same
 	// pipeline (precharge.go); such a call is never batched.
-	pre *preCharge
+	pre *PreCharge
 }
 
-// executor sends program calls: the send loop (loop.go) over the targets
+// Executor sends program calls: the send loop (loop.go) over the targets
 // its route gives (route.go: one fixed target, or the cluster's
 // primaries), each command written by send below. It is the only place
 // that sends a program.
-type executor struct {
+type Executor struct {
 	route route
 	// acks > 0 pipelines WAIT acks ackTimeoutMs right behind every program
 	// command, on the same connection (opt-in replication acks).
@@ -120,20 +124,20 @@ type executor struct {
 	timeout         time.Duration
 }
 
-// newExecutor returns an executor over one fixed target, client; now is
+// New returns an executor over one fixed target, client; now is
 // the clock sendBy is compared with.
-func newExecutor(client commander, now func() time.Time) *executor {
-	x := &executor{now: now}
+func New(client Commander, now func() time.Time) *Executor {
+	x := &Executor{now: now}
 	x.route = &fixedRoute{t: newTarget(0, "", client)}
 	x.calls.New = func() any { return &call{ready: make(chan bool, 1)} }
 	return x
 }
 
-// enableBatching turns batching on with at most maxBatch calls per batch
+// EnableBatching turns batching on with at most maxBatch calls per batch
 // and slots connection turns per target; maxBatch <= 1 leaves it off, as
 // does a target client that cannot pipeline (then every call is sent
 // alone).
-func (x *executor) enableBatching(slots, maxBatch int) {
+func (x *Executor) EnableBatching(slots, maxBatch int) {
 	if maxBatch <= 1 || slots < 1 {
 		return
 	}
@@ -144,7 +148,7 @@ func (x *executor) enableBatching(slots, maxBatch int) {
 // cluster ASK redirect), to must be a *redis.Client: ASKING and the
 // command go in one pipeline, so on one connection, as the redirect
 // requires.
-func (x *executor) send(ctx context.Context, to commander, c *call, command string, program []byte, text string, argv []any, asking bool) sent {
+func (x *Executor) send(ctx context.Context, to Commander, c *call, command string, program []byte, text string, argv []any, asking bool) Sent {
 	cmd := x.command(ctx, c, command, program, text, argv)
 	pc, pre := x.takePre(ctx, c)
 	defer collectPre(pc, pre)
@@ -175,7 +179,7 @@ func (x *executor) send(ctx context.Context, to commander, c *call, command stri
 // command builds c's program command: command (evalsha or eval) with
 // program (digest or source) through c's wireArg, c's key (and dedup key),
 // argv with c's cost (and evaluation ID).
-func (x *executor) command(ctx context.Context, c *call, command string, program []byte, text string, argv []any) *redis.Cmd {
+func (x *Executor) command(ctx context.Context, c *call, command string, program []byte, text string, argv []any) *redis.Cmd {
 	c.program.payload, c.program.text = program, text
 	c.program.serialized.Store(false)
 	args := c.args[:0]
@@ -195,10 +199,10 @@ func (x *executor) command(ctx context.Context, c *call, command string, program
 
 // collect reads the result of c's cmd once go-redis has processed it;
 // wait is the WAIT pipelined behind it (nil if none was sent). It is the
-// one place that decides what was sent: a reply or error reply (replied),
-// a failure after go-redis began writing the command (mayHaveRun), or
-// one before (notSent).
-func (x *executor) collect(c *call, cmd *redis.Cmd, command string, wait *redis.IntCmd) sent {
+// one place that decides what was sent: a reply or error reply (Replied),
+// a failure after go-redis began writing the command (MayHaveRun), or
+// one before (NotSent).
+func (x *Executor) collect(c *call, cmd *redis.Cmd, command string, wait *redis.IntCmd) Sent {
 	val, err := cmd.Result()
 	if arr, ok := val.([]any); ok && arr != nil && err != nil && !certainty.IsServerReply(err) {
 		// The whole array reply was read (go-redis keeps no partial
@@ -210,25 +214,25 @@ func (x *executor) collect(c *call, cmd *redis.Cmd, command string, wait *redis.
 	written := c.program.serialized.Load()
 	switch {
 	case err != nil && !written && !errors.Is(err, redis.Nil):
-		return notSent{reason: reasonPreSend, cause: err, command: command}
+		return NotSent{Reason: ReasonPreSend, Cause: err, Command: command}
 	case err != nil && !certainty.IsServerReply(err) && !errors.Is(err, redis.Nil):
-		return mayHaveRun{cause: err, command: command}
+		return MayHaveRun{Cause: err, Command: command}
 	}
-	r := replied{reply: val, err: err, command: command}
+	r := Replied{Reply: val, Err: err, Command: command}
 	if x.acks > 0 {
-		r.ackErr = errNoWait
+		r.AckErr = ErrNoWait
 		if wait != nil {
-			r.acked, r.ackErr = wait.Result()
+			r.Acked, r.AckErr = wait.Result()
 		}
 	}
 	return r
 }
 
-// errNoWait: replication acks are required but the client cannot pipeline
+// ErrNoWait: replication acks are required but the client cannot pipeline
 // WAIT behind the program (not a *redis.Client).
-var errNoWait = errors.New("WAIT not sent: the client cannot pipeline")
+var ErrNoWait = errors.New("WAIT not sent: the client cannot pipeline")
 
-func (x *executor) release(c *call) {
+func (x *Executor) release(c *call) {
 	c.program.payload, c.program.text = nil, ""
 	c.program.serialized.Store(false)
 	c.key, c.dedupKey, c.evalID = "", "", ""
@@ -236,3 +240,28 @@ func (x *executor) release(c *call) {
 	c.req, c.ctx, c.res, c.pre = batchReq{}, nil, nil, nil
 	x.calls.Put(c)
 }
+
+// Name is the program's name, e.g. "rate-fixed-window-v1".
+func (s *Script) Name() string { return s.name }
+
+// SHA is the manifest digest EVALSHA sends, in hex.
+func (s *Script) SHA() string { return s.shaHex }
+
+// Source is the exact embedded source EVAL sends (SCRIPT LOAD loads it).
+func (s *Script) Source() []byte { return s.source }
+
+// SetReplicationAcks makes every program command carry WAIT acks
+// timeoutMs pipelined right behind it on the same connection; 0 is off.
+func (x *Executor) SetReplicationAcks(acks, timeoutMs int64) {
+	x.acks, x.ackTimeoutMs = acks, timeoutMs
+}
+
+// SetBreakers gives every target a circuit breaker built from opts
+// (Threshold 0: none); timeout bounds each recovery probe.
+func (x *Executor) SetBreakers(opts BreakerOptions, timeout time.Duration) {
+	x.breakerOpts, x.timeout = opts, timeout
+}
+
+// UseCluster routes calls through r (the cluster's slot map) instead of
+// the one fixed target.
+func (x *Executor) UseCluster(r *ClusterRouter) { x.route = r }

@@ -1,4 +1,4 @@
-package redisrate
+package send
 
 import (
 	"context"
@@ -13,7 +13,7 @@ import (
 // pipeliner is a client that can write several commands on one connection
 // (*redis.Client, standalone or failover).
 type pipeliner interface {
-	commander
+	Commander
 	Pipeline() redis.Pipeliner
 }
 
@@ -32,7 +32,7 @@ type pipeliner interface {
 // and go-redis stamps a transport failure on the command it was reading
 // and every later one, keeping the replies that arrived before it.
 type batcher struct {
-	x        *executor
+	x        *Executor
 	client   pipeliner
 	maxBatch int
 
@@ -45,20 +45,20 @@ type batcher struct {
 	batches, batched atomic.Int64
 }
 
-func newBatcher(x *executor, client pipeliner, slots, maxBatch int) *batcher {
+func newBatcher(x *Executor, client pipeliner, slots, maxBatch int) *batcher {
 	return &batcher{x: x, client: client, maxBatch: maxBatch, free: slots}
 }
 
 // do sends c's EVALSHA, alone if a slot is free, else in the next batch,
 // and returns its result. req holds what the call needs to be sent.
-func (b *batcher) do(ctx context.Context, c *call, req batchReq) sent {
+func (b *batcher) do(ctx context.Context, c *call, req batchReq) Sent {
 	b.mu.Lock()
 	if b.free > 0 {
 		b.free--
 		b.mu.Unlock()
 		defer b.release()
 		// Lone: at once, the path without batching.
-		return b.x.send(ctx, b.client, c, cmdEvalSha, req.s.sha, req.s.shaHex, req.argv, false)
+		return b.x.send(ctx, b.client, c, CmdEvalSha, req.s.sha, req.s.shaHex, req.argv, false)
 	}
 	c.req, c.ctx = req, ctx
 	b.queue = append(b.queue, c)
@@ -76,7 +76,7 @@ func (b *batcher) do(ctx context.Context, c *call, req batchReq) sent {
 
 // batchReq is what a queued call needs to be sent by another goroutine.
 type batchReq struct {
-	s      *script
+	s      *Script
 	argv   []any
 	sendBy time.Time
 }
@@ -125,7 +125,7 @@ func (b *batcher) lead(ctx context.Context, batch []*call) {
 		}
 		// A panic while sending: nothing is known about any command.
 		for _, c := range batch {
-			c.res = mayHaveRun{cause: errPanic, command: cmdEvalSha}
+			c.res = MayHaveRun{Cause: ErrPanic, Command: CmdEvalSha}
 		}
 		b.release()
 		for _, c := range batch[1:] {
@@ -141,9 +141,9 @@ func (b *batcher) lead(ctx context.Context, batch []*call) {
 		}
 		switch {
 		case cctx.Err() != nil:
-			c.res = notSent{reason: reasonDeadline, cause: fmt.Errorf("waiting for a batch: %w", cctx.Err()), command: cmdEvalSha}
+			c.res = NotSent{Reason: ReasonDeadline, Cause: fmt.Errorf("waiting for a batch: %w", cctx.Err()), Command: CmdEvalSha}
 		case now.After(c.req.sendBy):
-			c.res = notSent{reason: reasonDeadline, cause: fmt.Errorf("waiting for a batch: %w", errDeadlineTooShort), command: cmdEvalSha}
+			c.res = NotSent{Reason: ReasonDeadline, Cause: fmt.Errorf("waiting for a batch: %w", ErrDeadlineTooShort), Command: CmdEvalSha}
 		default:
 			send = append(send, c)
 		}
@@ -156,7 +156,7 @@ func (b *batcher) lead(ctx context.Context, batch []*call) {
 		if c != batch[0] {
 			cctx = c.ctx // the leader's context may be done: not this call's
 		}
-		c.res = b.x.send(cctx, b.client, c, cmdEvalSha, c.req.s.sha, c.req.s.shaHex, c.req.argv, false)
+		c.res = b.x.send(cctx, b.client, c, CmdEvalSha, c.req.s.sha, c.req.s.shaHex, c.req.argv, false)
 	default:
 		b.sendBatch(ctx, send)
 	}
@@ -179,7 +179,7 @@ func (b *batcher) sendBatch(ctx context.Context, calls []*call) {
 	pipe := b.client.Pipeline()
 	cmds := make([]*redis.Cmd, len(calls))
 	for i, c := range calls {
-		cmds[i] = x.command(ctx, c, cmdEvalSha, c.req.s.sha, c.req.s.shaHex, c.req.argv)
+		cmds[i] = x.command(ctx, c, CmdEvalSha, c.req.s.sha, c.req.s.shaHex, c.req.argv)
 		_ = pipe.Process(ctx, cmds[i])
 	}
 	var wait *redis.IntCmd
@@ -191,33 +191,33 @@ func (b *batcher) sendBatch(ctx context.Context, calls []*call) {
 	b.batches.Add(1)
 	b.batched.Add(int64(len(calls)))
 	for i, c := range calls {
-		c.res = x.collect(c, cmds[i], cmdEvalSha, wait)
+		c.res = x.collect(c, cmds[i], CmdEvalSha, wait)
 	}
 }
 
-// PipelineStats counts the pipelined program calls of a Provider
-// (Options.PipelineMaxBatch): batches written, the calls in them (a call
-// sent alone is in neither), and the calls queued right now.
-type PipelineStats struct {
-	Batches int64
-	Calls   int64
-	Queued  int
+// BatchStats counts one target's pipelined program calls: batches
+// written, the calls in them (a call sent alone is in neither), and the
+// calls queued right now.
+func (b *batcher) stats() (batches, calls int64, queued int) {
+	b.mu.Lock()
+	queued = len(b.queue)
+	b.mu.Unlock()
+	return b.batches.Load(), b.batched.Load(), queued
 }
 
-// PipelineStats returns the provider's batching counters, summed over its
-// targets (the server, or the cluster's primaries); zero with batching off.
-func (p *Provider) PipelineStats() PipelineStats {
-	var s PipelineStats
-	for _, t := range p.exec.route.targets() {
-		b := t.batch.Load()
-		if b == nil {
-			continue
+// PipelineStats sums the batching counters over the targets serving now:
+// batches written, the calls in them, and the calls queued right now;
+// zero with batching off.
+func (x *Executor) PipelineStats() (batches, calls int64, queued int) {
+	for _, t := range x.route.targets() {
+		if b := t.batch.Load(); b != nil {
+			n, k, q := b.stats()
+			batches, calls, queued = batches+n, calls+k, queued+q
 		}
-		s.Batches += b.batches.Load()
-		s.Calls += b.batched.Load()
-		b.mu.Lock()
-		s.Queued += len(b.queue)
-		b.mu.Unlock()
 	}
-	return s
+	return batches, calls, queued
 }
+
+// Batching reports the batching settings: connection turns per target and
+// calls per batch (0, 0: off).
+func (x *Executor) Batching() (slots, maxBatch int) { return x.slots, x.maxBatch }

@@ -1,4 +1,4 @@
-package redisrate
+package send
 
 import (
 	"context"
@@ -17,22 +17,22 @@ const MaxClusterHops = 5
 // TRYAGAIN or CLUSTERDOWN.
 const clusterRetryPause = 25 * time.Millisecond
 
-// run sends s for key with argv (the policy's ARGV; argv[programs.ArgCost]
+// Run sends s for key with argv (the policy's ARGV; argv[programs.ArgCost]
 // is replaced by cost) through the send loop.
-func (x *executor) run(ctx context.Context, s *script, key string, argv []any, cost int64, sendBy time.Time) sent {
-	return x.runDedup(ctx, s, key, "", "", argv, cost, sendBy)
+func (x *Executor) Run(ctx context.Context, s *Script, key string, argv []any, cost int64, sendBy time.Time) Sent {
+	return x.RunDedup(ctx, s, key, "", "", argv, cost, sendBy)
 }
 
-// runDedup is run for a dedup program (dedupKey not empty): KEYS are key
+// RunDedup is Run for a dedup program (dedupKey not empty): KEYS are key
 // and dedupKey, and id replaces the evaluation-ID placeholder of argv
 // (programs.DedupArgs).
-func (x *executor) runDedup(ctx context.Context, s *script, key, dedupKey, id string, argv []any, cost int64, sendBy time.Time) sent {
-	return x.runAfter(ctx, nil, s, key, dedupKey, id, argv, cost, sendBy)
+func (x *Executor) RunDedup(ctx context.Context, s *Script, key, dedupKey, id string, argv []any, cost int64, sendBy time.Time) Sent {
+	return x.RunAfter(ctx, nil, s, key, dedupKey, id, argv, cost, sendBy)
 }
 
-// runAfter is runDedup with pre (optional) sent ahead of the program on
-// the same connection, with the first attempt (precharge.go).
-func (x *executor) runAfter(ctx context.Context, pre *preCharge, s *script, key, dedupKey, id string, argv []any, cost int64, sendBy time.Time) sent {
+// RunAfter is RunDedup with pre (optional) sent ahead of the program on
+// the same connection, with the first attempt only (precharge.go).
+func (x *Executor) RunAfter(ctx context.Context, pre *PreCharge, s *Script, key, dedupKey, id string, argv []any, cost int64, sendBy time.Time) Sent {
 	c := x.calls.Get().(*call)
 	defer x.release(c)
 	c.key, c.cost = key, cost
@@ -50,11 +50,11 @@ func (x *executor) runAfter(ctx context.Context, pre *preCharge, s *script, key,
 // same connection), TRYAGAIN and CLUSTERDOWN in a cluster. Every refusal
 // is a reply sent before anything ran; any other result ends the call, so
 // a command that may have run is never sent again.
-func (x *executor) loop(ctx context.Context, c *call, s *script, argv []any, sendBy time.Time) sent {
-	command, program, text := cmdEvalSha, s.sha, s.shaHex
+func (x *Executor) loop(ctx context.Context, c *call, s *Script, argv []any, sendBy time.Time) Sent {
+	command, program, text := CmdEvalSha, s.sha, s.shaHex
 	t, err := x.route.targetFor(ctx, c.key)
 	if err != nil {
-		return notSent{reason: reasonPreSend, cause: err, command: command}
+		return NotSent{Reason: ReasonPreSend, Cause: err, Command: command}
 	}
 	fellBack, asking := false, false
 	for hop := 0; ; hop++ {
@@ -63,21 +63,21 @@ func (x *executor) loop(ctx context.Context, c *call, s *script, argv []any, sen
 			// The target's breaker is open: nothing is sent to it. In a
 			// cluster the slot map is reloaded (a failover may have moved
 			// the slot to a healthy primary).
-			res := notSent{reason: reasonBreakerOpen, cause: ErrCircuitOpen, command: command}
+			res := NotSent{Reason: ReasonBreakerOpen, Cause: ErrCircuitOpen, Command: command}
 			x.route.lost(res)
 			return res
 		}
 		res := x.attempt(ctx, t, c, hop, command, program, text, s, argv, sendBy, asking)
 		record(res)
-		rep, ok := res.(replied)
+		rep, ok := res.(Replied)
 		if !ok {
 			x.route.lost(res)
 			return res
 		}
-		if rep.err == nil {
+		if rep.Err == nil {
 			return res
 		}
-		refusal, addr := certainty.Follow(rep.err)
+		refusal, addr := certainty.Follow(rep.Err)
 		if refusal == certainty.RefusalNoScript && fellBack {
 			refusal = certainty.RefusalNone // NOSCRIPT after the EVAL: a fault
 		}
@@ -87,7 +87,7 @@ func (x *executor) loop(ctx context.Context, c *call, s *script, argv []any, sen
 		if x.now().After(sendBy) {
 			if refusal == certainty.RefusalNoScript {
 				// The server ran nothing; too little deadline is left.
-				return notSent{reason: reasonDeadline, cause: fmt.Errorf("after NOSCRIPT: %w", errDeadlineTooShort), command: cmdEval}
+				return NotSent{Reason: ReasonDeadline, Cause: fmt.Errorf("after NOSCRIPT: %w", ErrDeadlineTooShort), Command: CmdEval}
 			}
 			return res // a refusal: nothing ran
 		}
@@ -96,15 +96,15 @@ func (x *executor) loop(ctx context.Context, c *call, s *script, argv []any, sen
 		}
 		switch refusal {
 		case certainty.RefusalNoScript:
-			command, program, text, fellBack = cmdEval, s.source, s.name, true
+			command, program, text, fellBack = CmdEval, s.source, s.name, true
 		case certainty.RefusalMoved:
 			if t, err = x.route.moved(c.key, addr); err != nil {
-				return notSent{reason: reasonPreSend, cause: err, command: command}
+				return NotSent{Reason: ReasonPreSend, Cause: err, Command: command}
 			}
 			asking = false
 		case certainty.RefusalAsk:
 			if t, err = x.route.target(addr); err != nil {
-				return notSent{reason: reasonPreSend, cause: err, command: command}
+				return NotSent{Reason: ReasonPreSend, Cause: err, Command: command}
 			}
 			asking = true
 		case certainty.RefusalTryAgain, certainty.RefusalClusterDown:
@@ -125,9 +125,9 @@ func (x *executor) loop(ctx context.Context, c *call, s *script, argv []any, sen
 // attempt qualifies t if its route requires it, then sends the call to it:
 // batched on a first attempt when batching is on, alone otherwise (the EVAL
 // and the redirects).
-func (x *executor) attempt(ctx context.Context, t *target, c *call, hop int, command string, program []byte, text string, s *script, argv []any, sendBy time.Time, asking bool) sent {
-	if err := x.route.ensure(ctx, t); err != nil {
-		return notSent{reason: reasonPreSend, cause: err, command: command}
+func (x *Executor) attempt(ctx context.Context, t *Target, c *call, hop int, command string, program []byte, text string, s *Script, argv []any, sendBy time.Time, asking bool) Sent {
+	if err := x.route.Ensure(ctx, t); err != nil {
+		return NotSent{Reason: ReasonPreSend, Cause: err, Command: command}
 	}
 	if b := x.batcherOf(t); hop == 0 && b != nil && c.pre == nil {
 		return b.do(ctx, c, batchReq{s: s, argv: argv, sendBy: sendBy})
@@ -149,7 +149,7 @@ func pause(ctx context.Context, d time.Duration) bool {
 
 // batcherOf returns t's batcher when batching is on and t's client can
 // pipeline, creating it on first use; nil otherwise.
-func (x *executor) batcherOf(t *target) *batcher {
+func (x *Executor) batcherOf(t *Target) *batcher {
 	if x.maxBatch <= 1 {
 		return nil
 	}

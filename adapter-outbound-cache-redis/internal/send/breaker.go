@@ -1,9 +1,8 @@
-package redisrate
+package send
 
 import (
 	"context"
 	"errors"
-	"fmt"
 	"math/rand/v2"
 	"sync"
 	"sync/atomic"
@@ -22,10 +21,6 @@ const (
 	MaxProbeInterval = time.Minute
 )
 
-// ErrCircuitOpen is the Cause of Unavailable{circuit_open}: the breaker is
-// open, so the call was neither sent nor given a connection.
-var ErrCircuitOpen = errors.New("circuit breaker open: coordination redis unreachable")
-
 // BreakerOptions configures the provider's circuit breaker. The zero value
 // turns it off (every call is sent, as in R1).
 type BreakerOptions struct {
@@ -42,18 +37,6 @@ type BreakerOptions struct {
 	// is drawn uniformly from [ProbeInterval/2, ProbeInterval] (jitter, so
 	// that instances do not probe in step).
 	ProbeInterval time.Duration
-}
-
-// validate reports an invalid field, naming it.
-func (o BreakerOptions) validate() error {
-	var errs []error
-	if o.Threshold < 0 || o.Threshold > MaxBreakerThreshold {
-		errs = append(errs, fmt.Errorf("%w: Options.Breaker.Threshold %d must be in 0..%d", ErrInvalidConfig, o.Threshold, MaxBreakerThreshold))
-	}
-	if o.Threshold > 0 && (o.ProbeInterval < MinProbeInterval || o.ProbeInterval > MaxProbeInterval) {
-		errs = append(errs, fmt.Errorf("%w: Options.Breaker.ProbeInterval %v must be in %v..%v", ErrInvalidConfig, o.ProbeInterval, MinProbeInterval, MaxProbeInterval))
-	}
-	return errors.Join(errs...)
 }
 
 // BreakerState is the state of the provider's circuit breaker, as reported
@@ -133,19 +116,19 @@ func newBreaker(opts BreakerOptions, probe func(ctx context.Context) error, noti
 // the breaker closed it returns done, which the caller must call with what
 // the send reported, and true; else false (the call is not sent). A nil
 // breaker admits everything.
-func (b *breaker) admit() (done func(sent), ok bool) {
+func (b *breaker) admit() (done func(Sent), ok bool) {
 	if b == nil {
 		return noRecord, true
 	}
 	if b.cb.State() == gobreaker.StateClosed {
 		if d, err := b.cb.Allow(); err == nil {
-			return func(s sent) { d(breakerSignal(s)) }, true
+			return func(s Sent) { d(breakerSignal(s)) }, true
 		}
 	}
 	return nil, false
 }
 
-func noRecord(sent) {}
+func noRecord(Sent) {}
 
 // state reports the breaker's state.
 func (b *breaker) state() BreakerState {

@@ -1,0 +1,23 @@
+package send
+
+import "errors"
+
+// Errors of the send loop the provider maps or branches on.
+var (
+	// ErrDeadlineTooShort: the caller's remaining deadline is shorter than
+	// the command timeout, so the call is not sent.
+	ErrDeadlineTooShort = errors.New("remaining deadline shorter than the command timeout")
+	// ErrPanic: a send recovered from a panic; nothing is known about the
+	// command.
+	ErrPanic = errors.New("panic while evaluating")
+	// ErrCircuitOpen is the Cause of a call the target's breaker refused:
+	// it was neither sent nor given a connection.
+	ErrCircuitOpen = errors.New("circuit breaker open: coordination redis unreachable")
+	// ErrQualificationRefused marks a qualification error (the qualify
+	// function's) with which the server was refused for what it answered
+	// (version, script digest, server policy), not for a failure to reach
+	// it: the target's breaker counts it as an answer.
+	ErrQualificationRefused = errors.New("target refused at qualification")
+	// ErrClusterSlotUnserved: the slot map has no primary for the key's slot.
+	ErrClusterSlotUnserved = errors.New("no cluster node serves the key's slot")
+)

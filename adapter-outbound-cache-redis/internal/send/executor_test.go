@@ -1,0 +1,34 @@
+package send
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/assert"
+)
+
+// nopCommander answers every command with nothing.
+type nopCommander struct{}
+
+func (nopCommander) Process(context.Context, redis.Cmder) error { return nil }
+
+// TestExecutorReleaseClearsTheCall: a call returned to the pool keeps no
+// key, program or argument.
+func TestExecutorReleaseClearsTheCall(t *testing.T) {
+	x := New(nopCommander{}, time.Now)
+	c := x.calls.Get().(*call)
+	c.key, c.cost = "secret-key", 3
+	c.program.payload, c.program.text = []byte("sha"), "sha"
+	c.program.serialized.Store(true)
+	c.args[3] = &c.key
+	x.release(c)
+	assert.Empty(t, c.key, "no key retained in the pool")
+	assert.Nil(t, c.program.payload)
+	assert.Empty(t, c.program.text)
+	assert.False(t, c.program.serialized.Load())
+	for _, a := range c.args {
+		assert.Nil(t, a)
+	}
+}
