@@ -143,14 +143,22 @@ func NewClient(cfg Config) (*redis.Client, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	return redis.NewClient(&redis.Options{
-		Network:               "tcp",
-		Addr:                  cfg.Addr,
+	return redis.NewClient(universalOptions(cfg, []string{cfg.Addr}).Simple()), nil
+}
+
+// universalOptions is the one option set of the cache client: the
+// standalone client (Simple), the Sentinel-mode client (Failover) and the
+// cluster client (Cluster) are all derived from it. addrs are the server,
+// the sentinels or the seed nodes.
+func universalOptions(cfg Config, addrs []string) *redis.UniversalOptions {
+	return &redis.UniversalOptions{
+		Addrs:                 append([]string(nil), addrs...),
 		ClientName:            ClientName,
 		Protocol:              3,
 		Username:              cfg.Username,
 		Password:              cfg.Password,
 		DB:                    cfg.DB,
+		MaxRedirects:          -1,
 		MaxRetries:            -1,
 		DialTimeout:           cfg.DialTimeout,
 		DialerRetries:         1,
@@ -166,5 +174,5 @@ func NewClient(cfg Config) (*redis.Client, error) {
 		MaintNotificationsConfig: &maintnotifications.Config{
 			Mode: maintnotifications.ModeDisabled,
 		},
-	}), nil
+	}
 }

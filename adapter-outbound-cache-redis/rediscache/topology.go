@@ -8,7 +8,6 @@ import (
 	"strings"
 
 	"github.com/redis/go-redis/v9"
-	"github.com/redis/go-redis/v9/maintnotifications"
 )
 
 // validateTopology checks cfg for a client of several servers: Addr must be
@@ -53,29 +52,10 @@ func NewFailoverClient(cfg Config, masterName string, addrs []string, sentinelUs
 	if err != nil {
 		return nil, err
 	}
-	return redis.NewFailoverClient(&redis.FailoverOptions{
-		MasterName:            masterName,
-		SentinelAddrs:         append([]string(nil), addrs...),
-		SentinelUsername:      sentinelUsername,
-		SentinelPassword:      sentinelPassword,
-		ClientName:            ClientName,
-		Protocol:              3,
-		Username:              cfg.Username,
-		Password:              cfg.Password,
-		DB:                    cfg.DB,
-		MaxRetries:            -1,
-		DialTimeout:           cfg.DialTimeout,
-		DialerRetries:         1,
-		ReadTimeout:           cfg.CommandTimeout,
-		WriteTimeout:          cfg.CommandTimeout,
-		ContextTimeoutEnabled: true,
-		PoolSize:              cfg.PoolSize,
-		MaxActiveConns:        cfg.PoolSize,
-		PoolTimeout:           cfg.PoolTimeout,
-		PipelinePoolSize:      -1,
-		TLSConfig:             cfg.TLSConfig.Clone(),
-		DisableIdentity:       true,
-	}), nil
+	u := universalOptions(cfg, addrs)
+	u.MasterName = masterName
+	u.SentinelUsername, u.SentinelPassword = sentinelUsername, sentinelPassword
+	return redis.NewFailoverClient(u.Failover()), nil
 }
 
 // NewClusterClient builds the cache client in Cluster mode over the seed
@@ -94,28 +74,7 @@ func NewClusterClient(cfg Config, addrs []string) (*redis.ClusterClient, error) 
 	if err != nil {
 		return nil, err
 	}
-	return redis.NewClusterClient(&redis.ClusterOptions{
-		Addrs:                  append([]string(nil), addrs...),
-		ClientName:             ClientName,
-		Protocol:               3,
-		Username:               cfg.Username,
-		Password:               cfg.Password,
-		MaxRedirects:           -1,
-		MaxRetries:             -1,
-		DialTimeout:            cfg.DialTimeout,
-		DialerRetries:          1,
-		ReadTimeout:            cfg.CommandTimeout,
-		WriteTimeout:           cfg.CommandTimeout,
-		ContextTimeoutEnabled:  true,
-		PoolSize:               cfg.PoolSize,
-		MaxActiveConns:         cfg.PoolSize,
-		PoolTimeout:            cfg.PoolTimeout,
-		PipelinePoolSize:       -1,
-		TLSConfig:              cfg.TLSConfig.Clone(),
-		DisableIdentity:        true,
-		DisableRoutingPolicies: true,
-		MaintNotificationsConfig: &maintnotifications.Config{
-			Mode: maintnotifications.ModeDisabled,
-		},
-	}), nil
+	o := universalOptions(cfg, addrs).Cluster()
+	o.DisableRoutingPolicies = true
+	return redis.NewClusterClient(o), nil
 }
