@@ -18,7 +18,8 @@
 //     embedder's own authentication names the principal.
 //
 // Require answers an unidentifiable request (problem+json, ErrorStatus) in
-// front of every limiter.
+// front of the Redis limiter (the service puts the local per-IP guard in
+// front of it).
 //
 // A Pseudonymizer turns an Identity into a ratelimit.SubjectDigest: the
 // unpadded base64url HMAC-SHA256, under the web subject secret, of a

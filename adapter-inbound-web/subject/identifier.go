@@ -89,8 +89,10 @@ var FromContext Identifier = IdentifierFunc(func(r *http.Request) (Identity, err
 // at once (ErrorStatus: 401 with WWW-Authenticate for ErrUnauthenticated, 400
 // or 500 otherwise) with an application/problem+json body naming no value,
 // and next does not run; otherwise next runs with the identity in the
-// request context (FromContext). Put it in front of every limiter, so that
-// an unknown credential costs no limiter state.
+// request context (FromContext). Put it in front of the Redis limiter, so
+// that an unknown credential costs no Redis state, and behind a per-IP
+// guard (localimit), so that a flood of invented credentials from one
+// address is throttled before each costs a verification.
 func Require(ids Identifier, next http.Handler) http.Handler {
 	if ids == nil {
 		panic("subject: Require with a nil Identifier")

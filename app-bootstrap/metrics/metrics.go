@@ -21,8 +21,9 @@ const (
 	CacheFailOpenTotal = "tlb_cache_fail_open_total"
 	EdgeResponsesTotal = "tlb_edge_responses_total"
 	LocalLimitedTotal  = "tlb_local_limit_responses_total"
-	// IdentityRefusalsTotal counts requests the identity gate refused
-	// before any limiter (APP_WEB_IDENTITY=api-key), by status.
+	// IdentityRefusalsTotal counts requests the identity gate refused,
+	// behind the local per-IP guard and before the Redis limiter
+	// (APP_WEB_IDENTITY=api-key), by status.
 	IdentityRefusalsTotal = "tlb_identity_refusals_total"
 	// Ready is 1 when the last readiness check (/readyz) passed, 0 when it
 	// failed or none has run.
@@ -142,7 +143,7 @@ func New() *Metrics {
 	}, []string{"status"})
 	m.identRes = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: IdentityRefusalsTotal,
-		Help: "Requests refused by the identity gate before any limiter or Redis (APP_WEB_IDENTITY=api-key), by status (401 missing or unknown key, 400 malformed, 500 no client address).",
+		Help: "Requests refused by the identity gate, behind the local per-IP guard and before the Redis limiter (APP_WEB_IDENTITY=api-key), by status (401 missing or unknown key, 400 malformed, 500 no client address).",
 	}, []string{"status"})
 	m.ready = prometheus.NewGauge(prometheus.GaugeOpts{
 		Name: Ready,

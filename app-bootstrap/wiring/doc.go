@@ -10,7 +10,8 @@
 //     included only when APP_CACHE_ENABLED=true. It never sees the
 //     coordination client or configuration.
 //   - web: the HTTP server (local limiter, edge middleware, health, ready,
-//     metrics, example API routes). It takes the EdgePort as optional: in
+//     metrics, example API routes) and, with APP_WEB_ADMIN_ADDR, the admin
+//     listener (/metrics, the detailed /readyz). It takes the EdgePort as optional: in
 //     disabled mode there is no port and the edge middleware is not built.
 //
 // Disabled mode creates no Redis client, connection, goroutine or port; the
