@@ -59,7 +59,11 @@ func (x *Executor) breakerOf(t *Target) *breaker {
 			_ = t.client.Process(ctx, ping)
 			return ping.Err()
 		}
-		t.breaker.Store(newBreaker(x.breakerOpts, probe, x.breakerChanged))
+		b := newBreaker(x.breakerOpts, probe, x.breakerChanged)
+		t.breaker.Store(b)
+		if x.breakersShut.Load() {
+			b.shutdown() // met after ShutdownBreakers: it never starts a prober
+		}
 	})
 	return t.breaker.Load()
 }
@@ -138,6 +142,7 @@ func (x *Executor) OnBreakerChange(f func(BreakerState)) {
 
 // ShutdownBreakers stops every target's prober and waits for them.
 func (x *Executor) ShutdownBreakers() {
+	x.breakersShut.Store(true)
 	for _, t := range x.route.met() {
 		t.breaker.Load().shutdown()
 	}

@@ -122,6 +122,9 @@ type Executor struct {
 	breakerOpts     BreakerOptions
 	onBreakerChange []func(BreakerState)
 	timeout         time.Duration
+	// breakersShut: ShutdownBreakers ran; a breaker made later is shut at
+	// once (no prober outlives the provider).
+	breakersShut atomic.Bool
 }
 
 // New returns an executor over one fixed target, client; now is
