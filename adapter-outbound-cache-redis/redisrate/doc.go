@@ -34,7 +34,7 @@
 // charges the local fallback, package ratefallback, reconciles through;
 // the charge itself is pipelined by the send loop, internal/send
 // precharge.go); errors.go (sentinels, CallError, ServerRefusalReason);
-// keys.go (the state key).
+// keys.go (the state key, the per-policy state).
 //
 // It imports shared-contract, the programs package, internal/certainty,
 // internal/send, redisinfo and go-redis. It must never import the cache store (rediscache)

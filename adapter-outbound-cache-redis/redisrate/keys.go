@@ -3,6 +3,7 @@ package redisrate
 import (
 	"strconv"
 
+	"github.com/tech-log/tech-log-backend/adapter-outbound-cache-redis/internal/send"
 	"github.com/tech-log/tech-log-backend/shared-contract/keyspace"
 	"github.com/tech-log/tech-log-backend/shared-contract/ratelimit"
 )
@@ -47,4 +48,24 @@ func stateKey(keys *keyspace.Builder, id, revision, algorithm string, subject ra
 // program's two keys share a Redis Cluster slot.
 func DedupKey(keys *keyspace.Builder, subject ratelimit.SubjectDigest) (string, error) {
 	return keys.TaggedKey(KeyCapability, KeyRegionDedup, KeyKindDedup, string(subject), KeyKindDedup, string(subject))
+}
+
+// policyState is everything per policy that does not depend on the request.
+type policyState struct {
+	policy    ratelimit.Policy
+	script    *send.Script
+	argv      []any // programs.Args(policy, 1); the executor substitutes the cost
+	id        string
+	revision  string
+	algorithm string
+	certainty ratelimit.Certainty
+	// dedup and dedupArgv are set for a policy with a dedup window: the
+	// rate-<algorithm>-dedup-v2 program and its ARGV (Args followed by
+	// programs.DedupArgs with an empty ID, which the executor replaces).
+	// A request with an EvaluationID uses them, one without uses script.
+	dedup     *send.Script
+	dedupArgv []any
+	// charge is the algorithm's charge program (programs.ChargeFor), for
+	// EvaluateAfterCharge.
+	charge *send.Script
 }

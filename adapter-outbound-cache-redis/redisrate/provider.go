@@ -101,26 +101,6 @@ type Provider struct {
 
 var _ ratelimit.EdgePort = (*Provider)(nil)
 
-// policyState is everything per policy that does not depend on the request.
-type policyState struct {
-	policy    ratelimit.Policy
-	script    *send.Script
-	argv      []any // programs.Args(policy, 1); the executor substitutes the cost
-	id        string
-	revision  string
-	algorithm string
-	certainty ratelimit.Certainty
-	// dedup and dedupArgv are set for a policy with a dedup window: the
-	// rate-<algorithm>-dedup-v2 program and its ARGV (Args followed by
-	// programs.DedupArgs with an empty ID, which the executor replaces).
-	// A request with an EvaluationID uses them, one without uses script.
-	dedup     *send.Script
-	dedupArgv []any
-	// charge is the algorithm's charge program (programs.ChargeFor), for
-	// EvaluateAfterCharge.
-	charge *send.Script
-}
-
 // New builds a Provider over client for policies (at least one, distinct
 // IDs). client must be a *redis.Client (standalone or failover) configured
 // as NewClient does: retries off, one dial attempt, ReadTimeout =
