@@ -115,7 +115,9 @@ func resolve(cfg config.Config, id ratelimit.PolicyID, apiKey string, byKey bool
 		if err != nil {
 			return target{}, usagef("--ip %q: not an IP address", bounded(ip))
 		}
-		res, err := subject.NewResolver(subject.Config{})
+		// Masked as the service masks it (APP_WEB_IPV6_PREFIX): any address of
+		// the client's network finds its key.
+		res, err := subject.NewResolver(subject.Config{IPv6PrefixLen: cfg.Web.IPv6Prefix})
 		if err != nil {
 			return target{}, err
 		}
