@@ -4,8 +4,9 @@
 # example policy file into a FROM-scratch image. Then checks it: the binary
 # is statically linked, the image runs as a non-root user, and a container of
 # it becomes healthy through its own HEALTHCHECK (-healthcheck) and answers
-# GET /healthz on a loopback-published port. Everything it starts is removed,
-# also on failure.
+# GET /healthz on a loopback-published port, with /metrics on the admin
+# port (APP_WEB_ADMIN_ADDR=:9090) and not on the public one. Everything it
+# starts is removed, also on failure.
 # Usage: deploy/image/build.sh [tag]   (default $IMAGE or tech-log/tech-log-backend:local)
 set -euo pipefail
 
@@ -46,7 +47,7 @@ esac
 # Smoke test: the default configuration (local limiter, no Redis) becomes
 # healthy through the image's own HEALTHCHECK, probed every second here.
 docker run -d --name "$name" --health-interval=1s --health-start-period=0s \
-	-p 127.0.0.1::8080 "$tag" >/dev/null
+	-p 127.0.0.1::8080 -p 127.0.0.1::9090 "$tag" >/dev/null
 state=""
 for _ in $(seq 1 30); do
 	state=$(docker inspect --format '{{.State.Health.Status}}' "$name")
@@ -67,4 +68,16 @@ if [ "$code" != 200 ]; then
 	echo "image: GET /healthz on 127.0.0.1:$port answered $code" >&2
 	exit 1
 fi
-echo "image: ok: static binary, USER $user, HEALTHCHECK healthy, GET /healthz 200"
+admin=$(docker port "$name" 9090/tcp | head -1)
+admin="${admin##*:}"
+code=$(curl -s -o /dev/null -m 3 -w '%{http_code}' "http://127.0.0.1:$port/metrics" || true)
+if [ "$code" != 404 ]; then
+	echo "image: GET /metrics on the public port 127.0.0.1:$port answered $code, want 404 (APP_WEB_ADMIN_ADDR)" >&2
+	exit 1
+fi
+code=$(curl -s -o /dev/null -m 3 -w '%{http_code}' "http://127.0.0.1:$admin/metrics" || true)
+if [ "$code" != 200 ]; then
+	echo "image: GET /metrics on the admin port 127.0.0.1:$admin answered $code" >&2
+	exit 1
+fi
+echo "image: ok: static binary, USER $user, HEALTHCHECK healthy, GET /healthz 200, /metrics on the admin port only"
