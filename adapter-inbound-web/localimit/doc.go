@@ -2,7 +2,8 @@
 // client IP (golang.org/x/time/rate) in a bounded client table, and the HTTP
 // middleware that answers 429 with Retry-After and the RateLimit fields of
 // the bucket when a client's bucket is empty. The client is always its IP,
-// never a header: it is the per-IP guard in front of the edge in every
+// never a header (an IPv6 address masked to the Resolver's prefix): it is
+// the per-IP guard in front of identity verification and the edge in every
 // identity mode. It is the compatibility path kept until the separate inbound
 // migration; it makes no distributed claim (every process has its own table).
 //
