@@ -15,8 +15,9 @@ import (
 	"github.com/tech-log/tech-log-backend/shared-contract/keyspace"
 )
 
-// ClusterSlots is the number of hash slots of a Redis Cluster.
-const ClusterSlots = 16384
+// ClusterSlots is the number of hash slots of a Redis Cluster
+// (keyspace.ClusterSlots).
+const ClusterSlots = keyspace.ClusterSlots
 
 // Defaults of [StartCluster].
 const (
@@ -110,9 +111,7 @@ func StartCluster(t testing.TB, opts ...ClusterOption) *Cluster {
 		// attempt (withClusterBus): chosen up front, it could be handed
 		// to another node as its client port before this node binds it.
 		nodeOpts := append([]Option{
-			withClusterBus(),
-			WithConfig("cluster-enabled", "yes"),
-			WithConfig("cluster-config-file", clusterConfigFile),
+			withClusterNode(),
 			WithConfig("cluster-node-timeout", strconv.FormatInt(cfg.nodeTimeout.Milliseconds(), 10)),
 			WithConfig("cluster-replica-validity-factor", "0"),
 			WithConfig("cluster-allow-replica-migration", "no"),
@@ -147,12 +146,10 @@ func requireProcessLane(t testing.TB, what string) {
 	}
 }
 
-// clusterConfigFile is the cluster state file of each node, in its own
-// directory.
-const clusterConfigFile = "nodes.conf"
-
-// withClusterBus has the process lane choose the node's cluster bus port.
-func withClusterBus() Option { return func(c *config) { c.clusterBus = true } }
+// withClusterNode has the process lane start a cluster node
+// (redisserver.Config.Cluster: cluster-enabled, nodes.conf, and a bus port
+// chosen with the client port on every start attempt).
+func withClusterNode() Option { return func(c *config) { c.clusterNode = true } }
 
 // create joins the nodes: distinct config epochs, MEET, even slot ranges
 // on the primaries, then REPLICATE.
@@ -410,7 +407,7 @@ func (c *Cluster) healthy(ctx context.Context) error {
 		if err != nil {
 			return fmt.Errorf("node %s: CLUSTER INFO: %w", s.Addr(), err)
 		}
-		for _, f := range []string{"cluster_state:ok", "cluster_slots_ok:16384", "cluster_slots_pfail:0", "cluster_slots_fail:0"} {
+		for _, f := range []string{"cluster_state:ok", "cluster_slots_ok:" + strconv.Itoa(ClusterSlots), "cluster_slots_pfail:0", "cluster_slots_fail:0"} {
 			if !strings.Contains(info, f+"\r\n") {
 				return fmt.Errorf("node %s: CLUSTER INFO lacks %s", s.Addr(), f)
 			}

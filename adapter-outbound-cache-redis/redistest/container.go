@@ -1,6 +1,8 @@
 package redistest
 
 import (
+	"github.com/tech-log/tech-log-backend/adapter-outbound-cache-redis/redistest/redisserver"
+
 	"context"
 	"errors"
 	"fmt"
@@ -60,29 +62,31 @@ func startContainer(t testing.TB, cfg *config, image string) (l lane, missing st
 		_ = docker.Close()
 		return nil, fmt.Sprintf("image %s not present locally (build it with `make redis-image`; %s=%s): %v", image, EnvImage, image, err), nil
 	}
-	c := &containerLane{docker: docker}
-	for attempt := 1; ; attempt++ {
-		c.port, err = freePort()
-		if err != nil {
-			_ = docker.Close()
-			return nil, "", err
+	// The port docker publishes is chosen again on each attempt
+	// (redisserver.OnFreePort, the one port-retry helper).
+	var c *containerLane
+	err = redisserver.OnFreePort(func(port int) error {
+		if c != nil { // a failed attempt: a fresh engine client
+			if docker, err = testcontainers.NewDockerClientWithOpts(ctx); err != nil {
+				return fmt.Errorf("reconnect to docker: %w", err)
+			}
 		}
-		err = c.run(ctx, t, cfg, image)
+		c = &containerLane{docker: docker, port: port}
+		err := c.run(ctx, t, cfg, image)
 		if err == nil {
-			return c, "", nil
+			return nil
 		}
-		inUse := strings.Contains(err.Error(), "address already in use") || strings.Contains(err.Error(), "port is already allocated")
 		tail := c.logTail()
 		_ = c.close()
-		if !inUse || attempt == bindAttempts {
-			return nil, "", fmt.Errorf("redistest: start container from %s: %w%s", image, err, tailSuffix(tail))
+		if strings.Contains(err.Error(), "address already in use") || strings.Contains(err.Error(), "port is already allocated") {
+			err = fmt.Errorf("%w: %w", redisserver.ErrAddrInUse, err)
 		}
-		docker, err = testcontainers.NewDockerClientWithOpts(ctx)
-		if err != nil {
-			return nil, "", fmt.Errorf("redistest: reconnect to docker: %w", err)
-		}
-		c = &containerLane{docker: docker}
+		return fmt.Errorf("%w%s", err, tailSuffix(tail))
+	})
+	if err != nil {
+		return nil, "", fmt.Errorf("redistest: start container from %s: %w", image, err)
 	}
+	return c, "", nil
 }
 
 // containerArgs are the redis-server arguments after the image entrypoint.
@@ -134,7 +138,7 @@ func (c *containerLane) run(ctx context.Context, t testing.TB, cfg *config, imag
 	if mapped.Num() != uint16(c.port) {
 		return fmt.Errorf("container published %s on host port %d, want %d", redisPort, mapped.Num(), c.port)
 	}
-	return waitPing(ctx, c.addr(), nil)
+	return redisserver.WaitPing(ctx, c.addr(), nil)
 }
 
 func (c *containerLane) name() string { return LaneContainer }
@@ -171,7 +175,7 @@ func (c *containerLane) restart(ctx context.Context) error {
 		return fmt.Errorf("docker start %s: %w", c.id(), err)
 	}
 	c.running = true
-	return waitPing(ctx, c.addr(), nil)
+	return redisserver.WaitPing(ctx, c.addr(), nil)
 }
 
 func (c *containerLane) pause() error {

@@ -24,6 +24,13 @@
 // prerequisite is missing, unless REDIS_REQUIRED=1, in which case a missing
 // prerequisite fails the test and names it.
 //
+// Files: redistest.go (Start, Server, options, lanes), process.go (the
+// process lane over package redisserver), container.go (the container
+// lane), external.go (the external lane), cluster.go (StartCluster),
+// sentinel.go (StartSentinel), tls.go and certs.go (WithTLS and its
+// certificates). Subpackage redisserver is the launcher without a
+// testing.TB (also used by the demo and the benchmark).
+//
 // redistest owns the test Redis lifecycle only. It is imported by tests
 // (never by production code) and is the only package of the module that may
 // import testcontainers-go. It must never import other packages of this

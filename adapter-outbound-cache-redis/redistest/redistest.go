@@ -82,9 +82,10 @@ type directive struct{ name, value string }
 type config struct {
 	directives []directive
 	tls        *tlsSetup // WithTLS; nil for plaintext
-	// clusterBus makes the process lane choose a free cluster bus port
-	// (--cluster-port) with the client port on every start attempt.
-	clusterBus bool
+	// clusterNode makes the process lane start a cluster node
+	// (redisserver.Config.Cluster: a free bus port chosen with the client
+	// port on every start attempt).
+	clusterNode bool
 }
 
 // WithConfig sets a redis.conf directive on the server, for example

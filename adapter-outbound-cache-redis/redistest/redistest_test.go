@@ -5,8 +5,6 @@ import (
 	"errors"
 	"net"
 	"os"
-	"os/exec"
-	"strconv"
 	"syscall"
 	"testing"
 	"time"
@@ -366,51 +364,4 @@ func TestProcessBadConfigShowsLog(t *testing.T) {
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "server log")
 	assert.Contains(t, err.Error(), "no-such-directive")
-}
-
-// TestClusterBusPortChosenAgainOnEachAttempt: when a node's cluster bus
-// port is taken before the node binds it, the next attempt chooses both
-// ports again (and ignores the failed attempt's nodes.conf). CI once saw a
-// node retry four times on the same taken bus port and fail the cluster.
-func TestClusterBusPortChosenAgainOnEachAttempt(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts processes")
-	}
-	if _, err := exec.LookPath("redis-server"); err != nil {
-		if os.Getenv(EnvRequired) == "1" {
-			t.Fatalf("redis-server not on PATH and %s=1", EnvRequired)
-		}
-		t.Skip("needs redis-server")
-	}
-	held, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	defer held.Close()
-	heldPort := held.Addr().(*net.TCPAddr).Port
-
-	orig := pickPort
-	t.Cleanup(func() { pickPort = orig })
-	picks := 0
-	pickPort = func() (int, error) {
-		picks++
-		if picks == 2 { // the first attempt's bus port
-			return heldPort, nil
-		}
-		return orig()
-	}
-	l, missing, err := startProcess(t, &config{clusterBus: true, directives: []directive{
-		{"cluster-enabled", "yes"}, {"cluster-config-file", clusterConfigFile},
-	}})
-	require.NoError(t, err)
-	require.Empty(t, missing)
-	defer func() { _ = l.close() }()
-	require.GreaterOrEqual(t, picks, 4, "a second attempt chose both ports again")
-
-	p := l.(*processLane)
-	bus := p.args[len(p.args)-1]
-	require.NotEqual(t, strconv.Itoa(heldPort), bus)
-	c := redis.NewClient(&redis.Options{Addr: p.addr(), DialTimeout: 2 * time.Second, ReadTimeout: 2 * time.Second})
-	defer c.Close()
-	got, err := c.ConfigGet(context.Background(), "cluster-port").Result()
-	require.NoError(t, err)
-	require.Equal(t, bus, got["cluster-port"])
 }

@@ -1,6 +1,8 @@
 package redistest
 
 import (
+	"github.com/tech-log/tech-log-backend/adapter-outbound-cache-redis/redistest/redisserver"
+
 	"context"
 	"errors"
 	"fmt"
@@ -168,7 +170,7 @@ func startSentinelNode(t testing.TB, bin, primary string, downAfter time.Duratio
 	if err := os.WriteFile(conf, []byte(text), 0o600); err != nil {
 		return nil, fmt.Errorf("redistest: write sentinel config: %w", err)
 	}
-	p := &processLane{bin: bin, args: []string{conf}, logPath: filepath.Join(dir, "sentinel.log")}
+	p := &processLane{proc: &redisserver.Process{Bin: bin, Args: []string{conf}, LogPath: filepath.Join(dir, "sentinel.log")}}
 	n := &sentinelNode{lane: p}
 	t.Cleanup(func() {
 		if n.client != nil {
@@ -183,17 +185,8 @@ func startSentinelNode(t testing.TB, bin, primary string, downAfter time.Duratio
 	})
 	ctx, cancel := context.WithTimeout(context.Background(), startTimeout)
 	defer cancel()
-	var err error
-	for attempt := 1; ; attempt++ {
-		if p.port, err = freePort(); err != nil {
-			return nil, err
-		}
-		if err = p.start(ctx); err == nil {
-			break
-		}
-		if !errors.Is(err, errAddrInUse) || attempt == bindAttempts {
-			return nil, fmt.Errorf("redistest: start %s: %w%s", bin, err, tailSuffix(p.logTail()))
-		}
+	if err := p.proc.StartOnFreePort(ctx); err != nil {
+		return nil, fmt.Errorf("redistest: %w", err)
 	}
 	n.client = redis.NewSentinelClient(&redis.Options{
 		Addr: p.addr(), Protocol: 3, MaxRetries: -1, DialerRetries: 1,

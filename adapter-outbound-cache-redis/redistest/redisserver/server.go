@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"net"
 	"os"
 	"os/exec"
@@ -64,6 +65,15 @@ type Process struct {
 	// and the tls-* directives) and is the client configuration of Start's
 	// PING and INFO probes.
 	TLS *tls.Config
+	// Cluster makes the server a cluster node: Start appends
+	// "--cluster-enabled yes --cluster-config-file nodes.conf
+	// --cluster-port BusPort" (nodes.conf in Dir, the --dir of Args).
+	Cluster bool
+	// Dir is the server's data directory; StartOnFreePort removes a failed
+	// attempt's nodes.conf there.
+	Dir string
+	// BusPort is the cluster bus port of a Cluster node.
+	BusPort int
 
 	cmd  *exec.Cmd     // nil when not running
 	done chan struct{} // closed once cmd has been reaped
@@ -79,10 +89,14 @@ type Config struct {
 	Args []string
 	// LogPath is the log file; empty means Dir/redis.log.
 	LogPath string
+	// TLS, when set, is Process.TLS: the port is the tls-port (Args then
+	// carry "--port 0" and the tls-* directives).
+	TLS *tls.Config
+	// Cluster makes the server a cluster node (see Process.Cluster).
+	Cluster bool
 }
 
-// Launch starts a server as cfg says on a free port, retrying on a new port
-// up to BindAttempts times when the chosen one was taken meanwhile, and
+// Launch starts a server as cfg says on a free port (StartOnFreePort) and
 // waits until it answers PING; ctx bounds the whole start.
 func Launch(ctx context.Context, cfg Config) (*Process, error) {
 	if cfg.Dir == "" {
@@ -99,28 +113,104 @@ func Launch(ctx context.Context, cfg Config) (*Process, error) {
 		Bin:     bin,
 		Args:    append(DefaultArgs(cfg.Dir), cfg.Args...),
 		LogPath: cfg.LogPath,
+		TLS:     cfg.TLS,
+		Cluster: cfg.Cluster,
+		Dir:     cfg.Dir,
 	}
 	if p.LogPath == "" {
 		p.LogPath = filepath.Join(cfg.Dir, "redis.log")
 	}
-	for attempt := 1; ; attempt++ {
-		port, err := FreePort()
-		if err != nil {
-			return nil, err
-		}
+	if err := p.StartOnFreePort(ctx); err != nil {
+		return nil, err
+	}
+	return p, nil
+}
+
+// NodesConf is the cluster state file of a Cluster node, in its Dir.
+const NodesConf = "nodes.conf"
+
+// StartOnFreePort starts the server (Start) on a free port, and a Cluster
+// node on a free bus port too, chosen again on each attempt (OnFreePort):
+// a port another process took between the choice and the bind stays
+// taken. A failed attempt's nodes.conf, which names its ports, is removed
+// first. The error carries the server log's tail.
+func (p *Process) StartOnFreePort(ctx context.Context) error {
+	err := OnFreePort(func(port int) error {
 		p.Port = port
-		err = p.Start(ctx)
-		if err == nil {
-			return p, nil
-		}
-		if !errors.Is(err, ErrAddrInUse) || attempt == BindAttempts {
-			tail := p.LogTail()
-			if tail != "" {
-				tail = "\n--- server log (tail) ---\n" + tail
+		if p.Cluster {
+			bus, err := pickPortOtherThan(port)
+			if err != nil {
+				return err
 			}
-			return nil, fmt.Errorf("redisserver: start %s: %w%s", bin, err, tail)
+			p.BusPort = bus
+			if err := os.Remove(filepath.Join(p.Dir, NodesConf)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+				return fmt.Errorf("remove the failed attempt's %s: %w", NodesConf, err)
+			}
+		}
+		return p.Start(ctx)
+	})
+	if err != nil {
+		tail := p.LogTail()
+		if tail != "" {
+			tail = "\n--- server log (tail) ---\n" + tail
+		}
+		return fmt.Errorf("redisserver: start %s: %w%s", p.Bin, err, tail)
+	}
+	return nil
+}
+
+// OnFreePort calls start with a free loopback port until it returns nil or
+// an error that does not wrap ErrAddrInUse, at most BindAttempts times: it
+// is the one retry of a port taken between choosing it and binding it.
+func OnFreePort(start func(port int) error) error {
+	for attempt := 1; ; attempt++ {
+		port, err := pickPort()
+		if err != nil {
+			return err
+		}
+		err = start(port)
+		if err == nil || !errors.Is(err, ErrAddrInUse) || attempt == BindAttempts {
+			return err
 		}
 	}
+}
+
+// pickPort chooses a port for a server to bind; tests replace it to force
+// a collision.
+var pickPort = FreePort
+
+// pickPortOtherThan is pickPort, never returning taken (the kernel may hand
+// out a port again once its probe listener is closed). It gives up after
+// BindAttempts picks.
+func pickPortOtherThan(taken int) (int, error) {
+	for range BindAttempts {
+		port, err := pickPort()
+		if err != nil || port != taken {
+			return port, err
+		}
+	}
+	return 0, fmt.Errorf("redisserver: no free port other than %d in %d picks", taken, BindAttempts)
+}
+
+// Restart kills the running child, if any, and starts it again on the
+// same Port (and BusPort, keeping nodes.conf: a cluster node keeps its
+// identity). The port was the server's a moment ago, so a bind failure is
+// a transient race: it is retried on the same port every 100ms, at most
+// BindAttempts times, within ctx.
+func (p *Process) Restart(ctx context.Context) error {
+	p.Kill()
+	var err error
+	for attempt := 1; attempt <= BindAttempts; attempt++ {
+		if err = p.Start(ctx); !errors.Is(err, ErrAddrInUse) {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("%w (last: %w)", ctx.Err(), err)
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+	return err
 }
 
 // Start launches Bin on Port and waits until it answers PING and INFO
@@ -142,7 +232,11 @@ func (p *Process) Start(ctx context.Context) error {
 	if p.TLS != nil {
 		portFlag = "--tls-port"
 	}
-	cmd := exec.Command(p.Bin, append(append([]string(nil), p.Args...), portFlag, strconv.Itoa(p.Port))...)
+	args := append(append([]string(nil), p.Args...), portFlag, strconv.Itoa(p.Port))
+	if p.Cluster {
+		args = append(args, "--cluster-enabled", "yes", "--cluster-config-file", NodesConf, "--cluster-port", strconv.Itoa(p.BusPort))
+	}
+	cmd := exec.Command(p.Bin, args...)
 	cmd.Stdout = logf
 	cmd.Stderr = logf
 	cmd.SysProcAttr = sysProcAttr()

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io/fs"
 	"net"
 	"os"
 	"path/filepath"
@@ -15,13 +14,14 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/tech-log/tech-log-backend/adapter-outbound-cache-redis/redistest/redisserver"
+	"github.com/tech-log/tech-log-backend/shared-contract/keyspace"
 )
 
 // clusterPrimaries is the size of the demo cluster (primaries only: the
 // demo shows placement, not failover).
 const (
 	clusterPrimaries = 3
-	clusterSlots     = 16384
+	clusterSlots     = keyspace.ClusterSlots
 	clusterReadyWait = 30 * time.Second
 )
 
@@ -49,7 +49,9 @@ func startCluster(ctx context.Context, dir string) (c *redisCluster, err error) 
 		if err := os.MkdirAll(nodeDir, 0o700); err != nil {
 			return c, err
 		}
-		p, bus, err := launchNode(ctx, nodeDir)
+		// A cluster node on a free client and bus port, both chosen again
+		// on each attempt (redisserver's one port-retry helper).
+		p, err := redisserver.Launch(ctx, redisserver.Config{Dir: nodeDir, Cluster: true, Args: []string{"--cluster-node-timeout", "2000"}})
 		if errors.Is(err, redisserver.ErrNotFound) {
 			return c, errors.New("redis-server is not on PATH; install it (Debian/Ubuntu: apt-get install redis-server) and run again")
 		}
@@ -63,7 +65,7 @@ func startCluster(ctx context.Context, dir string) (c *redisCluster, err error) 
 		}
 		if i > 0 {
 			host, port, _ := net.SplitHostPort(p.Addr())
-			if err := c.clients[0].Do(ctx, "cluster", "meet", host, port, bus).Err(); err != nil {
+			if err := c.clients[0].Do(ctx, "cluster", "meet", host, port, p.BusPort).Err(); err != nil {
 				return c, fmt.Errorf("CLUSTER MEET %s: %w", p.Addr(), err)
 			}
 		}
@@ -138,27 +140,4 @@ func clusterEnv(env []string, addrs []string) []string {
 		}
 	}
 	return append(out, "APP_RATE_LIMIT_REDIS_MODE=cluster", "APP_RATE_LIMIT_REDIS_ADDRS="+strings.Join(addrs, ","))
-}
-
-// launchNode starts one cluster-enabled redis-server in nodeDir and returns
-// it with its cluster bus port. A bus port taken between choosing it and the
-// bind (Launch retries only the client port) is chosen again, with the
-// failed attempt's nodes.conf removed, up to redisserver.BindAttempts times.
-func launchNode(ctx context.Context, nodeDir string) (*redisserver.Process, int, error) {
-	for attempt := 1; ; attempt++ {
-		bus, err := redisserver.FreePort()
-		if err != nil {
-			return nil, 0, err
-		}
-		if err := os.Remove(filepath.Join(nodeDir, "nodes.conf")); err != nil && !errors.Is(err, fs.ErrNotExist) {
-			return nil, 0, err
-		}
-		p, err := redisserver.Launch(ctx, redisserver.Config{Dir: nodeDir, Args: []string{
-			"--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf",
-			"--cluster-port", strconv.Itoa(bus), "--cluster-node-timeout", "2000",
-		}})
-		if err == nil || !errors.Is(err, redisserver.ErrAddrInUse) || attempt == redisserver.BindAttempts {
-			return p, bus, err
-		}
-	}
 }

@@ -136,7 +136,7 @@ func demo(ctx context.Context, o options, stdout, stderr io.Writer) (err error) 
 			return err
 		}
 		defer cluster.stop()
-		say("cluster nodes %s (cluster_state:ok, a third of the 16384 slots each)", strings.Join(cluster.addrs(), ", "))
+		say("cluster nodes %s (cluster_state:ok, a third of the %d slots each)", strings.Join(cluster.addrs(), ", "), clusterSlots)
 	} else {
 		say("starting a private redis-server on 127.0.0.1")
 		if rs, err = startRedis(ctx, dir); err != nil {
