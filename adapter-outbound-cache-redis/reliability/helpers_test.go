@@ -1,6 +1,8 @@
 package reliability_test
 
 import (
+	"github.com/tech-log/tech-log-backend/adapter-outbound-cache-redis/redisinfo"
+
 	"context"
 	"crypto/rand"
 	"encoding/base64"
@@ -179,27 +181,30 @@ func adminCtx(t testing.TB) context.Context {
 	return ctx
 }
 
-// calls returns the calls of cmd in INFO commandstats (0 when absent).
+// calls returns the calls of cmd in INFO commandstats (0 when absent),
+// read with redisinfo (the one INFO reader).
 func calls(t testing.TB, admin *redis.Client, cmd string) int {
 	t.Helper()
-	stats, err := admin.Info(adminCtx(t), "commandstats").Result()
+	info, err := admin.Info(adminCtx(t), "commandstats").Result()
 	require.NoError(t, err)
-	return statField(stats, "cmdstat_"+cmd, "calls")
+	stats, err := redisinfo.CommandStats(info)
+	require.NoError(t, err)
+	return int(stats[cmd].Calls)
 }
 
+// statField is one figure ("calls", "rejected_calls", "failed_calls") of
+// the line name ("cmdstat_evalsha") of an INFO commandstats reply, read
+// with redisinfo; 0 when absent or malformed.
 func statField(info, name, field string) int {
-	for _, line := range strings.Split(info, "\r\n") {
-		v, ok := strings.CutPrefix(line, name+":")
-		if !ok {
-			continue
-		}
-		for _, kv := range strings.Split(v, ",") {
-			k, val, _ := strings.Cut(kv, "=")
-			if k == field {
-				n, _ := strconv.Atoi(val)
-				return n
-			}
-		}
+	stats, _ := redisinfo.CommandStats(info)
+	st := stats[strings.TrimPrefix(name, "cmdstat_")]
+	switch field {
+	case "calls":
+		return int(st.Calls)
+	case "rejected_calls":
+		return int(st.RejectedCalls)
+	case "failed_calls":
+		return int(st.FailedCalls)
 	}
 	return 0
 }
@@ -209,12 +214,8 @@ func infoField(t testing.TB, c *redis.Client, section, field string) string {
 	t.Helper()
 	info, err := c.Info(adminCtx(t), section).Result()
 	require.NoError(t, err)
-	for _, line := range strings.Split(info, "\r\n") {
-		if v, ok := strings.CutPrefix(line, field+":"); ok {
-			return v
-		}
-	}
-	return ""
+	v, _ := redisinfo.Field(info, field)
+	return v
 }
 
 // infoInt reads one integer field of an INFO section.
