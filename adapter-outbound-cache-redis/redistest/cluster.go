@@ -358,7 +358,7 @@ func (c *Cluster) WaitReplicated() {
 			if err != nil {
 				return fmt.Errorf("node %s: INFO replication: %w", s.Addr(), err)
 			}
-			if !strings.Contains(info, "role:master\r\n") {
+			if !isPrimary(info) {
 				continue
 			}
 			if err := replicaCaughtUp(info); err != nil {
@@ -375,20 +375,16 @@ func (c *Cluster) WaitReplicated() {
 // replicaCaughtUp reports whether a primary's INFO replication names at least
 // one replica with state=online and offset equal to master_repl_offset.
 func replicaCaughtUp(info string) error {
-	var primaryOffset string
-	for _, line := range strings.Split(info, "\r\n") {
-		if v, ok := strings.CutPrefix(line, "master_repl_offset:"); ok {
-			primaryOffset = v
-		}
-	}
+	fields := redisinfo.Parse(info)
+	primaryOffset := fields["master_repl_offset"]
 	if primaryOffset == "" {
 		return errors.New("no master_repl_offset in INFO replication")
 	}
-	for _, line := range strings.Split(info, "\r\n") {
-		if !strings.HasPrefix(line, "slave") || !strings.Contains(line, ":ip=") {
+	for name, v := range fields {
+		if !strings.HasPrefix(name, "slave") || !strings.HasPrefix(v, "ip=") {
 			continue
 		}
-		if strings.Contains(line, ",state=online,") && strings.Contains(line, ",offset="+primaryOffset+",") {
+		if strings.Contains(v, ",state=online,") && strings.Contains(v, ",offset="+primaryOffset+",") {
 			return nil
 		}
 	}
@@ -444,7 +440,7 @@ func (c *Cluster) healthy(ctx context.Context) error {
 			if err != nil {
 				return fmt.Errorf("node %s: INFO replication: %w", s.Addr(), err)
 			}
-			if !strings.Contains(repl, "master_link_status:up\r\n") {
+			if !linkUp(repl) {
 				return fmt.Errorf("replica %s: link to its primary not up", s.Addr())
 			}
 		}
@@ -523,7 +519,7 @@ func (c *Cluster) Failover(replica *Server) {
 		if err != nil {
 			return fmt.Errorf("INFO replication: %w", err)
 		}
-		if !strings.Contains(info, "master_link_status:up\r\n") {
+		if !linkUp(info) {
 			return fmt.Errorf("node %s: link to its primary is not up", replica.Addr())
 		}
 		return nil
@@ -587,3 +583,16 @@ func (c *Cluster) ReplicasOf(primary *Server) []*Server {
 // Slot returns the cluster hash slot of key (keyspace.Slot: CRC16 XMODEM of
 // the key or of its hash tag, modulo 16384).
 func Slot(key string) int { return keyspace.Slot(key) }
+
+// linkUp reports whether an INFO replication reply says the link to the
+// primary is up.
+func linkUp(info string) bool {
+	v, _ := redisinfo.Field(info, "master_link_status")
+	return v == "up"
+}
+
+// isPrimary reports whether an INFO replication reply says role:master.
+func isPrimary(info string) bool {
+	v, _ := redisinfo.Field(info, "role")
+	return v == "master"
+}

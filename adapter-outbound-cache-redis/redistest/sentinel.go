@@ -141,7 +141,7 @@ func replicasUp(ctx context.Context, primary *Server, n int) error {
 		return fmt.Errorf("INFO replication: %w", err)
 	}
 	online := strings.Count(info, ",state=online,")
-	if !strings.Contains(info, "role:master\r\n") || online != n {
+	if !isPrimary(info) || online != n {
 		return fmt.Errorf("primary %s: %d of %d replicas online", primary.Addr(), online, n)
 	}
 	return nil

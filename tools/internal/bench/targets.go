@@ -60,12 +60,7 @@ func evaluateTargets(res *Results) []Target {
 
 	var ts []Target
 	add := func(t Target, measured float64, where string, found bool) {
-		t.Measured, t.Where = measured, where
-		if !found {
-			t.Status = StatusNotMeasured
-		}
-		t.judge()
-		ts = append(ts, t)
+		ts = append(ts, judged(t, measured, where, found))
 	}
 
 	// spread summarizes a comparison beyond its worst cell: how many cells
@@ -191,12 +186,7 @@ func issue13Targets(res *Results) []Target {
 	}
 	var ts []Target
 	add := func(t Target, measured float64, where string, found bool) {
-		t.Measured, t.Where = measured, where
-		if !found {
-			t.Status = StatusNotMeasured
-		}
-		t.judge()
-		ts = append(ts, t)
+		ts = append(ts, judged(t, measured, where, found))
 	}
 	// tokenVsPeer judges the pipelined provider when measured, else the
 	// unbatched one, and notes the other (token bucket and fixed window).
@@ -252,4 +242,15 @@ func pairedDiff(a, b []float64) float64 {
 		vs = append(vs, a[k]-b[k])
 	}
 	return median(vs)
+}
+
+// judged is t with its measurement and where it was taken, judged against
+// its goal; not measured when found is false.
+func judged(t Target, measured float64, where string, found bool) Target {
+	t.Measured, t.Where = measured, where
+	if !found {
+		t.Status = StatusNotMeasured
+	}
+	t.judge()
+	return t
 }
