@@ -17,6 +17,7 @@
 // Files by concern: env.go (the APP_ variables and their parsing), load.go
 // (Load, the bounds), validate_*.go (one section each: ratelimit, cache,
 // web, log, redis endpoint; validate.go holds the shared field checks),
-// tls.go (TLS files), secret.go (Secret and the _FILE variants),
+// tls.go (TLS files), secret.go (Secret, the _FILE variants and
+// ReadSecretFile, the one secret-file reader, which tlbctl uses too),
 // policies.go (the policy file).
 package config

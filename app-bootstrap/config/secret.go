@@ -12,9 +12,11 @@ import (
 // Redacted is what every textual form of a set Secret prints.
 const Redacted = keyspace.Redacted
 
-// maxSecretFileLen bounds a _FILE secret: a secret is small, a large file is
-// a mistake (a certificate bundle, a log) and is refused before it is read.
-const maxSecretFileLen = 64 << 10
+// MaxSecretFileLen bounds a secret file (every NAME_FILE variable, and
+// tlbctl's password and API-key files): a secret is small, a large file is
+// a mistake (a certificate bundle, a log) and is refused without being read
+// further.
+const MaxSecretFileLen = 64 << 10
 
 // Secret is a configuration secret (a Redis password). The zero value is
 // "not set". It prints as Redacted (or "" when unset) under every fmt verb,
@@ -79,16 +81,12 @@ func (v *errs) secret(name string, direct Secret, file string) (Secret, bool) {
 		v.add(name, ErrConflict, "both %s and %s are set; set one", name, fileVar)
 		return Secret{}, false
 	case file != "":
-		b, err := readSecretFile(file)
+		s, err := ReadSecretFile(file)
 		if err != nil {
 			v.add(fileVar, ErrInvalid, "%w", err)
 			return Secret{}, false
 		}
-		if len(b) == 0 {
-			v.add(fileVar, ErrInvalid, "%s is empty", file)
-			return Secret{}, false
-		}
-		return Secret{v: b}, true
+		return s, true
 	default:
 		return direct, !direct.IsZero()
 	}
@@ -111,18 +109,29 @@ func (v *errs) keySecret(name string, direct Secret, file string) keyspace.Secre
 	return ks
 }
 
-func readSecretFile(path string) ([]byte, error) {
+// ReadSecretFile reads the secret held in the file at path, by the rules of
+// every NAME_FILE variable: at most MaxSecretFileLen bytes, one trailing
+// newline ("\n" or "\r\n") dropped, and not empty after that. Errors name
+// the path, never the content. It is the one reader of secret files: the
+// service's configuration and tlbctl both use it.
+func ReadSecretFile(path string) (Secret, error) {
 	f, err := os.Open(path)
 	if err != nil {
-		return nil, err
+		return Secret{}, err
 	}
 	defer f.Close()
-	b, err := io.ReadAll(io.LimitReader(f, maxSecretFileLen+1))
+	return ReadSecret(f, path)
+}
+
+// ReadSecret is ReadSecretFile for an open reader (tlbctl reads standard
+// input with it); name says where the secret comes from in errors.
+func ReadSecret(r io.Reader, name string) (Secret, error) {
+	b, err := io.ReadAll(io.LimitReader(r, MaxSecretFileLen+1))
 	if err != nil {
-		return nil, fmt.Errorf("read %s: %w", path, err)
+		return Secret{}, fmt.Errorf("read %s: %w", name, err)
 	}
-	if len(b) > maxSecretFileLen {
-		return nil, fmt.Errorf("%s is larger than %d bytes", path, maxSecretFileLen)
+	if len(b) > MaxSecretFileLen {
+		return Secret{}, fmt.Errorf("%s is larger than %d bytes", name, MaxSecretFileLen)
 	}
 	if n := len(b); n > 0 && b[n-1] == '\n' {
 		b = b[:n-1]
@@ -130,5 +139,8 @@ func readSecretFile(path string) ([]byte, error) {
 			b = b[:n-1]
 		}
 	}
-	return b, nil
+	if len(b) == 0 {
+		return Secret{}, fmt.Errorf("%s is empty", name)
+	}
+	return Secret{v: b}, nil
 }

@@ -218,9 +218,19 @@ func newCoordinationReadiness(c *coordination) ReadinessCheck {
 	return ReadinessCheck{Name: "ratelimit", Check: c.Ready, Server: c.serverDetail, Breakers: c.breakerDetail}
 }
 
-// coordinationClient builds the go-redis client of the configured topology
-// with redisrate's own constructors (same fixed options in every mode).
+// coordinationClient is the service's coordination client
+// (CoordinationClient named CoordinationClientName).
 func coordinationClient(rl config.RateLimit) (redis.UniversalClient, error) {
+	return CoordinationClient(rl, CoordinationClientName)
+}
+
+// CoordinationClient builds the go-redis client of rl's topology
+// (standalone, sentinel or cluster) with redisrate's own constructors: the
+// same fixed options in every mode, the endpoint, credentials, TLS,
+// timeouts and pool size of rl, and clientName as CLIENT SETNAME. The
+// service and tlbctl (with its own credentials and timeouts in rl) both
+// build their client here. It does no I/O.
+func CoordinationClient(rl config.RateLimit, clientName string) (redis.UniversalClient, error) {
 	cc := redisrate.ClientConfig{
 		Addr:           rl.Redis.Addr,
 		Username:       rl.Redis.Username,
@@ -231,7 +241,7 @@ func coordinationClient(rl config.RateLimit) (redis.UniversalClient, error) {
 		DialTimeout:    rl.DialTimeout,
 		PoolSize:       rl.PoolSize,
 		PoolTimeout:    rl.PoolTimeout,
-		ClientName:     CoordinationClientName,
+		ClientName:     clientName,
 	}
 	switch rl.Topology.Mode {
 	case config.ModeSentinel:

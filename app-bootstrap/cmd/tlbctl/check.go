@@ -7,7 +7,9 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"sort"
 	"strings"
+	"sync"
 	"text/tabwriter"
 	"time"
 
@@ -36,6 +38,7 @@ type row struct{ check, status, detail string }
 // runCheck runs every check and prints the table; problems make it fail.
 func runCheck(ctx context.Context, args, environ []string, stdout io.Writer) error {
 	fs := flag.NewFlagSet("check", flag.ContinueOnError)
+	useService := fs.Bool(flagUseServiceCredentials, false, "connect as the service's ACL user")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -43,7 +46,7 @@ func runCheck(ctx context.Context, args, environ []string, stdout io.Writer) err
 	if err != nil {
 		return err
 	}
-	client, user, err := connect(cfg, environ)
+	client, user, err := connect(cfg, environ, *useService)
 	if err != nil {
 		return err
 	}
@@ -67,28 +70,76 @@ func runCheck(ctx context.Context, args, environ []string, stdout io.Writer) err
 	return nil
 }
 
+// nodeChecks are the checks run on each server that holds state (the
+// primary, or every cluster primary), in order.
+var nodeChecks = []string{"tls", "server version", "role", "eviction policy", "persistence", "scripts", "provider acl"}
+
 // checks runs the checks in order; after a failed connection the rest are
-// skipped.
-func checks(ctx context.Context, cfg config.Config, c *redis.Client, user string) []row {
+// skipped. In cluster mode the server checks run on every primary, each
+// row naming the primary's address.
+func checks(ctx context.Context, cfg config.Config, c redis.UniversalClient, user string) []row {
 	rl := cfg.RateLimit
+	where := endpoint(rl)
 	rows := []row{}
 	if err := c.Ping(ctx).Err(); err != nil {
 		err = wiring.ExplainConnError(config.Prefix+"RATE_LIMIT_REDIS_", rl.Redis, err)
-		rows = append(rows, row{"connection", statusProblem, fmt.Sprintf("%s as %s: %v", rl.Redis.Addr, user, err)})
-		for _, name := range []string{"tls", "server version", "role", "eviction policy", "persistence", "scripts", "provider acl"} {
+		rows = append(rows, row{"connection", statusProblem, fmt.Sprintf("%s as %s: %v", where, user, err)})
+		for _, name := range nodeChecks {
 			rows = append(rows, row{name, statusSkipped, "no connection"})
 		}
 		return rows
 	}
-	rows = append(rows, row{"connection", statusOK, fmt.Sprintf("%s as %s", rl.Redis.Addr, user)})
-	rows = append(rows, tlsRow(ctx, rl.Redis, rl.DialTimeout))
-	rows = append(rows, versionRow(ctx, c))
-	rows = append(rows, roleRow(ctx, c))
-	rows = append(rows, evictionRow(ctx, c))
-	rows = append(rows, persistenceRow(ctx, c))
-	rows = append(rows, scriptsRow(ctx, c))
-	rows = append(rows, aclRow(ctx, cfg, c))
+	rows = append(rows, row{"connection", statusOK, fmt.Sprintf("%s as %s", where, user)})
+	switch c := c.(type) {
+	case *redis.ClusterClient:
+		var mu sync.Mutex
+		per := map[string][]row{}
+		err := c.ForEachMaster(ctx, func(ctx context.Context, n *redis.Client) error {
+			addr := n.Options().Addr
+			rs := nodeRows(ctx, cfg, n, addr)
+			for i := range rs {
+				rs[i].check += " " + addr
+			}
+			mu.Lock()
+			per[addr] = rs
+			mu.Unlock()
+			return nil
+		})
+		if err != nil {
+			return append(rows, row{"primaries", statusProblem, err.Error()})
+		}
+		addrs := make([]string, 0, len(per))
+		for a := range per {
+			addrs = append(addrs, a)
+		}
+		sort.Strings(addrs)
+		rows = append(rows, row{"primaries", statusInfo, fmt.Sprintf("%d: %s", len(addrs), strings.Join(addrs, ", "))})
+		for _, a := range addrs {
+			rows = append(rows, per[a]...)
+		}
+	case *redis.Client:
+		addr := ""
+		if rl.Topology.Mode == config.ModeStandalone || rl.Topology.Mode == "" {
+			addr = rl.Redis.Addr
+		}
+		rows = append(rows, nodeRows(ctx, cfg, c, addr)...)
+	}
 	return rows
+}
+
+// nodeRows runs nodeChecks on one server; addr is its address for the TLS
+// handshake ("" in sentinel mode, where the client finds the primary).
+func nodeRows(ctx context.Context, cfg config.Config, c *redis.Client, addr string) []row {
+	rl := cfg.RateLimit
+	return []row{
+		tlsRow(ctx, rl.Redis, addr, rl.DialTimeout),
+		versionRow(ctx, c),
+		roleRow(ctx, c),
+		evictionRow(ctx, c),
+		persistenceRow(ctx, c),
+		scriptsRow(ctx, c),
+		aclRow(ctx, cfg, c),
+	}
 }
 
 // certWarning is how close to expiry the server certificate makes the
@@ -96,11 +147,16 @@ func checks(ctx context.Context, cfg config.Config, c *redis.Client, user string
 const certWarning = 14 * 24 * time.Hour
 
 // tlsRow reports the TLS settings and, with TLS on, what a fresh handshake
-// negotiated: version and the server certificate's expiry (a problem
-// within certWarning).
-func tlsRow(ctx context.Context, r config.Redis, dialTimeout time.Duration) row {
+// with addr negotiated: version and the server certificate's expiry (a
+// problem within certWarning). In sentinel mode (addr "") the primary's
+// address is the client's to find: the row says the connection verified
+// the certificate and that the expiry is not read.
+func tlsRow(ctx context.Context, r config.Redis, addr string, dialTimeout time.Duration) row {
 	if !r.TLS.Enabled {
 		return row{"tls", statusInfo, "off (" + config.Prefix + "RATE_LIMIT_REDIS_TLS_ENABLED=false)"}
+	}
+	if addr == "" {
+		return row{"tls", statusInfo, "on: the connection verified the primary's certificate; its expiry is not read in sentinel mode (run check in standalone mode against the primary's address)"}
 	}
 	ca := "system roots"
 	if r.TLS.CAFile != "" {
@@ -112,14 +168,18 @@ func tlsRow(ctx context.Context, r config.Redis, dialTimeout time.Duration) row 
 	}
 	cfg := r.TLSConfig()
 	d := tls.Dialer{NetDialer: &net.Dialer{Timeout: max(dialTimeout, commandTimeout)}, Config: cfg}
-	conn, err := d.DialContext(ctx, "tcp", r.Addr)
+	conn, err := d.DialContext(ctx, "tcp", addr)
 	if err != nil {
 		err = wiring.ExplainConnError(config.Prefix+"RATE_LIMIT_REDIS_", r, err)
 		return row{"tls", statusProblem, fmt.Sprintf("handshake: %v", err)}
 	}
 	defer conn.Close()
 	st := conn.(*tls.Conn).ConnectionState()
-	detail := fmt.Sprintf("%s, verified against %s, server name %s, %s", tls.VersionName(st.Version), ca, cfg.ServerName, client)
+	serverName := cfg.ServerName
+	if serverName == "" {
+		serverName, _, _ = net.SplitHostPort(addr)
+	}
+	detail := fmt.Sprintf("%s, verified against %s, server name %s, %s", tls.VersionName(st.Version), ca, serverName, client)
 	if len(st.PeerCertificates) == 0 {
 		return row{"tls", statusOK, detail}
 	}
@@ -216,21 +276,36 @@ func aclRow(ctx context.Context, cfg config.Config, c *redis.Client) row {
 	if err != nil {
 		return row{"provider acl", statusProblem, err.Error()}
 	}
+	cmds := providerCommands(key)
+	if rl.Topology.Mode == config.ModeCluster {
+		// The provider reads the slot map itself (internal/send).
+		cmds = append(cmds, []any{"CLUSTER", "SLOTS"})
+	}
 	var denied []string
-	for _, cmd := range providerCommands(key) {
+	for _, cmd := range cmds {
 		args := append([]any{"ACL", "DRYRUN", user}, cmd...)
 		res, err := c.Do(ctx, args...).Text()
 		if err != nil {
 			return row{"provider acl", statusProblem, fmt.Sprintf("ACL DRYRUN %s %v: %v", user, cmd[0], err)}
 		}
 		if res != "OK" {
-			denied = append(denied, fmt.Sprint(cmd[0]))
+			denied = append(denied, commandName(cmd))
 		}
 	}
 	if len(denied) > 0 {
 		return row{"provider acl", statusProblem, fmt.Sprintf("user %s may not run: %s (docs/operations.md has the ACL line)", user, strings.Join(denied, ", "))}
 	}
-	return row{"provider acl", statusOK, fmt.Sprintf("user %s may run all %d provider commands on %s:%s:*", user, len(providerCommands(key)), rl.KeyPrefix, redisrate.KeyCapability)}
+	return row{"provider acl", statusOK, fmt.Sprintf("user %s may run all %d provider commands on %s:%s:*", user, len(cmds), rl.KeyPrefix, redisrate.KeyCapability)}
+}
+
+// commandName is a command as an ACL names it: CLUSTER|SLOTS for a
+// container command's subcommand, PEXPIRE otherwise.
+func commandName(cmd []any) string {
+	switch cmd[0] {
+	case "CLUSTER", "CONFIG", "SCRIPT", "CLIENT":
+		return fmt.Sprintf("%v|%v", cmd[0], cmd[1])
+	}
+	return fmt.Sprint(cmd[0])
 }
 
 // providerCommands are the commands the provider sends (and those its

@@ -1,20 +1,33 @@
 // Command tlbctl is the operator tool of the distributed rate limiter. It
-// reads the same APP_* configuration as the service (package config) and
-// talks to the coordination Redis as its own ACL user
-// (APP_TLBCTL_REDIS_USERNAME, APP_TLBCTL_REDIS_PASSWORD or
-// APP_TLBCTL_REDIS_PASSWORD_FILE; see docs/operations.md):
+// reads the same APP_* configuration as the service, with the service's
+// parser and validation (config.Load), so it works on every topology the
+// service does (APP_RATE_LIMIT_REDIS_MODE standalone, sentinel or
+// cluster), and builds its client with the service's constructor
+// (wiring.CoordinationClient). It connects as its own ACL user
+// (APP_TLBCTL_REDIS_USERNAME with APP_TLBCTL_REDIS_PASSWORD or
+// APP_TLBCTL_REDIS_PASSWORD_FILE, read by config.ReadSecretFile, the
+// service's secret-file reader); as the service's user only with
+// --use-service-credentials. See docs/operations.md, "Operator CLI".
 //
 //	tlbctl check
-//	tlbctl inspect --policy ID (--api-key K | --ip A)
-//	tlbctl reset   --policy ID (--api-key K | --ip A) [--yes]
+//	tlbctl inspect --policy ID (--api-key-file FILE|- | --principal NAME | --ip A)
+//	tlbctl reset   --policy ID (--api-key-file FILE|- | --principal NAME | --ip A) [--yes] [--audit-log FILE]
 //
 // check verifies connectivity, TLS, the server version, that the programs
 // load, the eviction policy, the role and every ACL permission the
-// provider's user needs, prints a table and exits 1 on any problem.
-// inspect derives the subject's state key with the service's own
-// derivation (subject.Pseudonymizer, redisrate.StateKey) and prints the
-// decoded state; reset deletes it (only with --yes). Bad input prints one
-// line and exits 2 without touching Redis.
+// provider's user needs (on every primary in cluster mode), prints a table
+// and exits 1 on any problem. inspect derives the subject's state key with
+// the service's own derivation (subject.APIKeys, subject.TrustedHeader,
+// subject.Resolver, subject.Pseudonymizer, redisrate.StateKey) and prints
+// the decoded state; reset deletes it (only with --yes) and writes a JSON
+// audit line (the subject's digest, never the subject) to stderr and
+// --audit-log. An API key is read from a file or standard input, never
+// from argv (--api-key is refused). Bad input prints one line and exits 2
+// without touching Redis.
+//
+// Files: main.go (commands, configuration, credentials, client),
+// subject.go (inspect and reset, the subject derivation), audit.go (the
+// audit line and file), check.go (check).
 //
 // It is a main package of app-bootstrap and may import everything the
 // service does; nothing imports it.

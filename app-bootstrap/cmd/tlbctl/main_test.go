@@ -112,9 +112,34 @@ type result struct {
 
 func tlbctl(t *testing.T, env []string, args ...string) result {
 	t.Helper()
+	return tlbctlIn(t, env, "", args...)
+}
+
+// tlbctlIn runs tlbctl with stdin as its standard input.
+func tlbctlIn(t *testing.T, env []string, stdin string, args ...string) result {
+	t.Helper()
 	var out, errOut bytes.Buffer
-	code := run(ctxT(t), args, env, &out, &errOut)
+	code := run(ctxT(t), args, env, strings.NewReader(stdin), &out, &errOut)
 	return result{code, out.String(), errOut.String()}
+}
+
+// keyOf is the state key an inspect output names.
+func keyOf(stdout string) string {
+	for _, l := range strings.Split(stdout, "\n") {
+		if k, ok := strings.CutPrefix(l, "key         "); ok {
+			return k
+		}
+	}
+	return "(no key line)"
+}
+
+// keyFile writes an API key file (with the trailing newline an editor
+// leaves) and returns its path.
+func keyFile(t *testing.T, key string) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), "api-key")
+	require.NoError(t, os.WriteFile(p, []byte(key+"\n"), 0o600))
+	return p
 }
 
 // serve runs the service in-process on env and sends n requests as the
@@ -180,30 +205,40 @@ func TestCheckUnreachable(t *testing.T) {
 func TestInspectAndResetMatchTheService(t *testing.T) {
 	rs, env := setup(t)
 	require.Equal(t, http.StatusOK, serve(t, env, http.MethodPost, "/api/v1/login", 2))
+	kf := keyFile(t, testAPIKey)
 
-	r := tlbctl(t, environ(env), "inspect", "--policy", "login", "--api-key", testAPIKey)
+	r := tlbctl(t, environ(env), "inspect", "--policy", "login", "--api-key-file", kf)
 	require.Equal(t, exitOK, r.code, r.stderr)
+	assert.Empty(t, r.stderr, "no warning: the service identifies by API key")
 	assert.Contains(t, r.stdout, "policy      login (revision 3, token_bucket)")
-	assert.Contains(t, r.stdout, "subject     api-key "+testAPIKey)
+	assert.Contains(t, r.stdout, "subject     api-key sha256 "+subject.DigestAPIKey(testAPIKey).String())
+	assert.NotContains(t, r.stdout, testAPIKey, "the key itself is never printed")
 	assert.Contains(t, r.stdout, "state       present")
 	assert.Contains(t, r.stdout, "remaining   3 of 5 (consumed 2)")
 	assert.Contains(t, r.stdout, "stored      algorithm=token_bucket revision=3 schema=2")
 	assert.Regexp(t, `ttl         \d`, r.stdout)
 	assert.Contains(t, r.stdout, "reset at")
 
-	other := tlbctl(t, environ(env), "inspect", "--policy", "login", "--api-key", "another-key")
+	stdin := tlbctlIn(t, environ(env), testAPIKey+"\n", "inspect", "--policy", "login", "--api-key-file", "-")
+	require.Equal(t, exitOK, stdin.code, stdin.stderr)
+	assert.Contains(t, stdin.stdout, "key         "+keyOf(r.stdout), "the key from standard input is the same subject")
+	assert.Contains(t, stdin.stdout, "remaining   3 of 5 (consumed 2)")
+
+	other := tlbctl(t, environ(env), "inspect", "--policy", "login", "--api-key-file", keyFile(t, "another-key"))
 	require.Equal(t, exitOK, other.code)
 	assert.Contains(t, other.stdout, "state       absent")
+	assert.Contains(t, other.stderr, "warning: the key (SHA-256 "+subject.DigestAPIKey("another-key").String()+") is not in APP_WEB_API_KEYS_FILE")
 	ip := tlbctl(t, environ(env), "inspect", "--policy", "login", "--ip", "127.0.0.1")
 	require.Equal(t, exitOK, ip.code)
 	assert.Contains(t, ip.stdout, "state       absent", "the API key, not the IP, was the identity")
+	assert.Contains(t, ip.stderr, "warning: APP_WEB_IDENTITY is api-key: the service never identifies a client by its IP address")
 
 	keys, err := rs.Client().Keys(ctxT(t), "tlb:rate:login:*").Result()
 	require.NoError(t, err)
 	require.Len(t, keys, 1)
 	assert.Contains(t, r.stdout, "key         "+keys[0], "tlbctl derives the service's key")
 
-	dry := tlbctl(t, environ(env), "reset", "--policy", "login", "--api-key", testAPIKey)
+	dry := tlbctl(t, environ(env), "reset", "--policy", "login", "--api-key-file", kf)
 	require.Equal(t, exitOK, dry.code, dry.stderr)
 	assert.Contains(t, dry.stdout, "would delete")
 	assert.Contains(t, dry.stdout, "--yes")
@@ -211,17 +246,20 @@ func TestInspectAndResetMatchTheService(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, int64(1), n, "without --yes nothing is deleted")
 
-	done := tlbctl(t, environ(env), "reset", "--policy", "login", "--api-key", testAPIKey, "--yes")
+	done := tlbctl(t, environ(env), "reset", "--policy", "login", "--api-key-file", kf, "--yes")
 	require.Equal(t, exitOK, done.code, done.stderr)
 	assert.Contains(t, done.stdout, "deleted")
 	assert.Contains(t, done.stderr, `"msg":"tlbctl reset"`)
 	assert.Contains(t, done.stderr, `"key":"`+keys[0]+`"`)
+	assert.Contains(t, done.stderr, `"subject_kind":"api-key"`)
+	assert.Regexp(t, `"subject_digest":"[A-Za-z0-9_-]{22,}"`, done.stderr)
+	assert.Contains(t, done.stderr, `"redis_user":"tlb-ctl"`)
 	assert.NotContains(t, done.stderr, testAPIKey, "the audit log holds no subject")
 	n, err = rs.Client().Exists(ctxT(t), keys[0]).Result()
 	require.NoError(t, err)
 	assert.Zero(t, n)
 
-	again := tlbctl(t, environ(env), "inspect", "--policy", "login", "--api-key", testAPIKey)
+	again := tlbctl(t, environ(env), "inspect", "--policy", "login", "--api-key-file", kf)
 	assert.Contains(t, again.stdout, "state       absent")
 }
 
@@ -243,6 +281,15 @@ func TestInspectIP(t *testing.T) {
 func TestBadInputChangesNothing(t *testing.T) {
 	rs, env := setup(t)
 	require.NoError(t, rs.Client().ConfigResetStat(ctxT(t)).Err())
+	kf := keyFile(t, testAPIKey)
+	empty := filepath.Join(t.TempDir(), "empty")
+	require.NoError(t, os.WriteFile(empty, []byte("\n"), 0o600))
+	huge := filepath.Join(t.TempDir(), "huge")
+	require.NoError(t, os.WriteFile(huge, bytes.Repeat([]byte("p"), config.MaxSecretFileLen+1), 0o600))
+	ctlFile := func(path string) []string {
+		return environ(env, EnvPassword, "", EnvPasswordFile, path)
+	}
+	noOwn := environ(env, EnvUsername, "", EnvPassword, "")
 	cases := []struct {
 		name string
 		env  []string
@@ -253,13 +300,28 @@ func TestBadInputChangesNothing(t *testing.T) {
 		{"unknown command", environ(env), []string{"frobnicate"}, `unknown command "frobnicate"`},
 		{"unknown policy", environ(env), []string{"inspect", "--policy", "nope", "--ip", "10.0.0.1"}, `--policy "nope": unknown policy`},
 		{"malformed address", environ(env), []string{"reset", "--policy", "login", "--ip", "10.0.0.300", "--yes"}, `--ip "10.0.0.300": not an IP address`},
-		{"both subjects", environ(env), []string{"inspect", "--policy", "login", "--ip", "10.0.0.1", "--api-key", "k"}, "exactly one of --api-key and --ip"},
-		{"no subject", environ(env), []string{"reset", "--policy", "login"}, "exactly one of --api-key and --ip"},
+		{"two subjects", environ(env), []string{"inspect", "--policy", "login", "--ip", "10.0.0.1", "--principal", "alice"}, "exactly one of --api-key-file, --principal and --ip"},
+		{"no subject", environ(env), []string{"reset", "--policy", "login"}, "exactly one of --api-key-file, --principal and --ip"},
 		{"no policy", environ(env), []string{"inspect", "--ip", "10.0.0.1"}, "--policy is required"},
 		{"unknown flag", environ(env), []string{"check", "--force"}, "flag provided but not defined"},
+		{"audit log on inspect", environ(env), []string{"inspect", "--policy", "login", "--ip", "10.0.0.1", "--audit-log", "/tmp/x"}, "flag provided but not defined: -audit-log"},
+		{"audit log a directory", environ(env), []string{"reset", "--policy", "login", "--ip", "10.0.0.1", "--yes", "--audit-log", t.TempDir()}, "--audit-log"},
 		{"missing secret", environ(env, "APP_WEB_SUBJECT_SECRET", ""), []string{"reset", "--policy", "login", "--ip", "10.0.0.1", "--yes"}, "APP_WEB_SUBJECT_SECRET"},
 		{"limiter off", environ(env, "APP_RATE_LIMIT_ENABLED", "false"), []string{"check"}, "APP_RATE_LIMIT_ENABLED is not true"},
 		{"password without user", environ(env, EnvUsername, ""), []string{"check"}, EnvPassword + " is set but " + EnvUsername + " is not"},
+		{"user without password", environ(env, EnvPassword, ""), []string{"check"}, EnvUsername + " is set but neither " + EnvPassword + " nor " + EnvPasswordFile + " is"},
+		{"no own credentials", noOwn, []string{"inspect", "--policy", "login", "--api-key-file", kf}, EnvUsername + " is not set: tlbctl connects as its own ACL user"},
+		{"no own credentials, check", noOwn, []string{"check"}, "or pass --use-service-credentials"},
+		{"service credentials with own", environ(env), []string{"check", "--use-service-credentials"}, "--use-service-credentials: unset " + EnvUsername},
+		{"password twice", environ(env, EnvPasswordFile, kf), []string{"check"}, EnvPassword + " and " + EnvPasswordFile + " are both set"},
+		{"password file missing", ctlFile("/nonexistent/ctl-pass"), []string{"check"}, EnvPasswordFile + ": open /nonexistent/ctl-pass: no such file"},
+		{"password file empty", ctlFile(empty), []string{"check"}, EnvPasswordFile + ": " + empty + " is empty"},
+		{"password file too large", ctlFile(huge), []string{"check"}, EnvPasswordFile + ": " + huge + " is larger than 65536 bytes"},
+		{"api key file empty", environ(env), []string{"inspect", "--policy", "login", "--api-key-file", empty}, "--api-key-file: " + empty + " is empty"},
+		{"api key file too large", environ(env), []string{"inspect", "--policy", "login", "--api-key-file", huge}, "--api-key-file: " + huge + " is larger than"},
+		{"api key stdin empty", environ(env), []string{"inspect", "--policy", "login", "--api-key-file", "-"}, "--api-key-file: standard input is empty"},
+		{"blank principal", environ(env), []string{"inspect", "--policy", "login", "--principal", "  "}, "--principal: empty"},
+		{"principal not printable", environ(env), []string{"inspect", "--policy", "login", "--principal", "al\x01ice"}, "--principal: invalid principal: byte 2 is not printable ascii"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -274,7 +336,7 @@ func TestBadInputChangesNothing(t *testing.T) {
 	}
 	stats, err := rs.Client().Info(ctxT(t), "commandstats").Result()
 	require.NoError(t, err)
-	for _, cmd := range []string{"cmdstat_del", "cmdstat_get", "cmdstat_ping", "cmdstat_hello"} {
+	for _, cmd := range []string{"cmdstat_del", "cmdstat_get", "cmdstat_ping", "cmdstat_hello", "cmdstat_auth"} {
 		assert.NotContains(t, stats, cmd+":", "bad input reached Redis")
 	}
 }
