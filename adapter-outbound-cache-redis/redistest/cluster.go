@@ -581,7 +581,7 @@ func (c *Cluster) ReplicasOf(primary *Server) []*Server {
 }
 
 // Slot returns the cluster hash slot of key (keyspace.Slot: CRC16 XMODEM of
-// the key or of its hash tag, modulo 16384).
+// the key or of its hash tag, modulo keyspace.ClusterSlots).
 func Slot(key string) int { return keyspace.Slot(key) }
 
 // linkUp reports whether an INFO replication reply says the link to the

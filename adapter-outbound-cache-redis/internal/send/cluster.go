@@ -16,8 +16,6 @@ import (
 
 // Cluster routing bounds.
 const (
-	// clusterSlots is the number of Redis Cluster hash slots.
-	clusterSlots = 16384
 	// minRefreshInterval spaces slot-map reloads triggered by failures.
 	minRefreshInterval = 100 * time.Millisecond
 )
@@ -40,7 +38,7 @@ type ClusterRouter struct {
 	count  int // targets met: the next index
 	closed bool
 
-	slots       [clusterSlots]atomic.Pointer[Target]
+	slots       [keyspace.ClusterSlots]atomic.Pointer[Target]
 	loaded      atomic.Bool
 	stale       atomic.Bool
 	refreshMu   sync.Mutex
@@ -142,10 +140,10 @@ func (r *ClusterRouter) Refresh(ctx context.Context) error {
 			lastErr = fmt.Errorf("CLUSTER SLOTS on %s: %w", addr, err)
 			continue
 		}
-		var table [clusterSlots]*Target
+		var table [keyspace.ClusterSlots]*Target
 		bad := false
 		for _, s := range slots {
-			if len(s.Nodes) == 0 || s.Start < 0 || s.End >= clusterSlots || s.Start > s.End {
+			if len(s.Nodes) == 0 || s.Start < 0 || s.End >= keyspace.ClusterSlots || s.Start > s.End {
 				lastErr = fmt.Errorf("CLUSTER SLOTS on %s: malformed range %d-%d", addr, s.Start, s.End)
 				bad = true
 				break
@@ -264,7 +262,7 @@ func (r *ClusterRouter) UnservedSlot() (int, bool) {
 // SlotOwner is the primary the slot map gives slot (nil: none, or out of
 // range).
 func (r *ClusterRouter) SlotOwner(slot int) *Target {
-	if slot < 0 || slot >= clusterSlots {
+	if slot < 0 || slot >= keyspace.ClusterSlots {
 		return nil
 	}
 	return r.slots[slot].Load()

@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/tech-log/tech-log-backend/adapter-outbound-cache-redis/internal/certainty"
+	"github.com/tech-log/tech-log-backend/shared-contract/keyspace"
 )
 
 // targetFor returns the primary serving key's slot, loading the slot map
@@ -66,8 +67,8 @@ func (r *ClusterRouter) met() []*Target {
 func (r *ClusterRouter) slotsOf(t *Target) string {
 	var b strings.Builder
 	start := -1
-	for i := 0; i <= clusterSlots; i++ {
-		in := i < clusterSlots && r.slots[i].Load() == t
+	for i := 0; i <= keyspace.ClusterSlots; i++ {
+		in := i < keyspace.ClusterSlots && r.slots[i].Load() == t
 		switch {
 		case in && start < 0:
 			start = i
