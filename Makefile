@@ -34,7 +34,16 @@ test: test-prereq arch-check ## unit tests + Redis service lane (real redis-serv
 		echo "== go test $$m"; \
 		(cd $$m && REDIS_REQUIRED=1 go test $(GO_TEST_FLAGS) ./...) || exit 1; \
 	done
+	@$(MAKE) --no-print-directory request-path
 	@$(MAKE) --no-print-directory test-gowork-off
+
+.PHONY: request-path
+request-path: ## the Go files one admitted request runs in, measured with coverage (app-bootstrap/cmd/requestpath); fails unless docs/architecture.md marks exactly those
+	@$(PREREQ) "make request-path" redis-server
+	@echo "== request path (docs/architecture.md)"
+	@d=$$(mktemp -d) && trap 'rm -rf "$$d"' EXIT && \
+	(cd app-bootstrap && go build -cover -covermode=atomic -coverpkg=github.com/tech-log/tech-log-backend/... -o "$$d/requestpath" ./cmd/requestpath) && \
+	GOCOVERDIR="$$d" "$$d/requestpath" -root . -doc docs/architecture.md
 
 .PHONY: test-prereq
 test-prereq: ## the programs make test needs (redis-server, redis-cli, redis-sentinel): installed when missing (root + apt-get), else one line naming them
