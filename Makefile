@@ -186,9 +186,9 @@ test-partitions: ## partition lane (root, iproute2): each Redis node and sentine
 	@cd adapter-outbound-cache-redis && TLB_FAILOVER_MATRIX=1 REDIS_REQUIRED=1 go test -count=1 -race -run 'TestSentinelFailoverUnderLoad' -v ./redisrate/
 
 .PHONY: demo-fallback
-demo-fallback: ## the two-instance demo with the demo policy "local-fallback": with Redis down each instance decides locally on half the limit
+demo-fallback: ## the two-instance demo with the demo policy "local-fallback" (30s windows): with Redis down each instance decides locally on half the limit; Redis back and both instances at once: nothing admitted beyond max(L, U + A), pending charges back to 0
 	@$(PREREQ) "make demo-fallback" redis-server
-	@cd tools && go run ./cmd/demo -root .. -fallback
+	@cd tools && go run ./cmd/demo -root .. -fallback -window 30s
 
 .PHONY: demo-cluster
 demo-cluster: ## the two-instance demo against a private 3-primary Redis Cluster: the global limit holds and the keys spread over the primaries

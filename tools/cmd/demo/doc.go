@@ -14,6 +14,21 @@
 // 3-primary Redis Cluster instead (APP_RATE_LIMIT_REDIS_MODE=cluster), and
 // the demo prints how many rate-limit keys each primary holds.
 //
+// With -fallback (`make demo-fallback`) the demo policy is
+// "local-fallback" for 2 instances: phase 2 stops Redis (its state saved)
+// and shows each instance deciding locally on half the limit; phase 3
+// restarts Redis with its state and, with no pause, hammers a fresh client
+// from both instances, and checks the bound of docs/degraded-mode.md per
+// window (nothing admitted beyond max(L, U + A)) and that
+// tlb_ratelimit_fallback_pending returns to 0.
+//
+// Every check exits non-zero when what the demo shows does not hold.
+//
+// Files: main.go (flags, the run), process.go (redis-server, the build,
+// the instances), load.go (the bounded load), report.go (the tables and
+// the phase 1-2 verdict), recovery.go (the -fallback outage, recovery and
+// its verdict), cluster.go (-cluster's private cluster).
+//
 // It needs redis-server on PATH (apt-get install redis-server) and the Go
 // toolchain. All traffic stays on 127.0.0.1.
 //

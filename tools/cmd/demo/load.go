@@ -20,11 +20,11 @@ const demoPath = "/api/v1/ping"
 const requestTimeout = 5 * time.Second
 
 // loadSpec is a bounded load: at most requests, for at most duration, paced
-// at rate per second, from clients distinct (verified) X-API-Key values; each client's
-// requests alternate between the targets.
+// at rate per second, from the clients named (distinct verified X-API-Key
+// values); each client's requests alternate between the targets.
 type loadSpec struct {
 	targets     []*instance
-	clients     int
+	clients     []string
 	requests    int
 	duration    time.Duration
 	rate        float64
@@ -74,6 +74,20 @@ type loadResult struct {
 	// categories counts the 503 responses by their problem category
 	// (connection, circuit_open, ...).
 	categories map[string]int
+	// responses holds every answered request, in the order answered.
+	responses []response
+}
+
+// response is one request of a load phase and what came back.
+type response struct {
+	target int // index into loadSpec.targets
+	client string
+	status int   // 0 when err is set
+	err    error // a transport error: nothing is known of the request
+	sent   time.Time
+	got    time.Time
+	header http.Header
+	body   string
 }
 
 // sample is one response shown to the reader.
@@ -87,12 +101,21 @@ var sampleFields = []string{"Retry-After", "RateLimit", "RateLimit-Policy", "Rat
 
 func clientName(i int) string { return fmt.Sprintf("demo-client-%d", i+1) }
 
-// apiKeysFile is the keys file accepting the first n clients' names as
-// API keys: their SHA-256 digests, one per line.
-func apiKeysFile(n int) string {
+// clientNames returns the names of the first n clients.
+func clientNames(n int) []string {
+	out := make([]string, n)
+	for i := range out {
+		out[i] = clientName(i)
+	}
+	return out
+}
+
+// apiKeysFile is the keys file accepting names as API keys: their SHA-256
+// digests, one per line.
+func apiKeysFile(names []string) string {
 	var b strings.Builder
-	for i := range n {
-		sum := sha256.Sum256([]byte(clientName(i)))
+	for _, n := range names {
+		sum := sha256.Sum256([]byte(n))
 		b.WriteString(hex.EncodeToString(sum[:]) + "\n")
 	}
 	return b.String()
@@ -101,9 +124,9 @@ func apiKeysFile(n int) string {
 // runLoad drives spec and returns the tallies. It stops at the request
 // count, the duration, or ctx, whichever comes first.
 func runLoad(ctx context.Context, spec loadSpec) loadResult {
-	res := loadResult{perTarget: make([]counts, len(spec.targets)), perClient: make([]clientResult, spec.clients), samples: map[int]sample{}, categories: map[string]int{}}
-	for i := range res.perClient {
-		res.perClient[i].name = clientName(i)
+	res := loadResult{perTarget: make([]counts, len(spec.targets)), perClient: make([]clientResult, len(spec.clients)), samples: map[int]sample{}, categories: map[string]int{}}
+	for i, n := range spec.clients {
+		res.perClient[i].name = n
 	}
 	httpc := &http.Client{
 		Timeout:   requestTimeout,
@@ -121,10 +144,10 @@ func runLoad(ctx context.Context, spec loadSpec) loadResult {
 		go func() {
 			defer wg.Done()
 			for i := range jobs {
-				c := i % spec.clients
-				t := (i / spec.clients) % len(spec.targets)
+				c := i % len(spec.clients)
+				t := (i / len(spec.clients)) % len(spec.targets)
 				sent := time.Now()
-				status, smp, err := get(ctx, httpc, "http://"+spec.targets[t].addr+spec.path, clientName(c))
+				status, smp, err := get(ctx, httpc, "http://"+spec.targets[t].addr+spec.path, spec.clients[c])
 				got := time.Now()
 				if ctx.Err() != nil && err != nil {
 					return // the phase ended mid-request: not a result
@@ -136,6 +159,7 @@ func runLoad(ctx context.Context, spec loadSpec) loadResult {
 				if err == nil && status == http.StatusServiceUnavailable {
 					res.categories[problemCategory(smp.body)]++
 				}
+				res.responses = append(res.responses, response{target: t, client: spec.clients[c], status: status, err: err, sent: sent, got: got, header: smp.header, body: smp.body})
 				res.perTarget[t].add(status, err)
 				res.total.add(status, err)
 				cr := &res.perClient[c]

@@ -100,6 +100,18 @@ func (o options) validate() error {
 	if o.window < time.Second || o.window > time.Minute || o.window%time.Second != 0 {
 		bad("-window %v must be whole seconds in 1s..60s", o.window)
 	}
+	if o.fallback && o.cluster {
+		bad("-fallback and -cluster do not combine")
+	}
+	// The recovery check tells a local decision from one made with Redis
+	// by its quota (the share is half the limit) and places each decision
+	// in its window from its reset, which needs windows of a few seconds.
+	if o.fallback && o.limit < 2 {
+		bad("-limit %d with -fallback: at least 2 (the share must differ from the limit)", o.limit)
+	}
+	if o.fallback && o.window < 5*time.Second {
+		bad("-window %v with -fallback: at least 5s", o.window)
+	}
 	return errors.Join(errs...)
 }
 
@@ -159,7 +171,7 @@ func demo(ctx context.Context, o options, stdout, stderr io.Writer) (err error) 
 	// The clients are verified API keys (APP_WEB_IDENTITY=api-key): the
 	// keys file holds their SHA-256 digests.
 	keys := filepath.Join(dir, "api-keys")
-	if err := os.WriteFile(keys, []byte(apiKeysFile(o.clients)), 0o600); err != nil {
+	if err := os.WriteFile(keys, []byte(apiKeysFile(append(clientNames(o.clients), recoveryClient))), 0o600); err != nil {
 		return err
 	}
 	redisAddr := ""
@@ -189,7 +201,7 @@ func demo(ctx context.Context, o options, stdout, stderr io.Writer) (err error) 
 	say("phase 1: %d clients, up to %d requests in at most %v at ~%.0f req/s, alternating between A and B", o.clients, o.requests, o.duration, o.rate)
 	load := runLoad(ctx, loadSpec{
 		targets:     instances,
-		clients:     o.clients,
+		clients:     clientNames(o.clients),
 		requests:    o.requests,
 		duration:    o.duration,
 		rate:        o.rate,
@@ -212,19 +224,23 @@ func demo(ctx context.Context, o options, stdout, stderr io.Writer) (err error) 
 		say("the %d clients' keys are spread over %d of the %d primaries (the slot comes from each key's {tag}, derived from the client alone)", o.clients, spread, clusterPrimaries)
 	}
 
+	if o.fallback {
+		if err := fallbackPhases(ctx, o, rs, instances, load, stdout, say); err != nil {
+			return err
+		}
+		say("done: the global limit held across both instances, without Redis each instance decided locally on its share, and after Redis came back nothing was admitted beyond max(L, U + A)")
+		return nil
+	}
 	if cluster != nil {
 		say("phase 2: every cluster node stopped; every limited request must now fail closed")
 		cluster.stop()
-	} else if o.fallback {
-		say("phase 2: redis-server stopped; each instance's breaker opens after 5 connection failures and the local-fallback policy decides locally on half the limit")
-		rs.stop()
 	} else {
 		say("phase 2: redis-server stopped; every limited request must now fail closed (after 5 connection failures per instance the circuit breaker answers at once: circuit_open)")
 		rs.stop()
 	}
 	outage := runLoad(ctx, loadSpec{
 		targets:     instances,
-		clients:     1,
+		clients:     clientNames(1),
 		requests:    30,
 		duration:    10 * time.Second,
 		rate:        20,
@@ -238,10 +254,6 @@ func demo(ctx context.Context, o options, stdout, stderr io.Writer) (err error) 
 
 	if v := verdict(o, load, outage); v != nil {
 		return v
-	}
-	if o.fallback {
-		say("done: the global limit held across both instances, and without Redis each instance decided locally on its share")
-		return nil
 	}
 	say("done: the global limit held across both instances, and the limiter failed closed without Redis")
 	return nil

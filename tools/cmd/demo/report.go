@@ -93,8 +93,9 @@ func printPhase2(w io.Writer, o options, r loadResult) {
 	if o.fallback {
 		fmt.Fprintf(w, "\n  The demo policy is local-fallback (2 instances): with Redis unreachable each instance\n"+
 			"  decided alone on its share, %d per client per %v window (decisions marked local_emergency,\n"+
-			"  counted in tlb_ratelimit_fallback_decisions_total); /readyz stays 200. When Redis returns, the\n"+
-			"  local admits are charged to the global count.\n", fallbackShare(o), o.window)
+			"  counted in tlb_ratelimit_fallback_decisions_total); /readyz stays 200. The local admits are\n"+
+			"  owed to the global count (tlb_ratelimit_fallback_pending): when Redis returns, each instance's\n"+
+			"  next decision made with Redis charges them in the same round trip (phase 3).\n", fallbackShare(o), o.window)
 	} else {
 		fmt.Fprintln(w, "\n  Without its coordination store the limiter refuses rather than letting unlimited traffic\n"+
 			"  through; /healthz stays 200 and /readyz turns 503. After 5 connection failures per instance\n"+
