@@ -4,14 +4,17 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"os"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/tech-log/tech-log-backend/adapter-outbound-cache-redis/redisinfo"
+	"github.com/tech-log/tech-log-backend/adapter-outbound-cache-redis/redistest/rediscluster"
+	"github.com/tech-log/tech-log-backend/adapter-outbound-cache-redis/redistest/redisserver"
 	"github.com/tech-log/tech-log-backend/shared-contract/keyspace"
 )
 
@@ -108,7 +111,7 @@ func StartCluster(t testing.TB, opts ...ClusterOption) *Cluster {
 	c := &Cluster{t: t, primaries: cfg.primaries}
 	for range n {
 		// The bus port is chosen with the client port on each start
-		// attempt (withClusterBus): chosen up front, it could be handed
+		// attempt (withClusterNode): chosen up front, it could be handed
 		// to another node as its client port before this node binds it.
 		nodeOpts := append([]Option{
 			withClusterNode(),
@@ -122,9 +125,11 @@ func StartCluster(t testing.TB, opts ...ClusterOption) *Cluster {
 
 	ctx, cancel := context.WithTimeout(context.Background(), topologyTimeout)
 	defer cancel()
-	if err := c.create(ctx, cfg.replicas); err != nil {
+	ids, err := rediscluster.Join(ctx, clients(c.nodes), cfg.primaries)
+	if err != nil {
 		t.Fatalf("redistest: create cluster: %v", err)
 	}
+	c.ids = ids
 	if err := c.waitHealthy(ctx); err != nil {
 		t.Fatalf("redistest: cluster not healthy within %v: %v", topologyTimeout, err)
 	}
@@ -151,69 +156,19 @@ func requireProcessLane(t testing.TB, what string) {
 // chosen with the client port on every start attempt).
 func withClusterNode() Option { return func(c *config) { c.clusterNode = true } }
 
-// create joins the nodes: distinct config epochs, MEET, even slot ranges
-// on the primaries, then REPLICATE.
-func (c *Cluster) create(ctx context.Context, replicas int) error {
-	busPorts := make([]string, len(c.nodes))
-	for i, s := range c.nodes {
-		bus, err := s.Client().ConfigGet(ctx, "cluster-port").Result()
-		if err != nil {
-			return fmt.Errorf("node %s: CONFIG GET cluster-port: %w", s.Addr(), err)
-		}
-		if busPorts[i] = bus["cluster-port"]; busPorts[i] == "" {
-			return fmt.Errorf("node %s: CONFIG GET cluster-port: no value", s.Addr())
-		}
-		id, err := s.Client().Do(ctx, "cluster", "myid").Text()
-		if err != nil {
-			return fmt.Errorf("node %s: CLUSTER MYID: %w", s.Addr(), err)
-		}
-		c.ids = append(c.ids, id)
-		if err := s.Client().Do(ctx, "cluster", "set-config-epoch", i+1).Err(); err != nil {
-			return fmt.Errorf("node %s: CLUSTER SET-CONFIG-EPOCH: %w", s.Addr(), err)
-		}
-	}
-	first := c.nodes[0].Client()
-	for i, s := range c.nodes[1:] {
-		host, port, _ := net.SplitHostPort(s.Addr())
-		if err := first.Do(ctx, "cluster", "meet", host, port, busPorts[i+1]).Err(); err != nil {
-			return fmt.Errorf("CLUSTER MEET %s: %w", s.Addr(), err)
-		}
-	}
-	for i := range c.primaries {
-		lo, hi := i*ClusterSlots/c.primaries, (i+1)*ClusterSlots/c.primaries-1
-		if err := c.nodes[i].Client().Do(ctx, "cluster", "addslotsrange", lo, hi).Err(); err != nil {
-			return fmt.Errorf("node %s: CLUSTER ADDSLOTSRANGE %d %d: %w", c.nodes[i].Addr(), lo, hi, err)
-		}
-	}
-	// A replica can follow a primary once gossip has told it the
-	// primary's id; retry until then.
-	for r := range replicas {
-		for p := range c.primaries {
-			i := c.primaries + p*replicas + r
-			err := poll(ctx, func() error {
-				return c.nodes[i].Client().Do(ctx, "cluster", "replicate", c.ids[p]).Err()
-			})
-			if err != nil {
-				return fmt.Errorf("node %s: CLUSTER REPLICATE %s: %w", c.nodes[i].Addr(), c.nodes[p].Addr(), err)
-			}
-		}
-	}
-	return nil
+// poll calls f until it succeeds or ctx ends, returning f's last error
+// (redisserver.Poll every pollInterval).
+func poll(ctx context.Context, f func() error) error {
+	return redisserver.Poll(ctx, pollInterval, f)
 }
 
-// poll calls f until it succeeds or ctx ends, returning f's last error.
-func poll(ctx context.Context, f func() error) error {
-	for {
-		err := f()
-		if err == nil {
-			return nil
-		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("%w (last: %w)", ctx.Err(), err)
-		case <-time.After(pollInterval):
-		}
+// clients returns the admin clients of nodes (rediscluster's arguments).
+func clients(nodes []*Server) []*redis.Client {
+	out := make([]*redis.Client, len(nodes))
+	for i, s := range nodes {
+		out[i] = s.Client()
 	}
+	return out
 }
 
 // Nodes returns every node, in creation order (the first Primaries were
@@ -290,7 +245,7 @@ func nodeRole(ctx context.Context, s *Server) (string, error) {
 }
 
 // SlotOwner returns the primary that serves slot according to the first
-// running node that answers CLUSTER SHARDS.
+// running node that answers CLUSTER SLOTS.
 func (c *Cluster) SlotOwner(slot int) *Server {
 	c.t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
@@ -308,26 +263,16 @@ func (c *Cluster) SlotOwner(slot int) *Server {
 
 // slotOwners maps every slot to its primary's address ("" when unserved),
 // as the first running node that answers CLUSTER SLOTS sees it.
-func (c *Cluster) slotOwners(ctx context.Context) ([ClusterSlots]string, error) {
-	var owners [ClusterSlots]string
+func (c *Cluster) slotOwners(ctx context.Context) (rediscluster.SlotMap, error) {
 	var lastErr error
 	for _, s := range c.live() {
-		slots, err := s.Client().ClusterSlots(ctx).Result() //nolint:staticcheck // SA1019: CLUSTER SHARDS needs Redis 7; CLUSTER SLOTS answers on every supported version
-		if err != nil {
-			lastErr = fmt.Errorf("node %s: CLUSTER SLOTS: %w", s.Addr(), err)
-			continue
+		owners, err := rediscluster.SlotOwners(ctx, s.Client())
+		if err == nil {
+			return owners, nil
 		}
-		for _, r := range slots {
-			if len(r.Nodes) == 0 || r.Start < 0 || r.End >= ClusterSlots || r.Start > r.End {
-				return owners, fmt.Errorf("node %s: CLUSTER SLOTS: bad range %+v", s.Addr(), r)
-			}
-			for slot := r.Start; slot <= r.End; slot++ {
-				owners[slot] = r.Nodes[0].Addr
-			}
-		}
-		return owners, nil
+		lastErr = err
 	}
-	return owners, fmt.Errorf("no running node answered CLUSTER SLOTS (last: %w)", lastErr)
+	return rediscluster.SlotMap{}, fmt.Errorf("no running node answered CLUSTER SLOTS (last: %w)", lastErr)
 }
 
 // WaitHealthy waits (bounded) until every running node reports
@@ -354,15 +299,12 @@ func (c *Cluster) WaitReplicated() {
 	defer cancel()
 	err := poll(ctx, func() error {
 		for _, s := range c.live() {
-			info, err := s.Client().Info(ctx, "replication").Result()
+			repl, err := rediscluster.Replication(ctx, s.Client())
 			if err != nil {
-				return fmt.Errorf("node %s: INFO replication: %w", s.Addr(), err)
+				return err
 			}
-			if !isPrimary(info) {
-				continue
-			}
-			if err := replicaCaughtUp(info); err != nil {
-				return fmt.Errorf("primary %s: %w", s.Addr(), err)
+			if repl.Role == redisinfo.RolePrimary && !repl.CaughtUp() {
+				return fmt.Errorf("primary %s: no online replica at offset %d", s.Addr(), repl.Offset)
 			}
 		}
 		return nil
@@ -372,80 +314,8 @@ func (c *Cluster) WaitReplicated() {
 	}
 }
 
-// replicaCaughtUp reports whether a primary's INFO replication names at least
-// one replica with state=online and offset equal to master_repl_offset.
-func replicaCaughtUp(info string) error {
-	fields := redisinfo.Parse(info)
-	primaryOffset := fields["master_repl_offset"]
-	if primaryOffset == "" {
-		return errors.New("no master_repl_offset in INFO replication")
-	}
-	for name, v := range fields {
-		if !strings.HasPrefix(name, "slave") || !strings.HasPrefix(v, "ip=") {
-			continue
-		}
-		if strings.Contains(v, ",state=online,") && strings.Contains(v, ",offset="+primaryOffset+",") {
-			return nil
-		}
-	}
-	return fmt.Errorf("no online replica at offset %s", primaryOffset)
-}
-
 func (c *Cluster) waitHealthy(ctx context.Context) error {
-	return poll(ctx, func() error { return c.healthy(ctx) })
-}
-
-func (c *Cluster) healthy(ctx context.Context) error {
-	live := c.live()
-	var want [ClusterSlots]string
-	for i, s := range live {
-		info, err := s.Client().ClusterInfo(ctx).Result()
-		if err != nil {
-			return fmt.Errorf("node %s: CLUSTER INFO: %w", s.Addr(), err)
-		}
-		for _, f := range []string{"cluster_state:ok", "cluster_slots_ok:" + strconv.Itoa(ClusterSlots), "cluster_slots_pfail:0", "cluster_slots_fail:0"} {
-			if !strings.Contains(info, f+"\r\n") {
-				return fmt.Errorf("node %s: CLUSTER INFO lacks %s", s.Addr(), f)
-			}
-		}
-		slots, err := s.Client().ClusterSlots(ctx).Result() //nolint:staticcheck // SA1019: CLUSTER SHARDS needs Redis 7; CLUSTER SLOTS answers on every supported version
-		if err != nil {
-			return fmt.Errorf("node %s: CLUSTER SLOTS: %w", s.Addr(), err)
-		}
-		var got [ClusterSlots]string
-		for _, r := range slots {
-			if len(r.Nodes) == 0 || r.Start < 0 || r.End >= ClusterSlots || r.Start > r.End {
-				return fmt.Errorf("node %s: bad CLUSTER SLOTS range %+v", s.Addr(), r)
-			}
-			for slot := r.Start; slot <= r.End; slot++ {
-				got[slot] = r.Nodes[0].Addr
-			}
-		}
-		if i == 0 {
-			want = got
-			for slot, addr := range want {
-				if n := c.Node(addr); n == nil || n.PID() == 0 {
-					return fmt.Errorf("slot %d served by %q, not a running node", slot, addr)
-				}
-			}
-		} else if got != want {
-			return fmt.Errorf("nodes %s and %s disagree on the slot map", live[0].Addr(), s.Addr())
-		}
-		role, err := nodeRole(ctx, s)
-		if err != nil {
-			return fmt.Errorf("node %s: %w", s.Addr(), err)
-		}
-		if role != "master" {
-			repl, err := s.Client().Info(ctx, "replication").Result()
-			if err != nil {
-				return fmt.Errorf("node %s: INFO replication: %w", s.Addr(), err)
-			}
-			if !linkUp(repl) {
-				return fmt.Errorf("replica %s: link to its primary not up", s.Addr())
-			}
-		}
-	}
-	return nil
+	return rediscluster.WaitHealthy(ctx, clients(c.live()))
 }
 
 // CommandCalls sums INFO commandstats calls of the named commands (lower
@@ -515,11 +385,11 @@ func (c *Cluster) Failover(replica *Server) {
 	ctx, cancel := context.WithTimeout(context.Background(), topologyTimeout)
 	defer cancel()
 	err := poll(ctx, func() error {
-		info, err := replica.Client().Info(ctx, "replication").Result()
+		repl, err := rediscluster.Replication(ctx, replica.Client())
 		if err != nil {
-			return fmt.Errorf("INFO replication: %w", err)
+			return err
 		}
-		if !linkUp(info) {
+		if !repl.LinkUp {
 			return fmt.Errorf("node %s: link to its primary is not up", replica.Addr())
 		}
 		return nil
@@ -583,16 +453,3 @@ func (c *Cluster) ReplicasOf(primary *Server) []*Server {
 // Slot returns the cluster hash slot of key (keyspace.Slot: CRC16 XMODEM of
 // the key or of its hash tag, modulo keyspace.ClusterSlots).
 func Slot(key string) int { return keyspace.Slot(key) }
-
-// linkUp reports whether an INFO replication reply says the link to the
-// primary is up.
-func linkUp(info string) bool {
-	v, _ := redisinfo.Field(info, "master_link_status")
-	return v == "up"
-}
-
-// isPrimary reports whether an INFO replication reply says role:master.
-func isPrimary(info string) bool {
-	v, _ := redisinfo.Field(info, "role")
-	return v == "master"
-}

@@ -26,13 +26,16 @@
 //
 // Files: redistest.go (Start, Server, options, lanes), process.go (the
 // process lane over package redisserver), container.go (the container
-// lane), external.go (the external lane), cluster.go (StartCluster),
-// sentinel.go (StartSentinel), tls.go and certs.go (WithTLS and its
-// certificates). Subpackage redisserver is the launcher without a
-// testing.TB (also used by the demo and the benchmark).
+// lane), external.go (the external lane), cluster.go (StartCluster over
+// package rediscluster), sentinel.go (StartSentinel), tls.go and certs.go
+// (WithTLS and its certificates). Subpackage redisserver is the launcher
+// without a testing.TB (also used by the demo and the benchmark);
+// subpackage rediscluster joins cluster nodes and waits until the cluster
+// is healthy (also used by the demo's cluster).
 //
 // redistest owns the test Redis lifecycle only. It is imported by tests
 // (never by production code) and is the only package of the module that may
-// import testcontainers-go. It must never import other packages of this
-// module, the web adapter, app-bootstrap or fx.
+// import testcontainers-go. Of this module it imports redisinfo (the one
+// INFO reader) and its own subpackages only; it must never import the web
+// adapter, app-bootstrap or fx.
 package redistest

@@ -1,8 +1,6 @@
 package redistest
 
 import (
-	"github.com/tech-log/tech-log-backend/adapter-outbound-cache-redis/redistest/redisserver"
-
 	"context"
 	"errors"
 	"fmt"
@@ -16,6 +14,10 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/tech-log/tech-log-backend/adapter-outbound-cache-redis/redisinfo"
+	"github.com/tech-log/tech-log-backend/adapter-outbound-cache-redis/redistest/rediscluster"
+	"github.com/tech-log/tech-log-backend/adapter-outbound-cache-redis/redistest/redisserver"
 )
 
 // Defaults of [StartSentinel].
@@ -136,13 +138,12 @@ func StartSentinel(t testing.TB, opts ...SentinelOption) *Sentinel {
 
 // replicasUp reports whether primary has n connected replicas in sync.
 func replicasUp(ctx context.Context, primary *Server, n int) error {
-	info, err := primary.Client().Info(ctx, "replication").Result()
+	repl, err := rediscluster.Replication(ctx, primary.Client())
 	if err != nil {
-		return fmt.Errorf("INFO replication: %w", err)
+		return err
 	}
-	online := strings.Count(info, ",state=online,")
-	if !isPrimary(info) || online != n {
-		return fmt.Errorf("primary %s: %d of %d replicas online", primary.Addr(), online, n)
+	if repl.Role != redisinfo.RolePrimary || repl.Online() != n {
+		return fmt.Errorf("primary %s: role %s, %d of %d replicas online", primary.Addr(), repl.Role, repl.Online(), n)
 	}
 	return nil
 }

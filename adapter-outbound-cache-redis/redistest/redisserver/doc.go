@@ -11,7 +11,8 @@
 // sentinels, the demo's cluster and the benchmark.
 //
 // Files: server.go (Launch, Process, the port retry, the PING and INFO
-// probes, FileTail); sysproc_linux.go, sysproc_other.go (the child's
+// probes, FileTail, Poll: the one bounded wait of the topologies);
+// sysproc_linux.go, sysproc_other.go (the child's
 // process attributes per platform).
 //
 // It imports the standard library and redisinfo only; it must never import

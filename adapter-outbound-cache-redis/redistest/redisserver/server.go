@@ -502,3 +502,20 @@ func FileTail(path string) string {
 	}
 	return strings.Join(lines, "\n")
 }
+
+// Poll calls f every interval until it returns nil or ctx ends, and then
+// returns ctx's error wrapping f's last one: the one bounded wait of
+// redistest's topologies and the demo's cluster.
+func Poll(ctx context.Context, interval time.Duration, f func() error) error {
+	for {
+		err := f()
+		if err == nil {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("%w (last: %w)", ctx.Err(), err)
+		case <-time.After(interval):
+		}
+	}
+}

@@ -2,6 +2,7 @@ package redisserver_test
 
 import (
 	"context"
+	"errors"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -85,3 +86,24 @@ func TestLaunchNeedsDir(t *testing.T) {
 	_, err := redisserver.Launch(context.Background(), redisserver.Config{})
 	assert.ErrorContains(t, err, "Config.Dir")
 }
+
+func TestPoll(t *testing.T) {
+	t.Parallel()
+	calls := 0
+	err := redisserver.Poll(ctxT(t), time.Millisecond, func() error {
+		if calls++; calls < 3 {
+			return errors.New("not yet")
+		}
+		return nil
+	})
+	require.NoError(t, err)
+	assert.Equal(t, 3, calls, "until the first nil")
+
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
+	defer cancel()
+	err = redisserver.Poll(ctx, time.Millisecond, func() error { return errNever })
+	require.ErrorIs(t, err, context.DeadlineExceeded)
+	require.ErrorIs(t, err, errNever, "the last error is kept")
+}
+
+var errNever = errors.New("never")

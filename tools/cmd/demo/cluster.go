@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -13,6 +12,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/tech-log/tech-log-backend/adapter-outbound-cache-redis/redistest/rediscluster"
 	"github.com/tech-log/tech-log-backend/adapter-outbound-cache-redis/redistest/redisserver"
 	"github.com/tech-log/tech-log-backend/shared-contract/keyspace"
 )
@@ -32,9 +32,10 @@ type redisCluster struct {
 }
 
 // startCluster starts clusterPrimaries cluster-enabled redis-servers on
-// free 127.0.0.1 ports (each with an explicit cluster bus port), joins them
-// (SET-CONFIG-EPOCH, MEET, ADDSLOTSRANGE: an even third of the slots each)
-// and waits until every node reports cluster_state:ok.
+// free 127.0.0.1 ports (redisserver's one launcher and port retry), joins
+// them with an even third of the slots each and waits until every node
+// reports the cluster healthy (rediscluster: the one cluster bootstrapper,
+// redistest's too).
 func startCluster(ctx context.Context, dir string) (c *redisCluster, err error) {
 	c = &redisCluster{}
 	defer func() {
@@ -49,8 +50,6 @@ func startCluster(ctx context.Context, dir string) (c *redisCluster, err error) 
 		if err := os.MkdirAll(nodeDir, 0o700); err != nil {
 			return c, err
 		}
-		// A cluster node on a free client and bus port, both chosen again
-		// on each attempt (redisserver's one port-retry helper).
 		p, err := redisserver.Launch(ctx, redisserver.Config{Dir: nodeDir, Cluster: true, Args: []string{"--cluster-node-timeout", "2000"}})
 		if errors.Is(err, redisserver.ErrNotFound) {
 			return c, errors.New("redis-server is not on PATH; install it (Debian/Ubuntu: apt-get install redis-server) and run again")
@@ -60,38 +59,14 @@ func startCluster(ctx context.Context, dir string) (c *redisCluster, err error) 
 		}
 		c.nodes = append(c.nodes, p)
 		c.clients = append(c.clients, redis.NewClient(&redis.Options{Addr: p.Addr(), MaxRetries: -1, DialerRetries: 1}))
-		if err := c.clients[i].Do(ctx, "cluster", "set-config-epoch", i+1).Err(); err != nil {
-			return c, fmt.Errorf("node %s: CLUSTER SET-CONFIG-EPOCH: %w", p.Addr(), err)
-		}
-		if i > 0 {
-			host, port, _ := net.SplitHostPort(p.Addr())
-			if err := c.clients[0].Do(ctx, "cluster", "meet", host, port, p.BusPort).Err(); err != nil {
-				return c, fmt.Errorf("CLUSTER MEET %s: %w", p.Addr(), err)
-			}
-		}
-		lo, hi := i*clusterSlots/clusterPrimaries, (i+1)*clusterSlots/clusterPrimaries-1
-		if err := c.clients[i].Do(ctx, "cluster", "addslotsrange", lo, hi).Err(); err != nil {
-			return c, fmt.Errorf("node %s: CLUSTER ADDSLOTSRANGE: %w", p.Addr(), err)
-		}
 	}
-	for {
-		ok := true
-		for _, cl := range c.clients {
-			info, err := cl.ClusterInfo(ctx).Result()
-			if err != nil || !strings.Contains(info, "cluster_state:ok\r\n") || !strings.Contains(info, "cluster_known_nodes:"+strconv.Itoa(clusterPrimaries)+"\r\n") {
-				ok = false
-				break
-			}
-		}
-		if ok {
-			return c, nil
-		}
-		select {
-		case <-ctx.Done():
-			return c, fmt.Errorf("cluster not ok within %v: %w", clusterReadyWait, ctx.Err())
-		case <-time.After(50 * time.Millisecond):
-		}
+	if _, err := rediscluster.Join(ctx, c.clients, clusterPrimaries); err != nil {
+		return c, err
 	}
+	if err := rediscluster.WaitHealthy(ctx, c.clients); err != nil {
+		return c, fmt.Errorf("cluster not healthy within %v: %w", clusterReadyWait, err)
+	}
+	return c, nil
 }
 
 // addrs returns the nodes' addresses (APP_RATE_LIMIT_REDIS_ADDRS).
