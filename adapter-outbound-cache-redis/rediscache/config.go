@@ -6,11 +6,11 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
-	"strconv"
 	"time"
 
 	"github.com/redis/go-redis/v9"
-	"github.com/redis/go-redis/v9/maintnotifications"
+
+	"github.com/tech-log/tech-log-backend/adapter-outbound-cache-redis/internal/redisclient"
 )
 
 // Bounds on Config fields.
@@ -43,8 +43,10 @@ type Config struct {
 	Password string
 	// DB is the logical database selected on connect, >= 0.
 	DB int
-	// TLSConfig, when non-nil, enables TLS; it is cloned by NewClient.
-	// MinVersion, if set, must be at least TLS 1.2.
+	// TLSConfig, when non-nil, enables TLS; it is cloned by NewClient, and
+	// the dialer performs the handshake, checking each dialed host against
+	// its own name unless ServerName is set. MinVersion, if set, must be at
+	// least TLS 1.2.
 	TLSConfig *tls.Config
 	// DialTimeout bounds one connection attempt (only one is made per
 	// dial), in 1ms..MaxTimeout.
@@ -78,9 +80,9 @@ func (c Config) Validate() error {
 	bad := func(format string, args ...any) {
 		errs = append(errs, fmt.Errorf("%w: "+format, append([]any{ErrInvalidConfig}, args...)...))
 	}
-	if host, port, err := net.SplitHostPort(c.Addr); err != nil || host == "" {
+	if host, _, err := net.SplitHostPort(c.Addr); err != nil || host == "" {
 		bad("addr %q must be host:port", c.Addr)
-	} else if p, err := strconv.Atoi(port); err != nil || p < 1 || p > 65535 {
+	} else if !redisclient.ValidAddr(c.Addr) {
 		bad("addr %q port must be 1..65535", c.Addr)
 	}
 	if c.DB < 0 {
@@ -143,36 +145,33 @@ func NewClient(cfg Config) (*redis.Client, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	return redis.NewClient(universalOptions(cfg, []string{cfg.Addr}).Simple()), nil
+	return clientOptions(cfg).NewClient(cfg.Addr), nil
 }
 
-// universalOptions is the one option set of the cache client: the
-// standalone client (Simple), the Sentinel-mode client (Failover) and the
-// cluster client (Cluster) are all derived from it. addrs are the server,
-// the sentinels or the seed nodes.
-func universalOptions(cfg Config, addrs []string) *redis.UniversalOptions {
-	return &redis.UniversalOptions{
-		Addrs:                 append([]string(nil), addrs...),
-		ClientName:            ClientName,
-		Protocol:              3,
-		Username:              cfg.Username,
-		Password:              cfg.Password,
-		DB:                    cfg.DB,
-		MaxRedirects:          -1,
-		MaxRetries:            -1,
-		DialTimeout:           cfg.DialTimeout,
-		DialerRetries:         1,
-		ReadTimeout:           cfg.CommandTimeout,
-		WriteTimeout:          cfg.CommandTimeout,
-		ContextTimeoutEnabled: true,
-		PoolSize:              cfg.PoolSize,
-		MaxActiveConns:        cfg.PoolSize,
-		PoolTimeout:           cfg.PoolTimeout,
-		PipelinePoolSize:      -1,
-		TLSConfig:             cfg.TLSConfig.Clone(),
-		DisableIdentity:       true,
-		MaintNotificationsConfig: &maintnotifications.Config{
-			Mode: maintnotifications.ModeDisabled,
-		},
+// profile is the cache client's part of the adapter's one option set
+// (internal/redisclient): the caller's context deadline bounds every
+// command, and dials are capped at PoolSize (MaxActiveConns).
+var profile = redisclient.Profile{
+	ContextDeadline: true,
+	CapActiveConns:  true,
+	Invalid:         ErrInvalidConfig,
+}
+
+// clientOptions maps cfg to the adapter's one client option set, with the
+// cache's profile, RESP3 and ClientName: the standalone, Sentinel-mode and
+// cluster clients are all built from it.
+func clientOptions(cfg Config) redisclient.Options {
+	return redisclient.Options{
+		Username:       cfg.Username,
+		Password:       cfg.Password,
+		DB:             cfg.DB,
+		TLSConfig:      cfg.TLSConfig,
+		Protocol:       3,
+		ClientName:     ClientName,
+		DialTimeout:    cfg.DialTimeout,
+		CommandTimeout: cfg.CommandTimeout,
+		PoolSize:       cfg.PoolSize,
+		PoolTimeout:    cfg.PoolTimeout,
+		Profile:        profile,
 	}
 }

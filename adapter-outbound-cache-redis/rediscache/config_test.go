@@ -108,9 +108,11 @@ func TestNewClientOptions(t *testing.T) {
 	assert.Equal(t, "u", o.Username)
 	assert.Equal(t, "p", o.Password)
 	assert.Equal(t, 3, o.DB)
-	require.NotNil(t, o.TLSConfig)
-	assert.NotSame(t, cfg.TLSConfig, o.TLSConfig, "tls config is cloned")
-	assert.Equal(t, "cache.internal", o.TLSConfig.ServerName)
+	assert.Nil(t, o.TLSConfig, "TLS is done by the adapter's one dialer (internal/redisclient)")
+	assert.NotNil(t, o.Dialer)
+	assert.Nil(t, o.OnConnect, "no handshake probe: the cache profile")
+	assert.Equal(t, 3, o.Protocol)
+	assert.Equal(t, "cache.internal", cfg.TLSConfig.ServerName, "the caller's tls config is untouched")
 }
 
 func TestNewClientRejectsInvalidConfig(t *testing.T) {

@@ -3,16 +3,15 @@ package rediscache
 import (
 	"errors"
 	"fmt"
-	"net"
-	"strconv"
-	"strings"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/tech-log/tech-log-backend/adapter-outbound-cache-redis/internal/redisclient"
 )
 
 // validateTopology checks cfg for a client of several servers: Addr must be
-// empty (the addresses come from addrs, distinct host:port), the rest as
-// Config.Validate.
+// empty (the addresses come from addrs, distinct host:port, named field),
+// the rest as Config.Validate.
 func validateTopology(cfg Config, field string, addrs []string) error {
 	var errs []error
 	if cfg.Addr != "" {
@@ -22,20 +21,7 @@ func validateTopology(cfg Config, field string, addrs []string) error {
 	if err := cfg.Validate(); err != nil {
 		errs = append(errs, err)
 	}
-	if len(addrs) == 0 {
-		errs = append(errs, fmt.Errorf("%w: %s: no address", ErrInvalidConfig, field))
-	}
-	seen := map[string]bool{}
-	for i, a := range addrs {
-		host, port, err := net.SplitHostPort(a)
-		p, perr := strconv.Atoi(port)
-		if err != nil || host == "" || perr != nil || p < 1 || p > 65535 {
-			errs = append(errs, fmt.Errorf("%w: %s[%d] %q must be host:port", ErrInvalidConfig, field, i, a))
-		} else if seen[strings.ToLower(a)] {
-			errs = append(errs, fmt.Errorf("%w: %s[%d] %q is a duplicate", ErrInvalidConfig, field, i, a))
-		}
-		seen[strings.ToLower(a)] = true
-	}
+	errs = append(errs, profile.CheckAddrs(field, addrs)...)
 	return errors.Join(errs...)
 }
 
@@ -45,17 +31,13 @@ func validateTopology(cfg Config, field string, addrs []string) error {
 // option NewClient fixes (no retries, one dial, the caller's deadline
 // honoured). cfg.Addr must be empty. The caller owns the client.
 func NewFailoverClient(cfg Config, masterName string, addrs []string, sentinelUsername, sentinelPassword string) (*redis.Client, error) {
-	err := validateTopology(cfg, "sentinel addrs", addrs)
-	if masterName == "" || strings.ContainsAny(masterName, " \t\r\n") {
-		err = errors.Join(err, fmt.Errorf("%w: master name must be one non-empty word", ErrInvalidConfig))
-	}
+	err := errors.Join(validateTopology(cfg, "sentinel addrs", addrs), profile.CheckMasterName("master name", masterName))
 	if err != nil {
 		return nil, err
 	}
-	u := universalOptions(cfg, addrs)
-	u.MasterName = masterName
-	u.SentinelUsername, u.SentinelPassword = sentinelUsername, sentinelPassword
-	return redis.NewFailoverClient(u.Failover()), nil
+	return clientOptions(cfg).NewFailoverClient(redisclient.Sentinel{
+		MasterName: masterName, Addrs: addrs, Username: sentinelUsername, Password: sentinelPassword,
+	}), nil
 }
 
 // NewClusterClient builds the cache client in Cluster mode over the seed
@@ -74,7 +56,5 @@ func NewClusterClient(cfg Config, addrs []string) (*redis.ClusterClient, error) 
 	if err != nil {
 		return nil, err
 	}
-	o := universalOptions(cfg, addrs).Cluster()
-	o.DisableRoutingPolicies = true
-	return redis.NewClusterClient(o), nil
+	return clientOptions(cfg).NewClusterClient(addrs), nil
 }

@@ -7,11 +7,11 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
-	"strconv"
 	"time"
 
 	"github.com/redis/go-redis/v9"
-	"github.com/redis/go-redis/v9/maintnotifications"
+
+	"github.com/tech-log/tech-log-backend/adapter-outbound-cache-redis/internal/redisclient"
 )
 
 // Bounds and fixed settings of the coordination client.
@@ -27,9 +27,6 @@ const (
 	// connection. The programs' replies arrive identically under both.
 	ProtocolRESP2 = 2
 	ProtocolRESP3 = 3
-	// dialAttempts is go-redis DialerRetries: exactly one attempt per dial,
-	// so a refused or black-holed address costs at most one DialTimeout.
-	dialAttempts = 1
 )
 
 // redacted is what String prints instead of a set password.
@@ -43,7 +40,8 @@ var ErrInvalidConfig = errors.New("invalid rate-limit redis config")
 // coordination client's dialer (with the crypto/tls or crypto/x509 error
 // alongside), so that a caller can tell a TLS problem (wrong CA, server
 // name, expired certificate, a plaintext port) from an unreachable server.
-var ErrTLSHandshake = errors.New("tls handshake")
+// It is the adapter's one dialer's (internal/redisclient).
+var ErrTLSHandshake = redisclient.ErrTLSHandshake
 
 // ClientConfig configures the coordination client: its own connection pool,
 // never shared with the cache capability. The zero value is invalid; every
@@ -87,9 +85,9 @@ func (c ClientConfig) Validate() error {
 	bad := func(format string, args ...any) {
 		errs = append(errs, fmt.Errorf("%w: "+format, append([]any{ErrInvalidConfig}, args...)...))
 	}
-	if host, port, err := net.SplitHostPort(c.Addr); err != nil || host == "" {
+	if host, _, err := net.SplitHostPort(c.Addr); err != nil || host == "" {
 		bad("Addr %q must be host:port", c.Addr)
-	} else if p, err := strconv.Atoi(port); err != nil || p < 1 || p > 65535 {
+	} else if !redisclient.ValidAddr(c.Addr) {
 		bad("Addr %q: port must be 1..65535", c.Addr)
 	}
 	if c.TLSConfig != nil && c.TLSConfig.MinVersion != 0 && c.TLSConfig.MinVersion < tls.VersionTLS12 {
@@ -159,96 +157,50 @@ func NewClient(cfg ClientConfig) (*redis.Client, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	return redis.NewClient(clientOptions(cfg)), nil
+	return clientOptions(cfg).NewClient(cfg.Addr), nil
 }
 
-// clientOptions is the standalone client's options: universalOptions
-// for cfg.Addr, as go-redis's Simple derives them.
-func clientOptions(cfg ClientConfig) *redis.Options {
-	return universalOptions(cfg, []string{cfg.Addr}, tlsFor(cfg)).Simple()
+// profile is the coordination client's part of the adapter's one option
+// set (internal/redisclient): the caller's context is never a socket
+// deadline (ContextTimeoutEnabled false), dials are not capped beyond the
+// pool (MaxActiveConns 0: go-redis answers a dial at that cap with
+// ErrPoolExhausted even while a turn is free, which would turn a healthy
+// burst into admission failures), every new connection ends its handshake
+// with a PING (a refusing server fails the dial, Unavailable, not the
+// program call, Indeterminate), and dial and pool waits fit in one command
+// timeout.
+var profile = redisclient.Profile{
+	ProbeOnConnect:     true,
+	WaitsWithinCommand: true,
+	Invalid:            ErrInvalidConfig,
 }
 
-// universalOptions is the one option set of the coordination client: the
-// standalone client (Simple), the Sentinel-mode client (Failover) and the
-// cluster client and its node clients (Cluster, Simple) are all derived
-// from it, so every option failure certainty depends on is written once.
-// addrs are the server, the sentinels or the seed nodes; tlsConfig is the
-// dialer's TLS configuration (nil: none).
-func universalOptions(cfg ClientConfig, addrs []string, tlsConfig *tls.Config) *redis.UniversalOptions {
-	return &redis.UniversalOptions{
-		Addrs:      append([]string(nil), addrs...),
-		ClientName: cfg.ClientName,
-		Dialer:     newDialer(cfg.Dialer, cfg.DialTimeout, tlsConfig),
-		OnConnect:  probeConn,
-		Protocol:   cfg.Protocol,
-		Username:   cfg.Username,
-		Password:   cfg.Password,
-
-		// No retries and, in a cluster, no redirects of go-redis's own: a
-		// retry after a write could apply the program twice.
-		MaxRedirects:    -1,
-		MaxRetries:      -1,
-		MinRetryBackoff: -1,
-		MaxRetryBackoff: -1,
-
-		DialTimeout:   cfg.DialTimeout,
-		DialerRetries: dialAttempts,
-
-		ReadTimeout:           cfg.CommandTimeout,
-		WriteTimeout:          cfg.CommandTimeout,
-		ContextTimeoutEnabled: false,
-
-		// PoolSize is go-redis's turn semaphore: at most PoolSize commands
-		// hold a connection at once. MaxActiveConns stays 0 because go-redis
-		// answers a dial at that cap with ErrPoolExhausted even while a turn
-		// is free, which would turn a healthy burst into admission failures.
-		PoolSize:         cfg.PoolSize,
-		PoolTimeout:      cfg.PoolTimeout,
-		PipelinePoolSize: -1,
-
-		// TLSConfig stays nil: the dialer performs the handshake so that its
-		// failure is a dial error like any other.
-		DisableIdentity:          true,
-		MaintNotificationsConfig: &maintnotifications.Config{Mode: maintnotifications.ModeDisabled},
+// clientOptions maps cfg to the adapter's one client option set: the
+// standalone client, the Sentinel-mode client, the cluster client and its
+// node clients are all built from it.
+func clientOptions(cfg ClientConfig) redisclient.Options {
+	return redisclient.Options{
+		Username:       cfg.Username,
+		Password:       cfg.Password,
+		TLSConfig:      cfg.TLSConfig,
+		Protocol:       cfg.Protocol,
+		ClientName:     cfg.ClientName,
+		DialTimeout:    cfg.DialTimeout,
+		CommandTimeout: cfg.CommandTimeout,
+		PoolSize:       cfg.PoolSize,
+		PoolTimeout:    cfg.PoolTimeout,
+		Dialer:         cfg.Dialer,
+		Profile:        profile,
 	}
 }
 
 // checkClientOptions verifies the go-redis options (as normalized by
 // go-redis) that failure certainty depends on.
 func checkClientOptions(o *redis.Options, opts Options) error {
-	var errs []error
-	bad := func(format string, args ...any) {
-		errs = append(errs, fmt.Errorf("%w: client "+format, append([]any{ErrInvalidConfig}, args...)...))
-	}
-	if o.MaxRetries != 0 { // go-redis normalizes -1 to 0 and 0 to 3
-		bad("MaxRetries allows %d retries: set -1 (a retry after a write could apply the program twice)", o.MaxRetries)
-	}
-	if o.DialerRetries != dialAttempts {
-		bad("DialerRetries %d: set %d", o.DialerRetries, dialAttempts)
-	}
-	if o.ContextTimeoutEnabled {
-		bad("ContextTimeoutEnabled must be false (the caller deadline is an admission precheck)")
-	}
-	if o.ReadTimeout != opts.CommandTimeout || o.WriteTimeout != opts.CommandTimeout {
-		bad("ReadTimeout %v and WriteTimeout %v must equal CommandTimeout %v", o.ReadTimeout, o.WriteTimeout, opts.CommandTimeout)
-	}
-	if o.DialTimeout > opts.CommandTimeout {
-		bad("DialTimeout %v exceeds CommandTimeout %v", o.DialTimeout, opts.CommandTimeout)
-	}
-	if o.PoolTimeout > opts.CommandTimeout {
-		bad("PoolTimeout %v exceeds CommandTimeout %v", o.PoolTimeout, opts.CommandTimeout)
-	}
-	if opts.MaxInFlight > o.PoolSize {
-		bad("PoolSize %d is below MaxInFlight %d", o.PoolSize, opts.MaxInFlight)
-	}
-	if o.ClientSideCache != nil || o.ClientSideCacheConfig != nil {
-		bad("client-side caching must be off")
-	}
-	if o.MaintNotificationsConfig == nil || o.MaintNotificationsConfig.Mode != "disabled" {
-		bad("maintenance notifications must be disabled")
-	}
-	if o.Limiter != nil {
-		bad("Limiter must be nil (MaxInFlight is the admission bound)")
-	}
-	return errors.Join(errs...)
+	return profile.CheckClient(o, limits(opts))
+}
+
+// limits is what New checks a client's options against.
+func limits(opts Options) redisclient.Limits {
+	return redisclient.Limits{CommandTimeout: opts.CommandTimeout, MaxInFlight: opts.MaxInFlight}
 }

@@ -2,12 +2,9 @@ package redisrate
 
 import (
 	"bytes"
-	"context"
 	"crypto/tls"
-	"errors"
 	"fmt"
 	"log/slog"
-	"net"
 	"testing"
 	"time"
 
@@ -15,8 +12,6 @@ import (
 	"github.com/redis/go-redis/v9/maintnotifications"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-
-	"github.com/tech-log/tech-log-backend/adapter-outbound-cache-redis/internal/certainty"
 )
 
 func validClientConfig() ClientConfig {
@@ -149,67 +144,8 @@ func TestNewClientOptions(t *testing.T) {
 	require.NoError(t, p.Close())
 }
 
-func TestTLSConfigIsClonedAndCompleted(t *testing.T) {
-	cfg := validClientConfig()
-	cfg.Addr = "redis.internal:6380"
-	assert.Nil(t, tlsFor(cfg), "no TLS unless configured")
-
-	orig := &tls.Config{}
-	cfg.TLSConfig = orig
-	got := tlsFor(cfg)
-	require.NotNil(t, got)
-	assert.NotSame(t, orig, got)
-	assert.Equal(t, uint16(tls.VersionTLS12), got.MinVersion)
-	assert.Equal(t, "redis.internal", got.ServerName)
-	assert.Equal(t, uint16(0), orig.MinVersion, "caller's config untouched")
-	assert.Equal(t, "", orig.ServerName, "caller's config untouched")
-
-	cfg.TLSConfig = &tls.Config{MinVersion: tls.VersionTLS13, ServerName: "other"}
-	got = tlsFor(cfg)
-	assert.Equal(t, uint16(tls.VersionTLS13), got.MinVersion)
-	assert.Equal(t, "other", got.ServerName)
-}
-
-func TestDialerMarksEveryDialFailure(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	addr := ln.Addr().String()
-	require.NoError(t, ln.Close()) // nothing listens there now
-
-	t.Run("refused", func(t *testing.T) {
-		_, err := newDialer(nil, time.Second, nil)(context.Background(), "tcp", addr)
-		var de *certainty.DialError
-		require.ErrorAs(t, err, &de)
-		var oe *net.OpError
-		require.ErrorAs(t, err, &oe)
-		assert.Equal(t, "dial", oe.Op)
-	})
-	t.Run("custom dialer", func(t *testing.T) {
-		boom := errors.New("boom")
-		_, err := newDialer(func(context.Context, string, string) (net.Conn, error) { return nil, boom }, time.Second, nil)(context.Background(), "tcp", addr)
-		var de *certainty.DialError
-		require.ErrorAs(t, err, &de)
-		assert.ErrorIs(t, err, boom)
-	})
-	t.Run("tls handshake", func(t *testing.T) {
-		srv := startRESP(t, func([]string) respAction { return respAction{} })
-		_, err := newDialer(nil, 200*time.Millisecond, &tls.Config{ServerName: "x", MinVersion: tls.VersionTLS12})(context.Background(), "tcp", srv.Addr())
-		var de *certainty.DialError
-		require.ErrorAs(t, err, &de, "a failed handshake is a dial failure")
-	})
-	t.Run("dial timeout bounds a custom dialer", func(t *testing.T) {
-		_, err := newDialer(func(ctx context.Context, _, _ string) (net.Conn, error) {
-			<-ctx.Done()
-			return nil, ctx.Err()
-		}, 20*time.Millisecond, nil)(context.Background(), "tcp", addr)
-		var de *certainty.DialError
-		require.ErrorAs(t, err, &de)
-		assert.ErrorIs(t, err, context.DeadlineExceeded)
-	})
-}
-
 func TestNewRejectsUnsafeClients(t *testing.T) {
-	base := func() *redis.Options { return clientOptions(validClientConfig()) }
+	base := func() *redis.Options { cfg := validClientConfig(); return clientOptions(cfg).Simple(cfg.Addr) }
 	opts := Options{CommandTimeout: 250 * time.Millisecond, MaxInFlight: 8}
 	tests := []struct {
 		name   string

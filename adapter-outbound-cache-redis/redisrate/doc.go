@@ -26,18 +26,23 @@
 // names: breaker options and states, PipelineStats, the breaker
 // accessors); serverpolicy.go (server-policy checks, ServerStatus);
 // lifecycle.go (Start, Ready, Close, qualification of a target);
-// client.go (ClientConfig, NewClient, the one UniversalOptions, the client
-// option checks); dialer.go (dialer, TLS, the handshake probe);
-// topology.go (NewFailoverClient, NewClusterClient, the cluster option
-// checks); defaults.go (the service defaults and the derived evaluation
+// client.go (ClientConfig, NewClient, the coordination client's profile
+// and its mapping to internal/redisclient's one option set, the client
+// option checks); topology.go (SentinelConfig, NewFailoverClient,
+// NewClusterClient, the cluster option checks); defaults.go (the service defaults and the derived evaluation
 // timeout); charge.go (EvaluateAfterCharge and Charge: the exported
 // charges the local fallback, package ratefallback, reconciles through;
 // the charge itself is pipelined by the send loop, internal/send
 // precharge.go); errors.go (sentinels, CallError, ServerRefusalReason);
 // keys.go (the state key, the per-policy state).
 //
+// The option literal, dialer, TLS and topology construction are
+// internal/redisclient's, shared with the cache; the coordination client's
+// own part (no context deadline, the handshake probe, waits within one
+// command timeout) is its redisclient.Profile.
+//
 // It imports shared-contract, the programs package, internal/certainty,
-// internal/send, redisinfo and go-redis. It must never import the cache store (rediscache)
+// internal/send, internal/redisclient, redisinfo and go-redis. It must never import the cache store (rediscache)
 // or share a client, configuration or decorator with it, never import an
 // inbound adapter, the local fallback (ratefallback, which decorates it),
 // app-bootstrap, fx or testcontainers (redistest is for

@@ -8,6 +8,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/tech-log/tech-log-backend/adapter-outbound-cache-redis/internal/redisclient"
 	"github.com/tech-log/tech-log-backend/shared-contract/ratelimit"
 )
 
@@ -38,14 +39,10 @@ const (
 )
 
 // DialError marks an error that came out of the coordination client's
-// dialer. A dial happens before any command byte is written on the new
-// connection, so for the command waiting on it nothing was sent.
-type DialError struct{ Err error }
-
-func (e *DialError) Error() string { return "redisrate: dial: " + e.Err.Error() }
-
-// Unwrap exposes the dialer's error.
-func (e *DialError) Unwrap() error { return e.Err }
+// dialer (the adapter's one dialer, internal/redisclient). A dial happens
+// before any command byte is written on the new connection, so for the
+// command waiting on it nothing was sent.
+type DialError = redisclient.DialError
 
 // PreRunRefusal reports whether err is an error with which Redis refuses a
 // command before executing it: ACL (NOPERM), memory (OOM), role (READONLY,

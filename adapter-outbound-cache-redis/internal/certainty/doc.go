@@ -11,7 +11,11 @@
 // Files: doc.go, classify.go (Verdict, Classify, DialError), refusal.go
 // (Refusal, IsNoScript, IsServerReply, ReadinessReason).
 //
-// It imports go-redis and shared-contract/ratelimit only. It must never
+// DialError is internal/redisclient's (the adapter's one dialer marks its
+// failures with it), named here as the dial mark Classify reads.
+//
+// It imports go-redis, internal/redisclient and shared-contract/ratelimit
+// only. It must never
 // import redisrate, its send or route packages, or app-bootstrap: it is the
 // leaf every sender and the provider consult.
 package certainty

@@ -23,7 +23,10 @@ const (
 // ClusterRouter maps slots to primaries itself and sends each program call
 // to one node client: go-redis's cluster loop, which re-sends after EOF and
 // timeouts, never carries a program. Node clients come from the
-// ClusterClient's NewClient hook, so they have NewClient's fixed options.
+// ClusterClient's NewClient hook, which internal/redisclient's
+// NewClusterClient sets (and the provider's option check requires), so
+// each is built from the same option set as every other client, at the
+// node's address.
 type ClusterRouter struct {
 	cc        *redis.ClusterClient
 	newClient func(*redis.Options) *redis.Client
