@@ -35,8 +35,8 @@ var (
 	// errDeadlineTooShort: the caller's remaining deadline is shorter than
 	// the command timeout, so the call is not sent (the send loop's too).
 	errDeadlineTooShort = send.ErrDeadlineTooShort
-	// errInFlightFull: MaxInFlight calls are already in flight.
-	errInFlightFull = errors.New("in-flight bound reached")
+	// errInFlightFull: the target's in-flight bound is reached.
+	errInFlightFull = send.ErrInFlightFull
 	// errNilContext: Evaluate was called with a nil context.
 	errNilContext = errors.New("nil context")
 	// errDedupConflict: the dedup program answered DEDUP_CONFLICT.

@@ -48,12 +48,6 @@ func (p *Provider) evaluate(ctx context.Context, req ratelimit.Request, pre *pre
 	if refused != nil {
 		return refused
 	}
-	select {
-	case p.sem <- struct{}{}:
-	default:
-		return p.outcome(c.policy, send.NotSent{Reason: send.ReasonInFlight, Cause: errInFlightFull, Command: send.CmdEvalSha})
-	}
-	defer func() { <-p.sem }()
 	if pre != nil && pre.alone {
 		// Charge: the charge program is the call.
 		return p.outcome(c.policy, p.exec.Run(ctx, c.policy.charge, c.key, c.policy.argv, pre.units, c.sendBy))
@@ -123,7 +117,8 @@ type checked struct {
 // the context is done, the earlier of req.Deadline and ctx's deadline has
 // passed, or it leaves less than one CommandTimeout) and the state key. A
 // non-nil Outcome is the refusal. The in-flight bound
-// (Unavailable{admission}, no waiting) is checked by Evaluate right after.
+// (Unavailable{admission}, no waiting) is the target's, taken by the send
+// loop once the route has picked the target.
 func (p *Provider) precheck(ctx context.Context, req ratelimit.Request) (checked, ratelimit.Outcome) {
 	if ctx == nil {
 		return checked{}, p.unavailable(knownID(req.PolicyID), ratelimit.CategoryInvalidRequest, errNilContext)

@@ -23,8 +23,11 @@ type Options struct {
 	// client's ReadTimeout and WriteTimeout. A request whose remaining
 	// deadline is shorter is answered Unavailable{deadline} unsent.
 	CommandTimeout time.Duration
-	// MaxInFlight bounds concurrent program calls, 1..the client's
-	// PoolSize. A call beyond it is answered Unavailable{admission} at once.
+	// MaxInFlight bounds the concurrent program calls to each target (the
+	// standalone or Sentinel primary, or each cluster primary: go-redis
+	// keeps a pool per node), 1..the client's PoolSize. A call beyond its
+	// target's bound is answered Unavailable{admission} at once; a hung
+	// primary cannot take another primary's share (ADR 0023).
 	MaxInFlight int
 	// Now returns the current time (optional; time.Now). Tests set it.
 	Now func() time.Time
@@ -84,7 +87,6 @@ type Provider struct {
 	minVer    redisinfo.Version
 	timeout   time.Duration
 	retryHint time.Duration
-	sem       chan struct{}
 	now       func() time.Time
 
 	closed    atomic.Bool
@@ -275,7 +277,7 @@ func newProvider(client coordinationClient, keys *keyspace.Builder, policies []r
 	if err := errors.Join(errs...); err != nil {
 		return nil, err
 	}
-	p.sem = make(chan struct{}, opts.MaxInFlight)
+	p.exec.SetMaxInFlight(opts.MaxInFlight)
 	if opts.PipelineMaxBatch > 1 {
 		// Slots enough to carry MaxInFlight calls in full batches.
 		p.exec.EnableBatching((opts.MaxInFlight+opts.PipelineMaxBatch-1)/opts.PipelineMaxBatch, opts.PipelineMaxBatch)

@@ -2,11 +2,12 @@
 // send loop over targets and what it reports.
 //
 // A target is one primary endpoint: its client, its batcher, its
-// qualification state and its circuit breaker. A route gives the loop the
+// qualification state, its in-flight bound and its circuit breaker. A route gives the loop the
 // key's target: one fixed target for a standalone or Sentinel endpoint, or
 // the cluster's slot map of primaries (qualified before their first call by
-// the provider's qualification function). The loop admits the call through
-// the target's breaker, sends it (batched with other waiting calls on a
+// the provider's qualification function). The loop takes one of the target's
+// in-flight tokens (none left: not sent), admits the call through the
+// target's breaker, sends it (batched with other waiting calls on a
 // first attempt), follows NOSCRIPT with exactly one EVAL and, in a cluster,
 // MOVED, ASK, TRYAGAIN and CLUSTERDOWN while the caller's sendBy allows, and
 // returns one typed result: NotSent (with its reason), MayHaveRun (with its
@@ -15,12 +16,13 @@
 //
 // Files: doc.go; sent.go (the typed result); errors.go (the errors it
 // reports); executor.go (Executor, Script, the wire argument, one command
-// sent and collected); loop.go (the send loop); route.go (Target, the route
-// interface, the fixed route); cluster.go (ClusterRouter: the slot map,
+// sent and collected); loop.go (the send loop); route.go (Target, its
+// in-flight bound, the route interface, the fixed route); cluster.go (ClusterRouter: the slot map,
 // node clients, qualification); cluster_route.go (the cluster as a route);
 // batch.go (the per-target batcher); breaker.go (one circuit breaker and
 // its prober); breakers.go (a breaker per target, what a send counts for,
-// the breaker states).
+// the breaker states); precharge.go (a charge pipelined ahead of a
+// program call, first attempt only).
 //
 // It imports go-redis, gobreaker, internal/certainty, programs (a Script is
 // built from a programs.Program) and shared-contract (ratelimit categories,

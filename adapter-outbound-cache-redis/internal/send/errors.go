@@ -10,6 +10,9 @@ var (
 	// ErrPanic: a send recovered from a panic; nothing is known about the
 	// command.
 	ErrPanic = errors.New("panic while evaluating")
+	// ErrInFlightFull: the target already has its in-flight bound of
+	// program calls on the wire; the call is not sent.
+	ErrInFlightFull = errors.New("in-flight bound reached")
 	// ErrCircuitOpen is the Cause of a call the target's breaker refused:
 	// it was neither sent nor given a connection.
 	ErrCircuitOpen = errors.New("circuit breaker open: coordination redis unreachable")

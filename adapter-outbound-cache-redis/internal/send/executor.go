@@ -116,6 +116,9 @@ type Executor struct {
 	// calls or batches at once per target, at most maxBatch calls per
 	// batch.
 	maxBatch, slots int
+	// maxInFlight bounds the program calls on the wire per target
+	// (route.go; 0: no bound).
+	maxInFlight int
 	// breakerOpts configures every target's circuit breaker (breakers.go;
 	// Threshold 0: none); onBreakerChange is told their changes; timeout
 	// bounds a probe.

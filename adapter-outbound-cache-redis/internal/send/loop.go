@@ -57,7 +57,20 @@ func (x *Executor) loop(ctx context.Context, c *call, s *Script, argv []any, sen
 		return NotSent{Reason: ReasonPreSend, Cause: err, Command: command}
 	}
 	fellBack, asking := false, false
+	var held *Target // the target whose in-flight token this call holds
+	defer func() { x.releaseInFlight(held) }()
 	for hop := 0; ; hop++ {
+		if held != t {
+			// A call holds one token, of the target it is sent to: a
+			// redirect gives the old target's back first (a refusal: nothing
+			// ran there). A target at its bound is not sent to.
+			x.releaseInFlight(held)
+			held = nil
+			if !x.takeInFlight(t) {
+				return NotSent{Reason: ReasonInFlight, Cause: ErrInFlightFull, Command: command}
+			}
+			held = t
+		}
 		record, admitted := x.breakerOf(t).admit()
 		if !admitted {
 			// The target's breaker is open: nothing is sent to it. In a

@@ -26,6 +26,10 @@ type Target struct {
 	// batch batches first attempts to this target when batching is on.
 	batchOnce sync.Once
 	batch     atomic.Pointer[batcher]
+	// inFlight holds one token per program call on the wire to this
+	// target (takeInFlight), created on first use when the bound is on.
+	inFlightOnce sync.Once
+	inFlight     atomic.Pointer[chan struct{}]
 	// breaker is the target's circuit breaker (breakers.go), created on
 	// first use when breakers are on.
 	breakerOnce sync.Once
@@ -85,3 +89,56 @@ func (t *Target) Addr() string { return t.addr }
 
 // Client is the target's client.
 func (t *Target) Client() Commander { return t.client }
+
+// The in-flight bound belongs to a target, like its breaker and its
+// batcher: a primary that hangs holds at most its own tokens for a command
+// timeout each, and calls for other primaries' slots never wait for them
+// (ADR 0023). A standalone or Sentinel endpoint is one target, so there it
+// is the provider's one bound.
+
+// SetMaxInFlight bounds the program calls on the wire to each target at n
+// (n < 1: no bound). A call beyond it is answered
+// NotSent{ReasonInFlight} at once, without waiting. Call it before the
+// first Run.
+func (x *Executor) SetMaxInFlight(n int) { x.maxInFlight = max(n, 0) }
+
+// takeInFlight takes one of t's in-flight tokens without waiting and
+// reports whether it got one (always true when there is no bound).
+func (x *Executor) takeInFlight(t *Target) bool {
+	sem := x.inFlightOf(t)
+	if sem == nil {
+		return true
+	}
+	select {
+	case sem <- struct{}{}:
+		return true
+	default:
+		return false
+	}
+}
+
+// releaseInFlight gives back the token a call holds on t (nil: none).
+func (x *Executor) releaseInFlight(t *Target) {
+	if t == nil {
+		return
+	}
+	if sem := x.inFlightOf(t); sem != nil {
+		<-sem
+	}
+}
+
+// inFlightOf returns t's token channel, creating it on first use; nil when
+// there is no bound.
+func (x *Executor) inFlightOf(t *Target) chan struct{} {
+	if x.maxInFlight < 1 {
+		return nil
+	}
+	if p := t.inFlight.Load(); p != nil {
+		return *p
+	}
+	t.inFlightOnce.Do(func() {
+		sem := make(chan struct{}, x.maxInFlight)
+		t.inFlight.Store(&sem)
+	})
+	return *t.inFlight.Load()
+}

@@ -20,7 +20,8 @@ const (
 	ReasonDeadline Reason = iota + 1
 	// ReasonBreakerOpen: the target's circuit breaker is open.
 	ReasonBreakerOpen
-	// ReasonInFlight: MaxInFlight calls are already in flight.
+	// ReasonInFlight: the target already has its in-flight bound of calls
+	// on the wire (route.go).
 	ReasonInFlight
 	// ReasonPreSend: an error before any byte of the command was
 	// serialized (pool, dial, handshake, a target that failed
