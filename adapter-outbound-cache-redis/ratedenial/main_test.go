@@ -1,0 +1,13 @@
+package ratedenial_test
+
+import (
+	"testing"
+
+	"go.uber.org/goleak"
+)
+
+// TestMain fails the package if a test leaves a goroutine behind (a
+// subscription, a client's pool).
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m)
+}

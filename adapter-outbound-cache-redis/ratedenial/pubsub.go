@@ -1,0 +1,130 @@
+package ratedenial
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// Channel is the Redis pub/sub channel invalidations travel on: each
+// message's payload is one state key (redisrate.StateKey) whose state was
+// reset. The payload holds no subject: the key is what Redis already
+// stores. The service's ACL user needs "&" + Channel and +subscribe,
+// tlbctl's "&" + Channel and +publish (docs/operations.md).
+const Channel = "tlb-denial-cache-invalidate"
+
+// maxPayload bounds an invalidation's payload: a state key is at most a
+// few hundred bytes.
+const maxPayload = 1024
+
+// Publish announces that the state under stateKey was reset, so that
+// every cache subscribed to Channel drops its entry for it. It returns
+// how many subscribers received it (in Redis Cluster, those of the node
+// c reached; PUBLISH reaches every node's subscribers).
+func Publish(ctx context.Context, c redis.Cmdable, stateKey string) (int64, error) {
+	if stateKey == "" || len(stateKey) > maxPayload {
+		return 0, fmt.Errorf("ratedenial: publish: state key of %d bytes, want 1..%d", len(stateKey), maxPayload)
+	}
+	n, err := c.Publish(ctx, Channel, stateKey).Result()
+	if err != nil {
+		return 0, fmt.Errorf("ratedenial: PUBLISH %s: %w", Channel, err)
+	}
+	return n, nil
+}
+
+// subscribe keeps a subscription to Channel until Close: each session
+// subscribes, and the cache is live from its subscription's confirmation
+// until the session ends (an error, or a ping unanswered for a
+// heartbeat); then the cache is cleared and not live until the next
+// session confirms, after a backoff (100ms doubling to 5s, reset by a
+// confirmed session).
+func (c *Cache) subscribe(client redis.UniversalClient, heartbeat time.Duration) {
+	defer c.wg.Done()
+	backoff := 100 * time.Millisecond
+	reported := false // a failure was logged: further failed attempts are not
+	for {
+		confirmed, err := c.session(client, heartbeat)
+		if confirmed {
+			backoff = 100 * time.Millisecond
+		}
+		select {
+		case <-c.stop:
+			return
+		default:
+		}
+		c.setLive(false)
+		if c.log != nil && (confirmed || !reported) {
+			c.log.Warn("denial cache: invalidation subscription lost; cached denials cleared and none served until it is back", "channel", Channel, "err", err)
+			reported = true
+		}
+		t := time.NewTimer(backoff)
+		select {
+		case <-c.stop:
+			t.Stop()
+			return
+		case <-t.C:
+		}
+		backoff = min(2*backoff, maxBackoff)
+	}
+}
+
+// session runs one subscription until it fails or Close closes it;
+// confirmed reports whether the server confirmed it (the cache was live).
+func (c *Cache) session(client redis.UniversalClient, heartbeat time.Duration) (confirmed bool, err error) {
+	ctx := context.Background()
+	ps := client.Subscribe(ctx, Channel)
+	c.psMu.Lock()
+	select {
+	case <-c.stop:
+		c.psMu.Unlock()
+		_ = ps.Close()
+		return false, nil
+	default:
+	}
+	c.closer = ps.Close
+	c.psMu.Unlock()
+	defer func() {
+		c.psMu.Lock()
+		c.closer = nil
+		c.psMu.Unlock()
+		_ = ps.Close()
+	}()
+	pinged := false
+	for {
+		msg, err := ps.ReceiveTimeout(ctx, heartbeat)
+		if err != nil {
+			var ne net.Error
+			if errors.As(err, &ne) && ne.Timeout() && !pinged {
+				if err := ps.Ping(ctx); err != nil {
+					return confirmed, fmt.Errorf("ping: %w", err)
+				}
+				pinged = true
+				continue
+			}
+			return confirmed, err
+		}
+		pinged = false
+		switch m := msg.(type) {
+		case *redis.Subscription:
+			if m.Kind != "subscribe" || m.Channel != Channel {
+				return confirmed, fmt.Errorf("unexpected %s of %q", m.Kind, m.Channel)
+			}
+			if !confirmed {
+				confirmed = true
+				c.setLive(true)
+				if c.log != nil {
+					c.log.Info("denial cache: subscribed to invalidations", "channel", Channel)
+				}
+			}
+		case *redis.Message:
+			if m.Channel == Channel && len(m.Payload) <= maxPayload {
+				c.Invalidate(m.Payload)
+			}
+		case *redis.Pong:
+		}
+	}
+}
