@@ -38,18 +38,7 @@ func TestClusterBreakerPerPrimary(t *testing.T) {
 	c := redistest.StartCluster(t, redistest.WithReplicasPerPrimary(0), redistest.WithNodeConfig("cluster-require-full-coverage", "no"))
 	keys := randomKeys(t)
 	pol := fixedPolicy(t, "perprimary", 1000, time.Hour)
-	cfg := clusterConfig()
-	cc, err := NewClusterClient(cfg, c.Addrs())
-	require.NoError(t, err)
-	p, err := New(cc, keys, []ratelimit.Policy{pol}, Options{
-		CommandTimeout: cfg.CommandTimeout, MaxInFlight: cfg.PoolSize,
-		Breaker: BreakerOptions{Threshold: 3, ProbeInterval: MaxProbeInterval},
-	})
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = p.Close() })
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	require.NoError(t, p.Start(ctx))
+	p := breakerClusterProvider(t, c, keys, pol, clusterConfig(), BreakerOptions{Threshold: 3, ProbeInterval: MaxProbeInterval})
 
 	victim := c.Primaries()[0]
 	dead := subjectOn(t, c, keys, pol, victim, true)
@@ -91,6 +80,22 @@ func TestClusterBreakerPerPrimary(t *testing.T) {
 		}
 	}
 	require.Len(t, open, 1, "only the dead primary's breaker opened: %+v", targets)
+}
+
+// breakerClusterProvider builds and starts a Provider for pol on cluster
+// c with client configuration cfg (its CommandTimeout, and its PoolSize as
+// MaxInFlight) and breaker.
+func breakerClusterProvider(t *testing.T, c *redistest.Cluster, keys *keyspace.Builder, pol ratelimit.Policy, cfg ClientConfig, breaker BreakerOptions) *Provider {
+	t.Helper()
+	cc, err := NewClusterClient(cfg, c.Addrs())
+	require.NoError(t, err)
+	p, err := New(cc, keys, []ratelimit.Policy{pol}, Options{CommandTimeout: cfg.CommandTimeout, MaxInFlight: cfg.PoolSize, Breaker: breaker})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = p.Close() })
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	require.NoError(t, p.Start(ctx))
+	return p
 }
 
 // keySlot is the Redis Cluster slot of key.

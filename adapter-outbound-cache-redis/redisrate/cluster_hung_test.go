@@ -27,17 +27,7 @@ func TestClusterHungPrimaryKeepsOtherSlots(t *testing.T) {
 	const maxInFlight = 4
 	cfg := clusterConfig()
 	cfg.CommandTimeout, cfg.DialTimeout, cfg.PoolTimeout, cfg.PoolSize = DefaultCommandTimeout, DefaultDialTimeout, DefaultCommandTimeout, maxInFlight
-	cc, err := NewClusterClient(cfg, c.Addrs())
-	require.NoError(t, err)
-	p, err := New(cc, keys, []ratelimit.Policy{pol}, Options{
-		CommandTimeout: cfg.CommandTimeout, MaxInFlight: maxInFlight,
-		Breaker: BreakerOptions{Threshold: DefaultBreakerThreshold, ProbeInterval: DefaultBreakerProbeInterval},
-	})
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = p.Close() })
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	require.NoError(t, p.Start(ctx))
+	p := breakerClusterProvider(t, c, keys, pol, cfg, BreakerOptions{Threshold: DefaultBreakerThreshold, ProbeInterval: DefaultBreakerProbeInterval})
 
 	victim := c.Primaries()[0]
 	dead := subjectOn(t, c, keys, pol, victim, true)
