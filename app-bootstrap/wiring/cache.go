@@ -62,26 +62,14 @@ func cacheClient(c config.Cache) (redis.UniversalClient, error) {
 		PoolSize:       c.PoolSize,
 		PoolTimeout:    c.PoolTimeout,
 	}
-	switch c.Topology.Mode {
-	case config.ModeSentinel:
-		rc.Addr = ""
-		cl, err := rediscache.NewFailoverClient(rc, c.Topology.MasterName, c.Topology.Addrs, c.Topology.SentinelUsername, c.Topology.SentinelPassword.Reveal())
-		if err != nil {
-			return nil, err
-		}
-		return cl, nil
-	case config.ModeCluster:
-		rc.Addr = ""
-		cl, err := rediscache.NewClusterClient(rc, c.Topology.Addrs)
-		if err != nil {
-			return nil, err
-		}
-		return cl, nil
-	default:
-		cl, err := rediscache.NewClient(rc)
-		if err != nil {
-			return nil, err
-		}
-		return cl, nil
-	}
+	top := rc
+	top.Addr = ""
+	t := c.Topology
+	return byTopology(t, constructors{
+		standalone: func() (redis.UniversalClient, error) { return universal(rediscache.NewClient(rc)) },
+		sentinel: func() (redis.UniversalClient, error) {
+			return universal(rediscache.NewFailoverClient(top, t.MasterName, t.Addrs, t.SentinelUsername, t.SentinelPassword.Reveal()))
+		},
+		cluster: func() (redis.UniversalClient, error) { return universal(rediscache.NewClusterClient(top, t.Addrs)) },
+	})
 }

@@ -17,5 +17,17 @@
 // Disabled mode creates no Redis client, connection, goroutine or port; the
 // package's tests prove it.
 //
-// Only app-bootstrap imports fx, and nothing imports app-bootstrap.
+// Files: doc.go; app.go (Options, the metrics module, the logger, the
+// go-redis logger); ratelimit.go (the ratelimit module, CoordinationClient,
+// start, readiness); cache.go (the cache module, the cache client);
+// topology.go (byTopology, the one topology switch of both Redis clients);
+// apikeys.go (API keys and their reload); health.go (health and ready
+// handlers); readiness.go (ReadinessCheck); readydetail.go (the detailed
+// /readyz); serverpolicy.go (server-policy warnings and gauges); connerr.go
+// (ConnError, the operator's hint on a failed connection); web.go (the web
+// and admin handlers).
+//
+// Only app-bootstrap imports fx, and nothing imports app-bootstrap; it
+// builds Redis clients only through the capabilities' constructors
+// (redisrate, rediscache), never with a go-redis option literal of its own.
 package wiring

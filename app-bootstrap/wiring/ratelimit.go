@@ -243,31 +243,19 @@ func CoordinationClient(rl config.RateLimit, clientName string) (redis.Universal
 		PoolTimeout:    rl.PoolTimeout,
 		ClientName:     clientName,
 	}
-	switch rl.Topology.Mode {
-	case config.ModeSentinel:
-		cc.Addr = ""
-		c, err := redisrate.NewFailoverClient(cc, redisrate.SentinelConfig{
-			MasterName: rl.Topology.MasterName,
-			Addrs:      rl.Topology.Addrs,
-			Username:   rl.Topology.SentinelUsername,
-			Password:   rl.Topology.SentinelPassword.Reveal(),
-		})
-		if err != nil {
-			return nil, err
-		}
-		return c, nil
-	case config.ModeCluster:
-		cc.Addr = ""
-		c, err := redisrate.NewClusterClient(cc, rl.Topology.Addrs)
-		if err != nil {
-			return nil, err
-		}
-		return c, nil
-	default:
-		c, err := redisrate.NewClient(cc)
-		if err != nil {
-			return nil, err
-		}
-		return c, nil
-	}
+	top := cc
+	top.Addr = ""
+	t := rl.Topology
+	return byTopology(t, constructors{
+		standalone: func() (redis.UniversalClient, error) { return universal(redisrate.NewClient(cc)) },
+		sentinel: func() (redis.UniversalClient, error) {
+			return universal(redisrate.NewFailoverClient(top, redisrate.SentinelConfig{
+				MasterName: t.MasterName,
+				Addrs:      t.Addrs,
+				Username:   t.SentinelUsername,
+				Password:   t.SentinelPassword.Reveal(),
+			}))
+		},
+		cluster: func() (redis.UniversalClient, error) { return universal(redisrate.NewClusterClient(top, t.Addrs)) },
+	})
 }

@@ -68,3 +68,28 @@ func TestCacheClientPerMode(t *testing.T) {
 		assert.IsType(t, tc.want, c)
 	}
 }
+
+// TestClientErrorsAreNilInterfaces: an invalid configuration in every mode
+// is an error with a nil redis.UniversalClient (not a typed nil pointer a
+// caller's nil check would miss), for both capabilities.
+func TestClientErrorsAreNilInterfaces(t *testing.T) {
+	for _, top := range []config.Topology{
+		{Mode: config.ModeStandalone},
+		{Mode: config.ModeSentinel, Addrs: []string{"127.0.0.1:2"}, MasterName: "m"},
+		{Mode: config.ModeCluster, Addrs: []string{"127.0.0.1:3"}},
+	} {
+		t.Run(top.Mode, func(t *testing.T) {
+			rl := config.RateLimit{Enabled: true, Topology: top} // no timeouts, no pool: invalid
+			rl.Redis.Addr = "127.0.0.1:1"
+			c, err := coordinationClient(rl)
+			require.Error(t, err)
+			assert.True(t, c == nil, "nil interface, got %T", c)
+
+			cc := config.Cache{Enabled: true, Topology: top}
+			cc.Redis.Addr = "127.0.0.1:1"
+			c, err = cacheClient(cc)
+			require.Error(t, err)
+			assert.True(t, c == nil, "nil interface, got %T", c)
+		})
+	}
+}
