@@ -2,6 +2,7 @@ package reliability_test
 
 import (
 	"context"
+	"fmt"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -203,6 +204,11 @@ func TestFallbackRecoveryBoundAtDefaults(t *testing.T) {
 	proxy := startProxy(t, srv.Addr())
 	keys := randomKeys(t)
 	pols := fallbackPolicies(t)
+	// Hour windows: keep the run away from an hour boundary (local and
+	// global windows are both epoch-aligned), so no fresh window can admit.
+	if left := time.Hour - time.Duration(time.Now().UnixMilli()%time.Hour.Milliseconds())*time.Millisecond; left < 30*time.Second {
+		time.Sleep(left + time.Second)
+	}
 	for _, pol := range pols {
 		t.Run(pol.Algorithm().String(), func(t *testing.T) {
 			a := newFallbackInstance(t, proxy.Listen, keys, pols)
@@ -237,6 +243,8 @@ func TestFallbackRecoveryBoundAtDefaults(t *testing.T) {
 
 			// No pause: both instances at once, 4 goroutines each.
 			var after, global [2]atomic.Int64
+			var mu sync.Mutex
+			undecided := map[string]int{} // outcomes that are no decision, by kind and category
 			var wg sync.WaitGroup
 			stop := time.Now().Add(15 * time.Second)
 			for i, in := range []fallbackInstance{a, b} {
@@ -249,8 +257,14 @@ func TestFallbackRecoveryBoundAtDefaults(t *testing.T) {
 							if ratelimit.Admitted(out) {
 								after[i].Add(1)
 							}
-							if ev, ok := out.(ratelimit.Evaluated); ok && ev.Decision.Source == ratelimit.GlobalRedis {
+							ev, ok := out.(ratelimit.Evaluated)
+							if ok && ev.Decision.Source == ratelimit.GlobalRedis {
 								global[i].Add(1)
+							}
+							if !ok {
+								mu.Lock()
+								undecided[fmt.Sprintf("%v/%v", out.Kind(), ratelimit.CategoryOf(out))]++
+								mu.Unlock()
 							}
 							time.Sleep(time.Millisecond)
 						}
@@ -258,9 +272,20 @@ func TestFallbackRecoveryBoundAtDefaults(t *testing.T) {
 				}
 			}
 			wg.Wait()
-			t.Logf("after recovery: admitted A %d B %d; global decisions A %d B %d", after[0].Load(), after[1].Load(), global[0].Load(), global[1].Load())
-			require.Positive(t, global[0].Load(), "A decided globally after recovery")
-			require.Positive(t, global[1].Load(), "B decided globally after recovery")
+			t.Logf("after recovery: admitted A %d B %d; global decisions A %d B %d; no decision %v", after[0].Load(), after[1].Load(), global[0].Load(), global[1].Load(), undecided)
+			require.GreaterOrEqual(t, global[0].Load(), int64(20), "A decided globally after recovery, within the bounds")
+			require.GreaterOrEqual(t, global[1].Load(), int64(20), "B decided globally after recovery, within the bounds")
+			// No decision is no admission, so the bound is unaffected; but
+			// only what the design allows right after recovery may happen:
+			// a request that waited for the charge past its deadline, or a
+			// reply later than the default command timeout (loaded
+			// machine). Measured: none in 6 runs.
+			for k := range undecided {
+				assert.Contains(t, []string{
+					fmt.Sprintf("%v/%v", ratelimit.KindUnavailable, ratelimit.CategoryDeadline),
+					fmt.Sprintf("%v/%v", ratelimit.KindIndeterminate, ratelimit.CategoryTimeout),
+				}, k, "after recovery: %v", undecided)
+			}
 			assert.Zero(t, after[0].Load()+after[1].Load(), "admissions beyond the bound after recovery")
 			c, ok := consumed(t, admin, keys, pol, subject)
 			require.True(t, ok)

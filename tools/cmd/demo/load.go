@@ -121,8 +121,9 @@ func apiKeysFile(names []string) string {
 	return b.String()
 }
 
-// runLoad drives spec and returns the tallies. It stops at the request
-// count, the duration, or ctx, whichever comes first.
+// runLoad drives spec and returns the tallies. It stops sending at the
+// request count, the duration, or ctx, whichever comes first, and waits for
+// every request sent.
 func runLoad(ctx context.Context, spec loadSpec) loadResult {
 	res := loadResult{perTarget: make([]counts, len(spec.targets)), perClient: make([]clientResult, len(spec.clients)), samples: map[int]sample{}, categories: map[string]int{}}
 	for i, n := range spec.clients {
@@ -134,6 +135,10 @@ func runLoad(ctx context.Context, spec loadSpec) loadResult {
 	}
 	defer httpc.CloseIdleConnections()
 
+	// The duration bounds the dispatch only: a request sent is always
+	// answered or fails (requestTimeout), and counted, so no admission
+	// goes uncounted because the phase ended while it was in flight.
+	reqCtx := ctx
 	ctx, cancel := context.WithTimeout(ctx, spec.duration)
 	defer cancel()
 	jobs := make(chan int)
@@ -147,11 +152,8 @@ func runLoad(ctx context.Context, spec loadSpec) loadResult {
 				c := i % len(spec.clients)
 				t := (i / len(spec.clients)) % len(spec.targets)
 				sent := time.Now()
-				status, smp, err := get(ctx, httpc, "http://"+spec.targets[t].addr+spec.path, spec.clients[c])
+				status, smp, err := get(reqCtx, httpc, "http://"+spec.targets[t].addr+spec.path, spec.clients[c])
 				got := time.Now()
-				if ctx.Err() != nil && err != nil {
-					return // the phase ended mid-request: not a result
-				}
 				mu.Lock()
 				if _, seen := res.samples[status]; err == nil && status != http.StatusOK && !seen {
 					res.samples[status] = smp

@@ -180,6 +180,7 @@ func saveRedis(ctx context.Context, addr string) error {
 // bounds end it. It returns every response and the global decisions per
 // instance.
 func hammer(ctx context.Context, o options, instances []*instance) ([]response, []int) {
+	reqCtx := ctx
 	ctx, cancel := context.WithTimeout(ctx, hammerMaxTime)
 	defer cancel()
 	httpc := &http.Client{
@@ -207,10 +208,9 @@ func hammer(ctx context.Context, o options, instances []*instance) ([]response, 
 					}
 					sent[t]++
 					mu.Unlock()
-					r := send(ctx, httpc, instances, t, recoveryClient)
-					if r.err != nil && ctx.Err() != nil {
-						return // the bound ended it mid-request: not a result
-					}
+					// The bound stops sending, never a request in flight:
+					// every request sent is counted.
+					r := send(reqCtx, httpc, instances, t, recoveryClient)
 					mu.Lock()
 					out = append(out, r)
 					if q, _, ok := rateLimitFields(r); ok && q == o.limit {
