@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -80,28 +79,16 @@ func (c Config) Validate() error {
 	bad := func(format string, args ...any) {
 		errs = append(errs, fmt.Errorf("%w: "+format, append([]any{ErrInvalidConfig}, args...)...))
 	}
-	if host, _, err := net.SplitHostPort(c.Addr); err != nil || host == "" {
-		bad("addr %q must be host:port", c.Addr)
-	} else if !redisclient.ValidAddr(c.Addr) {
-		bad("addr %q port must be 1..65535", c.Addr)
-	}
+	errs = append(errs, profile.CheckAddr("addr", c.Addr))
 	if c.DB < 0 {
 		bad("db %d must be >= 0", c.DB)
 	}
-	if c.TLSConfig != nil && c.TLSConfig.MinVersion != 0 && c.TLSConfig.MinVersion < tls.VersionTLS12 {
-		bad("tls min version %#x must be at least TLS 1.2", c.TLSConfig.MinVersion)
-	}
-	for _, d := range []struct {
-		name string
-		v    time.Duration
-	}{{"dial timeout", c.DialTimeout}, {"command timeout", c.CommandTimeout}, {"pool timeout", c.PoolTimeout}} {
-		if d.v < time.Millisecond || d.v > MaxTimeout {
-			bad("%s %v must be in 1ms..%v", d.name, d.v, MaxTimeout)
-		}
-	}
-	if c.PoolSize < 1 || c.PoolSize > MaxPoolSize {
-		bad("pool size %d must be in 1..%d", c.PoolSize, MaxPoolSize)
-	}
+	errs = append(errs,
+		profile.CheckTLS("tls min version", c.TLSConfig),
+		profile.CheckTimeout("dial timeout", c.DialTimeout, MaxTimeout),
+		profile.CheckTimeout("command timeout", c.CommandTimeout, MaxTimeout),
+		profile.CheckTimeout("pool timeout", c.PoolTimeout, MaxTimeout),
+		profile.CheckPoolSize("pool size", c.PoolSize, MaxPoolSize))
 	return errors.Join(errs...)
 }
 

@@ -85,34 +85,24 @@ func (c ClientConfig) Validate() error {
 	bad := func(format string, args ...any) {
 		errs = append(errs, fmt.Errorf("%w: "+format, append([]any{ErrInvalidConfig}, args...)...))
 	}
-	if host, _, err := net.SplitHostPort(c.Addr); err != nil || host == "" {
-		bad("Addr %q must be host:port", c.Addr)
-	} else if !redisclient.ValidAddr(c.Addr) {
-		bad("Addr %q: port must be 1..65535", c.Addr)
-	}
-	if c.TLSConfig != nil && c.TLSConfig.MinVersion != 0 && c.TLSConfig.MinVersion < tls.VersionTLS12 {
-		bad("TLSConfig.MinVersion %#x must be at least TLS 1.2", c.TLSConfig.MinVersion)
-	}
+	errs = append(errs,
+		profile.CheckAddr("Addr", c.Addr),
+		profile.CheckTLS("TLSConfig.MinVersion", c.TLSConfig))
 	if c.Protocol != ProtocolRESP2 && c.Protocol != ProtocolRESP3 {
 		bad("Protocol %d must be %d or %d", c.Protocol, ProtocolRESP2, ProtocolRESP3)
 	}
-	if c.CommandTimeout < time.Millisecond || c.CommandTimeout > MaxTimeout {
-		bad("CommandTimeout %v must be in 1ms..%v", c.CommandTimeout, MaxTimeout)
-	}
+	errs = append(errs, profile.CheckTimeout("CommandTimeout", c.CommandTimeout, MaxTimeout))
 	for _, d := range []struct {
 		name string
 		v    time.Duration
 	}{{"DialTimeout", c.DialTimeout}, {"PoolTimeout", c.PoolTimeout}} {
-		switch {
-		case d.v < time.Millisecond || d.v > MaxTimeout:
-			bad("%s %v must be in 1ms..%v", d.name, d.v, MaxTimeout)
-		case d.v > c.CommandTimeout && c.CommandTimeout > 0:
+		if err := profile.CheckTimeout(d.name, d.v, MaxTimeout); err != nil {
+			errs = append(errs, err)
+		} else if d.v > c.CommandTimeout && c.CommandTimeout > 0 {
 			bad("%s %v must not exceed CommandTimeout %v", d.name, d.v, c.CommandTimeout)
 		}
 	}
-	if c.PoolSize < 1 || c.PoolSize > MaxPoolSize {
-		bad("PoolSize %d must be in 1..%d", c.PoolSize, MaxPoolSize)
-	}
+	errs = append(errs, profile.CheckPoolSize("PoolSize", c.PoolSize, MaxPoolSize))
 	for i := 0; i < len(c.ClientName); i++ {
 		if ch := c.ClientName[i]; ch <= ' ' || ch > '~' {
 			bad("ClientName must be printable ASCII without spaces (byte %d)", i)

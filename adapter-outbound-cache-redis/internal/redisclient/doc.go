@@ -15,9 +15,11 @@
 // NewFailoverClient, NewClusterClient, whose NewClient hook builds every
 // cluster node client, the ClusterClient's and the provider's router's,
 // from the same options); and the checks certainty depends on
-// (Profile.CheckClient and CheckCluster, the inverse of the builder, and
-// the address-list and master-name checks), each error naming the option
-// or field and wrapping the capability's own error.
+// (Profile.CheckClient and CheckCluster, the inverse of the builder) and
+// the setting checks both capabilities' configurations share (address,
+// address list, master name, TLS version, timeout and pool bounds), each
+// error naming the option or field as the capability spells it and
+// wrapping the capability's own error.
 //
 // What is really a capability's own is its Profile: whether the caller's
 // context deadline bounds a command, whether dials are capped at the pool
@@ -28,9 +30,11 @@
 //
 // Files: doc.go; options.go (Profile, Options, Universal, Simple); dialer.go
 // (the dialer, DialError, ErrTLSHandshake, TLS, the handshake probe);
-// topology.go (Sentinel, NewClient, NewFailoverClient, NewClusterClient,
-// the address-list and master-name checks); check.go (Limits,
-// CheckClient, CheckCluster).
+// topology.go (Sentinel, NewClient, NewFailoverClient, NewClusterClient);
+// check.go (Limits, CheckClient, CheckCluster: a built client's options);
+// fields.go (the setting checks both capabilities' Validate share:
+// CheckAddr, CheckTLS, CheckTimeout, CheckPoolSize, CheckAddrs,
+// CheckMasterName, ValidAddr).
 //
 // It imports go-redis and the standard library only. It must never import
 // redisrate, rediscache, internal/send, internal/certainty (certainty names

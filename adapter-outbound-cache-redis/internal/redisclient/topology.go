@@ -1,11 +1,6 @@
 package redisclient
 
 import (
-	"fmt"
-	"net"
-	"strconv"
-	"strings"
-
 	"github.com/redis/go-redis/v9"
 )
 
@@ -53,48 +48,6 @@ func (o Options) NewClusterClient(seeds []string) *redis.ClusterClient {
 	}
 	c.DisableRoutingPolicies = true
 	return redis.NewClusterClient(c)
-}
-
-// CheckAddrs reports malformed and duplicate host:port addresses of a
-// topology (1..MaxAddrs), each error wrapping the profile's Invalid error and
-// naming field[i].
-func (p Profile) CheckAddrs(field string, addrs []string) []error {
-	if len(addrs) == 0 || len(addrs) > MaxAddrs {
-		return []error{fmt.Errorf("%w: %s: %d addresses, want 1..%d", p.invalid(), field, len(addrs), MaxAddrs)}
-	}
-	var errs []error
-	seen := map[string]int{}
-	for i, a := range addrs {
-		if !ValidAddr(a) {
-			errs = append(errs, fmt.Errorf("%w: %s[%d] %q must be host:port with port 1..65535", p.invalid(), field, i, a))
-			continue
-		}
-		if j, dup := seen[strings.ToLower(a)]; dup {
-			errs = append(errs, fmt.Errorf("%w: %s[%d] %q duplicates %s[%d]", p.invalid(), field, i, a, field, j))
-		}
-		seen[strings.ToLower(a)] = i
-	}
-	return errs
-}
-
-// CheckMasterName reports a Sentinel master name that is not one
-// non-empty word, naming field.
-func (p Profile) CheckMasterName(field, name string) error {
-	if name == "" || strings.ContainsAny(name, " \t\r\n") {
-		return fmt.Errorf("%w: %s must be one non-empty word", p.invalid(), field)
-	}
-	return nil
-}
-
-// ValidAddr reports whether a is host:port with a non-empty host and a port
-// in 1..65535.
-func ValidAddr(a string) bool {
-	host, port, err := net.SplitHostPort(a)
-	if err != nil || host == "" {
-		return false
-	}
-	n, err := strconv.Atoi(port)
-	return err == nil && n >= 1 && n <= 65535
 }
 
 // invalid is the error the profile's checks wrap.
