@@ -183,7 +183,8 @@ func clusterState(ctx context.Context, s *redistest.Server, want string) error {
 // the new IDs are admitted exactly while the capacity (10) lasts, each
 // token once (the Remaining values are 9..0, each once), the two beyond it
 // denied; every replay is answered Replayed with its admission's decision;
-// and TRYAGAIN, ASK, MOVED and CLUSTERDOWN were each met and followed.
+// TRYAGAIN, ASK, MOVED and CLUSTERDOWN were each met and followed; and the
+// program calls that ran over every node equal the evaluations.
 func TestClusterDedupSlotMigration(t *testing.T) {
 	c := redistest.StartCluster(t)
 	keys := randomKeys(t)
@@ -275,6 +276,7 @@ func TestClusterDedupSlotMigration(t *testing.T) {
 	refusals := func() map[refusal]int { counts, _, _ := h.snapshot(); return counts }
 
 	// 0. Both keys on A, no migration.
+	c.ResetStats()
 	prev := step("stable", nil)
 	require.Len(t, prev, 2)
 	assert.Empty(t, refusals(), "no refusal while A owns the slot")
@@ -367,5 +369,8 @@ func TestClusterDedupSlotMigration(t *testing.T) {
 	require.True(t, ok)
 	assert.False(t, e.Decision.Allowed, "nothing left")
 	assert.Zero(t, e.Decision.Remaining)
+	// Every refusal was answered before anything ran: the program calls
+	// that ran over every node are the evaluations, none twice.
+	assert.EqualValues(t, 2+5*4+1, programCalls(c), "program calls that ran = evaluations")
 	c.WaitHealthy()
 }
