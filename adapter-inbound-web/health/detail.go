@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http"
-	"time"
 )
 
 // DetailChecker is a ReadinessChecker that also describes its
@@ -40,13 +39,12 @@ type notReadyBody struct {
 
 // serveDetail answers /readyz for a DetailChecker.
 func (h *Handlers) serveDetail(w http.ResponseWriter, r *http.Request, dc DetailChecker) {
-	ctx, cancel := context.WithTimeout(r.Context(), h.timeout)
-	defer cancel()
-	start := time.Now()
-	detail, err := dc.ReadyDetail(ctx)
-	if h.onCheck != nil {
-		h.onCheck(err, time.Since(start))
-	}
+	var detail any
+	timedOut, err := h.runCheck(r, func(ctx context.Context) error {
+		var err error
+		detail, err = dc.ReadyDetail(ctx)
+		return err
+	})
 	if err == nil {
 		writeJSON(w, http.StatusOK, "application/json", readyBody{Ready: true, Dependencies: detail})
 		return
@@ -54,7 +52,7 @@ func (h *Handlers) serveDetail(w http.ResponseWriter, r *http.Request, dc Detail
 	text := "readiness check failed"
 	var d Detailer
 	switch {
-	case errors.Is(err, context.DeadlineExceeded) || ctx.Err() != nil:
+	case timedOut:
 		text = "readiness check timed out"
 	case errors.As(err, &d):
 		text = d.ReadinessDetail()

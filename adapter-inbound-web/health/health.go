@@ -110,27 +110,44 @@ func (h *Handlers) RegisterPublic(mux *http.ServeMux) {
 // or server description is written, whatever the checker offers.
 func (h *Handlers) ReadinessSummary() http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if h.draining.Load() {
-			writeNotReady(w, "shutting down")
+		if h.answered(w) {
 			return
 		}
-		if h.checker == nil {
-			writeText(w, http.StatusOK, "ready\n")
-			return
-		}
-		ctx, cancel := context.WithTimeout(r.Context(), h.timeout)
-		defer cancel()
-		start := time.Now()
-		err := h.checker.Ready(ctx)
-		if h.onCheck != nil {
-			h.onCheck(err, time.Since(start))
-		}
-		if err != nil {
+		if _, err := h.runCheck(r, h.checker.Ready); err != nil {
 			writeNotReady(w, "not ready")
 			return
 		}
 		writeText(w, http.StatusOK, "ready\n")
 	})
+}
+
+// answered writes the answers that need no check (503 "shutting down"
+// while draining, 200 "ready" without a checker) and reports whether it
+// wrote one.
+func (h *Handlers) answered(w http.ResponseWriter) bool {
+	switch {
+	case h.draining.Load():
+		writeNotReady(w, "shutting down")
+	case h.checker == nil:
+		writeText(w, http.StatusOK, "ready\n")
+	default:
+		return false
+	}
+	return true
+}
+
+// runCheck runs check within the readiness timeout, reports its error and
+// duration to OnCheck, and says whether the timeout (or the request's end)
+// stopped it.
+func (h *Handlers) runCheck(r *http.Request, check func(context.Context) error) (timedOut bool, err error) {
+	ctx, cancel := context.WithTimeout(r.Context(), h.timeout)
+	defer cancel()
+	start := time.Now()
+	err = check(ctx)
+	if h.onCheck != nil {
+		h.onCheck(err, time.Since(start))
+	}
+	return err != nil && (errors.Is(err, context.DeadlineExceeded) || ctx.Err() != nil), err
 }
 
 // Drain makes /readyz answer 503 from now on, so that load balancers stop
@@ -148,29 +165,18 @@ func (h *Handlers) Liveness() http.Handler {
 // within the timeout, and 503 with a short problem body otherwise.
 func (h *Handlers) Readiness() http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if h.draining.Load() {
-			writeNotReady(w, "shutting down")
-			return
-		}
-		if h.checker == nil {
-			writeText(w, http.StatusOK, "ready\n")
+		if h.answered(w) {
 			return
 		}
 		if dc, ok := h.checker.(DetailChecker); ok {
 			h.serveDetail(w, r, dc)
 			return
 		}
-		ctx, cancel := context.WithTimeout(r.Context(), h.timeout)
-		defer cancel()
-		start := time.Now()
-		err := h.checker.Ready(ctx)
-		if h.onCheck != nil {
-			h.onCheck(err, time.Since(start))
-		}
+		timedOut, err := h.runCheck(r, h.checker.Ready)
 		switch {
 		case err == nil:
 			writeText(w, http.StatusOK, "ready\n")
-		case errors.Is(err, context.DeadlineExceeded) || ctx.Err() != nil:
+		case timedOut:
 			writeNotReady(w, "readiness check timed out")
 		default:
 			detail := "readiness check failed"

@@ -2,8 +2,6 @@ package ratefallback_test
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"testing"
 	"time"
 
@@ -14,27 +12,13 @@ import (
 	"github.com/tech-log/tech-log-backend/adapter-outbound-cache-redis/redistest"
 	"github.com/tech-log/tech-log-backend/shared-contract/keyspace"
 	"github.com/tech-log/tech-log-backend/shared-contract/ratelimit"
+	"github.com/tech-log/tech-log-backend/shared-contract/ratelimit/ratelimittest"
 )
 
-func randomKeys(t testing.TB) *keyspace.Builder {
-	t.Helper()
-	b := make([]byte, 6)
-	_, err := rand.Read(b)
-	require.NoError(t, err)
-	secret, err := keyspace.NewSecret([]byte("fallback-lane-secret-0123456789abcdef"))
-	require.NoError(t, err)
-	keys, err := keyspace.NewBuilder("f"+hex.EncodeToString(b), secret)
-	require.NoError(t, err)
-	return keys
-}
+// randomKeys is the test's own corner of the keyspace (redistest).
+func randomKeys(t testing.TB) *keyspace.Builder { return redistest.RandomKeys(t) }
 
-func randomSubject(t testing.TB) ratelimit.SubjectDigest {
-	t.Helper()
-	b := make([]byte, 16)
-	_, err := rand.Read(b)
-	require.NoError(t, err)
-	return ratelimit.SubjectDigest(hex.EncodeToString(b))
-}
+func randomSubject(t testing.TB) ratelimit.SubjectDigest { return ratelimittest.Subject(t) }
 
 // localPolicy is a local-fallback policy for instances (fail-closed
 // when 0), with maxCost.

@@ -6,7 +6,7 @@
 // and its rediscluster, the tests, the demo and the benchmark use it.
 //
 // Files: info.go (Parse, Field, CommandStats, ParseVersion),
-// replication.go (ParseReplication, ParseClusterInfo).
+// replication.go (ParseReplication, Replicas, ParseClusterInfo).
 //
 // It imports the standard library only and must never import go-redis, the
 // contract or another project package: it parses text it is handed.

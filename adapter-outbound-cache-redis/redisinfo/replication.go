@@ -60,19 +60,29 @@ func ParseReplication(text string) (Replication, error) {
 	if r.Offset, err = strconv.ParseInt(offset, 10, 64); err != nil {
 		return r, fmt.Errorf("%w: master_repl_offset %q is not a number", ErrMalformed, bounded(offset))
 	}
+	r.Replicas, err = replicas(fields)
+	return r, err
+}
+
+// Replicas returns the slave0, slave1, ... lines of a primary's INFO
+// replication reply, in order (none on a replica). A figure that is not a
+// number is an error wrapping ErrMalformed.
+func Replicas(text string) ([]Replica, error) { return replicas(Parse(text)) }
+
+func replicas(fields map[string]string) ([]Replica, error) {
+	var out []Replica
 	for i := 0; ; i++ {
 		name := "slave" + strconv.Itoa(i)
 		line, ok := fields[name]
 		if !ok {
-			break
+			return out, nil
 		}
 		rep, err := parseReplica(line)
 		if err != nil {
-			return r, fmt.Errorf("%w: %s: %w", ErrMalformed, name, err)
+			return out, fmt.Errorf("%w: %s: %w", ErrMalformed, name, err)
 		}
-		r.Replicas = append(r.Replicas, rep)
+		out = append(out, rep)
 	}
-	return r, nil
 }
 
 // Online returns the number of replicas whose state is ReplicaOnline.

@@ -33,6 +33,11 @@ func TestParseReplicationPrimary(t *testing.T) {
 	}, r, "slave_read_only is not a replica line")
 	assert.Equal(t, 1, r.Online())
 	assert.True(t, r.CaughtUp())
+	reps, err := redisinfo.Replicas(primaryInfo)
+	require.NoError(t, err)
+	assert.Equal(t, r.Replicas, reps, "Replicas alone reads the same lines")
+	_, err = redisinfo.Replicas("slave0:ip=a,port=1,state=online,offset=1,lag=x\r\n")
+	assert.ErrorIs(t, err, redisinfo.ErrMalformed, "without role or offset, a bad figure still counts")
 
 	behind, err := redisinfo.ParseReplication(primaryInfo + "master_repl_offset:5000\r\n")
 	require.NoError(t, err)

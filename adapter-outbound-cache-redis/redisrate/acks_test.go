@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"net"
-	"strings"
 	"testing"
 	"time"
 
@@ -12,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/tech-log/tech-log-backend/adapter-outbound-cache-redis/redistest"
+	"github.com/tech-log/tech-log-backend/adapter-outbound-cache-redis/redistest/rediscluster"
 	"github.com/tech-log/tech-log-backend/shared-contract/ratelimit"
 )
 
@@ -46,11 +46,20 @@ func replicatedPair(t *testing.T) (primary, replica *redistest.Server) {
 	ctx := adminCtx(t)
 	host, port, _ := net.SplitHostPort(primary.Addr())
 	require.NoError(t, replica.Client().Do(ctx, "replicaof", host, port).Err())
-	require.Eventually(t, func() bool {
-		info, err := replica.Client().Info(ctx, "replication").Result()
-		return err == nil && strings.Contains(info, "master_link_status:up")
-	}, 15*time.Second, 20*time.Millisecond)
+	requireLinkUp(t, replica)
 	return primary, replica
+}
+
+// requireLinkUp waits (bounded) until replica's INFO replication, read
+// with redisinfo, says its link to its primary is up.
+func requireLinkUp(t *testing.T, replica *redistest.Server) {
+	t.Helper()
+	require.Eventually(t, func() bool {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		repl, err := rediscluster.Replication(ctx, replica.Client())
+		return err == nil && repl.LinkUp
+	}, 15*time.Second, 20*time.Millisecond, "replica %s: link to its primary not up", replica.Addr())
 }
 
 // TestReplicationAcksShortfall (fault row 22): with ReplicationAcks 1, WAIT
@@ -119,10 +128,7 @@ func TestReplicationAcksShortfall(t *testing.T) {
 		assert.Equal(t, ratelimit.CategoryReplication, ratelimit.CategoryOf(out), "a frozen replica acknowledges nothing")
 	}
 	replica.Resume()
-	require.Eventually(t, func() bool {
-		info, err := replica.Client().Info(adminCtx(t), "replication").Result()
-		return err == nil && strings.Contains(info, "master_link_status:up")
-	}, 15*time.Second, 20*time.Millisecond)
+	requireLinkUp(t, replica)
 
 	denied := false
 	for range limit + 1 {

@@ -46,37 +46,9 @@ func TestClusterPipelinedNeverAboveLimit(t *testing.T) {
 		subs[i] = randomSubject(t)
 	}
 	c.ResetStats()
-	var mu sync.Mutex
-	admitted := map[ratelimit.SubjectDigest]int{}
-	other := 0
-	var wg sync.WaitGroup
-	for w := range providers * workers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			p := ps[w%providers]
-			for i := range perWorker {
-				s := subs[(w+i)%subjects]
-				out := ask(p, pol.ID(), s, 1)
-				mu.Lock()
-				switch {
-				case ratelimit.Admitted(out):
-					admitted[s]++
-				case out.Kind() != ratelimit.KindEvaluated:
-					other++
-					t.Errorf("outcome %v (cause %v): no fault, every call is decided", out, causeOf(out))
-				}
-				mu.Unlock()
-			}
-		}()
-	}
-	wg.Wait()
+	admitted, other := hotSubjectLoad(t, ps, pol.ID(), subs, workers, perWorker)
 	total := providers * workers * perWorker
-	require.Zero(t, other, "requests not decided")
-	for _, s := range subs {
-		assert.Equal(t, limit, admitted[s], "exactly the limit per subject")
-	}
-	assert.EqualValues(t, total, programCalls(c), "one call per request")
+	assertHotSubjectLimits(t, c, subs, admitted, other, limit, total)
 	var batches, batched int64
 	for _, p := range ps {
 		st := p.PipelineStats()

@@ -18,6 +18,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/tech-log/tech-log-backend/adapter-outbound-cache-redis/redisinfo"
 	"github.com/tech-log/tech-log-backend/adapter-outbound-cache-redis/redistest"
 	"github.com/tech-log/tech-log-backend/shared-contract/keyspace"
 	"github.com/tech-log/tech-log-backend/shared-contract/ratelimit"
@@ -200,9 +201,7 @@ func TestClusterReshardingAskThenMoved(t *testing.T) {
 	assert.Equal(t, b.Addr(), p.router.SlotOwner(slot).Addr(), "the slot map follows MOVED")
 	assert.EqualValues(t, 8, programCalls(c), "8 evaluations, 8 calls that ran over all nodes")
 
-	bStats, err := b.Client().Info(ctx, "commandstats").Result()
-	require.NoError(t, err)
-	assert.Positive(t, statField(bStats, "cmdstat_asking", "calls"), "ASKING was sent to B")
+	assert.Positive(t, redistest.CommandStats(t, b.Client())["asking"].Calls, "ASKING was sent to B")
 }
 
 // TestClusterDownIsUnavailable: while a slot is unassigned the cluster
@@ -225,8 +224,12 @@ func TestClusterDownIsUnavailable(t *testing.T) {
 		require.NoError(t, n.Client().Do(ctx, "cluster", "delslots", other).Err())
 	}
 	require.Eventually(t, func() bool {
-		info, err := c.SlotOwner(keySlot(key)).Client().ClusterInfo(ctx).Result()
-		return err == nil && strings.Contains(info, "cluster_state:fail")
+		text, err := c.SlotOwner(keySlot(key)).Client().ClusterInfo(ctx).Result()
+		if err != nil {
+			return false
+		}
+		info, err := redisinfo.ParseClusterInfo(text)
+		return err == nil && info.State != redisinfo.ClusterStateOK
 	}, 10*time.Second, 20*time.Millisecond)
 
 	c.ResetStats()
@@ -315,38 +318,9 @@ func TestClusterConcurrentProvidersNeverAboveLimit(t *testing.T) {
 		subs[i] = randomSubject(t)
 	}
 	c.ResetStats()
-	var mu sync.Mutex
-	admitted := map[ratelimit.SubjectDigest]int{}
-	other := 0
-	var wg sync.WaitGroup
-	for w := range providers * workers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			p := ps[w%providers]
-			for i := range perWorker {
-				s := subs[(w+i)%subjects]
-				out := ask(p, pol.ID(), s, 1)
-				mu.Lock()
-				switch {
-				case ratelimit.Admitted(out):
-					admitted[s]++
-				case out.Kind() != ratelimit.KindEvaluated:
-					other++
-					t.Errorf("outcome %v (cause %v): no fault, every call is decided", out, causeOf(out))
-				}
-				mu.Unlock()
-			}
-		}()
-	}
-	wg.Wait()
-	total := providers * workers * perWorker // 1024 requests, 128 per subject
-	// Without faults: exactly the model's count, one call per request.
-	require.Zero(t, other, "requests not decided")
-	for _, s := range subs {
-		assert.Equal(t, limit, admitted[s], "exactly the limit per subject")
-	}
-	assert.EqualValues(t, total, programCalls(c))
+	// 1024 requests, 128 per subject; no fault: every call is decided.
+	admitted, other := hotSubjectLoad(t, ps, pol.ID(), subs, workers, perWorker)
+	assertHotSubjectLimits(t, c, subs, admitted, other, limit, providers*workers*perWorker)
 }
 
 // noFaultTimeout is the command, dial and pool timeout of the cluster
@@ -457,12 +431,6 @@ func TestNewRefusesUnqualifiedClusterClients(t *testing.T) {
 	assert.Contains(t, err.Error(), "MaxRetries")
 }
 
-// failoverLoad runs a bounded load of 2 providers x 8 goroutines on
-// subjects while fault runs, and reports per subject what the callers saw.
-type subjectTally struct {
-	admitted, denied, unavailable, indeterminate, shortfall int
-}
-
 // TestClusterFailoverUnderLoad: a primary fails over while two providers
 // evaluate continuously (hour-long fixed window, a limit never reached, so
 // the counter measures consumption). During the switch only Evaluated,
@@ -510,54 +478,13 @@ func TestClusterFailoverUnderLoad(t *testing.T) {
 					}
 				}
 			}
-			var mu sync.Mutex
-			tally := map[ratelimit.SubjectDigest]*subjectTally{}
-			for _, s := range subs {
-				tally[s] = &subjectTally{}
-			}
 			stop := make(chan struct{})
-			var wg sync.WaitGroup
-			for w := range 16 {
-				wg.Add(1)
-				go func() {
-					defer wg.Done()
-					for i := range 5000 { // bounded; stop ends it first
-						select {
-						case <-stop:
-							return
-						default:
-						}
-						s := subs[(w+i)%len(subs)]
-						out := ask(ps[w%2], pol.ID(), s, 1)
-						mu.Lock()
-						tl := tally[s]
-						switch o := out.(type) {
-						case ratelimit.Evaluated:
-							if o.Decision.Allowed {
-								tl.admitted++
-							} else {
-								tl.denied++
-							}
-						case ratelimit.Unavailable:
-							tl.unavailable++
-						case ratelimit.Indeterminate:
-							tl.indeterminate++
-							if o.Category == ratelimit.CategoryReplication {
-								tl.shortfall++
-							}
-						default:
-							t.Errorf("outcome %v during the failover", out)
-						}
-						mu.Unlock()
-						time.Sleep(2 * time.Millisecond)
-					}
-				}()
-			}
+			tally, loaded := failoverLoad(t, ps, pol.ID(), subs, 16, stop)
 			time.Sleep(300 * time.Millisecond)
 			tc.fault(c, victim)
 			time.Sleep(300 * time.Millisecond)
 			close(stop)
-			wg.Wait()
+			<-loaded
 
 			if tc.acks > 0 {
 				// The promoted replica has no replica of its own, so WAIT 1
@@ -648,34 +575,24 @@ func TestClusterReshardingUnderLoad(t *testing.T) {
 	var mu sync.Mutex
 	admitted := map[ratelimit.SubjectDigest]int{}
 	evaluations, failures := 0, 0
-	stop := make(chan struct{})
-	var wg sync.WaitGroup
-	for w := range 16 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for i := range 5000 {
-				select {
-				case <-stop:
-					return
-				default:
-				}
-				s := subs[(w+i)%len(subs)]
-				out := ask(ps[w%2], pol.ID(), s, 1)
-				mu.Lock()
-				switch {
-				case ratelimit.Admitted(out):
-					evaluations++
-					admitted[s]++
-				default:
-					failures++
-					t.Errorf("outcome %v (cause %v) during resharding: a redirect must be followed", out, causeOf(out))
-				}
-				mu.Unlock()
-				time.Sleep(time.Millisecond)
+	stop, loaded := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(loaded)
+		runLoad(16, 5000, time.Millisecond, stop, func(w, i int) {
+			s := subs[(w+i)%len(subs)]
+			out := ask(ps[w%2], pol.ID(), s, 1)
+			mu.Lock()
+			switch {
+			case ratelimit.Admitted(out):
+				evaluations++
+				admitted[s]++
+			default:
+				failures++
+				t.Errorf("outcome %v (cause %v) during resharding: a redirect must be followed", out, causeOf(out))
 			}
-		}()
-	}
+			mu.Unlock()
+		})
+	}()
 	time.Sleep(200 * time.Millisecond)
 	require.NoError(t, b.Client().Do(ctx, "cluster", "setslot", slot, "importing", c.ID(a)).Err())
 	require.NoError(t, a.Client().Do(ctx, "cluster", "setslot", slot, "migrating", c.ID(b)).Err())
@@ -708,7 +625,7 @@ func TestClusterReshardingUnderLoad(t *testing.T) {
 	}
 	time.Sleep(200 * time.Millisecond)
 	close(stop)
-	wg.Wait()
+	<-loaded
 
 	require.Zero(t, failures, "calls not decided")
 	assert.EqualValues(t, evaluations, programCalls(c), "calls over every node = evaluations")
@@ -722,10 +639,7 @@ func TestClusterReshardingUnderLoad(t *testing.T) {
 		require.True(t, ok)
 		assert.Equal(t, admitted[s], int(limit-1-e.Decision.Remaining), "consumption = admitted")
 	}
-	bStats, err := b.Client().Info(ctx, "commandstats").Result()
-	require.NoError(t, err)
-	aStats, err := a.Client().Info(ctx, "commandstats").Result()
-	require.NoError(t, err)
+	refused := redistest.CommandStats(t, a.Client())["evalsha"]
 	t.Logf("resharding under load: %d evaluations; ASKING on B: %d; refused (MOVED/ASK) EVALSHA on A: %d",
-		evaluations, statField(bStats, "cmdstat_asking", "calls"), statField(aStats, "cmdstat_evalsha", "rejected_calls")+statField(aStats, "cmdstat_evalsha", "failed_calls"))
+		evaluations, redistest.CommandStats(t, b.Client())["asking"].Calls, refused.RejectedCalls+refused.FailedCalls)
 }

@@ -131,15 +131,9 @@ func (p *Provider) checkServer(ctx context.Context, phase string, to send.Comman
 	st.Version, _ = redisinfo.Field(text, "redis_version")
 	st.Role, _ = redisinfo.Field(text, "role")
 	st.ConnectedReplicas = atoiField(text, "connected_slaves")
-	for i := range st.ConnectedReplicas {
-		v, _ := redisinfo.Field(text, "slave"+strconv.Itoa(i))
-		for part := range strings.SplitSeq(v, ",") {
-			if lag, ok := strings.CutPrefix(part, "lag="); ok {
-				if n, err := strconv.Atoi(lag); err == nil && n > st.ReplicaLagSeconds {
-					st.ReplicaLagSeconds = n
-				}
-			}
-		}
+	replicas, _ := redisinfo.Replicas(text) // a malformed line: lag unknown (-1)
+	for _, r := range replicas {
+		st.ReplicaLagSeconds = max(st.ReplicaLagSeconds, int(r.Lag))
 	}
 	st.AOFEnabled = atoiField(text, "aof_enabled") == 1
 	st.RDBLastSaveUnix = int64(atoiField(text, "rdb_last_save_time"))

@@ -6,12 +6,9 @@ package redisrate
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	mrand "math/rand/v2"
-	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -23,7 +20,6 @@ import (
 
 	"github.com/tech-log/tech-log-backend/adapter-outbound-cache-redis/internal/send"
 	"github.com/tech-log/tech-log-backend/adapter-outbound-cache-redis/programs"
-	"github.com/tech-log/tech-log-backend/adapter-outbound-cache-redis/redisinfo"
 	"github.com/tech-log/tech-log-backend/adapter-outbound-cache-redis/redistest"
 	"github.com/tech-log/tech-log-backend/shared-contract/keyspace"
 	"github.com/tech-log/tech-log-backend/shared-contract/ratelimit"
@@ -45,19 +41,8 @@ func serviceConfig(srv *redistest.Server) ClientConfig {
 	}
 }
 
-// randomKeys returns a keyspace builder with a random prefix: the test's
-// own corner of the keyspace.
-func randomKeys(t testing.TB) *keyspace.Builder {
-	t.Helper()
-	b := make([]byte, 6)
-	_, err := rand.Read(b)
-	require.NoError(t, err)
-	secret, err := keyspace.NewSecret([]byte("service-lane-secret-0123456789abcdef"))
-	require.NoError(t, err)
-	keys, err := keyspace.NewBuilder("t"+hex.EncodeToString(b), secret)
-	require.NoError(t, err)
-	return keys
-}
+// randomKeys is the test's own corner of the keyspace (redistest).
+func randomKeys(t testing.TB) *keyspace.Builder { return redistest.RandomKeys(t) }
 
 // serviceProvider builds and starts a Provider on srv; mutate adjusts the
 // client config first.
@@ -93,28 +78,11 @@ func adminCtx(t testing.TB) context.Context {
 	return ctx
 }
 
-// commandCalls returns the calls of cmd in INFO commandstats.
+// commandCalls returns the calls of cmd in INFO commandstats (redistest
+// reads it with redisinfo).
 func commandCalls(t testing.TB, admin *redis.Client, cmd string) int {
 	t.Helper()
-	stats, err := admin.Info(adminCtx(t), "commandstats").Result()
-	require.NoError(t, err)
-	return statField(stats, "cmdstat_"+cmd, "calls")
-}
-
-// statField reads field of line name from an INFO section (0 when absent).
-func statField(info, name, field string) int {
-	v, ok := redisinfo.Field(info, name)
-	if !ok {
-		return 0
-	}
-	for _, kv := range strings.Split(v, ",") {
-		k, val, _ := strings.Cut(kv, "=")
-		if k == field {
-			n, _ := strconv.Atoi(val)
-			return n
-		}
-	}
-	return 0
+	return int(redistest.CommandStats(t, admin)[cmd].Calls)
 }
 
 func TestServiceStartLoadsEveryProgram(t *testing.T) {
@@ -481,10 +449,9 @@ func TestServiceOOMIsRefusedBeforeTheProgramRuns(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, before, after)
 	assert.LessOrEqual(t, ttlAfter, ttlBefore)
-	stats, err := admin.Info(adminCtx(t), "commandstats").Result()
-	require.NoError(t, err)
-	assert.Equal(t, 1, statField(stats, "cmdstat_evalsha", "rejected_calls"))
-	assert.Equal(t, 0, statField(stats, "cmdstat_evalsha", "calls"), "never executed")
+	evalsha := redistest.CommandStats(t, admin)["evalsha"]
+	assert.EqualValues(t, 1, evalsha.RejectedCalls)
+	assert.Zero(t, evalsha.Calls, "never executed")
 
 	require.NoError(t, admin.ConfigSet(adminCtx(t), "maxmemory", "0").Err())
 	out = ask(p, pol.ID(), subject, 1)

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"sync"
 	"testing"
 	"time"
 
@@ -206,45 +205,8 @@ func TestSentinelFailoverUnderLoad(t *testing.T) {
 			for i := range subs {
 				subs[i] = randomSubject(t)
 			}
-			var mu sync.Mutex
-			tally := map[ratelimit.SubjectDigest]*subjectTally{}
-			for _, sb := range subs {
-				tally[sb] = &subjectTally{}
-			}
 			stop := make(chan struct{})
-			var wg sync.WaitGroup
-			for w := range 8 {
-				wg.Add(1)
-				go func() {
-					defer wg.Done()
-					for i := range 5000 { // bounded; stop ends it first
-						select {
-						case <-stop:
-							return
-						default:
-						}
-						sb := subs[(w+i)%len(subs)]
-						out := ask(p, pol.ID(), sb, 1)
-						mu.Lock()
-						tl := tally[sb]
-						switch o := out.(type) {
-						case ratelimit.Evaluated:
-							tl.admitted++
-						case ratelimit.Unavailable:
-							tl.unavailable++
-						case ratelimit.Indeterminate:
-							tl.indeterminate++
-							if o.Category == ratelimit.CategoryReplication {
-								tl.shortfall++
-							}
-						default:
-							t.Errorf("outcome %v during the failover", out)
-						}
-						mu.Unlock()
-						time.Sleep(2 * time.Millisecond)
-					}
-				}()
-			}
+			tally, loaded := failoverLoad(t, []*Provider{p}, pol.ID(), subs, 8, stop)
 			time.Sleep(300 * time.Millisecond)
 			old := s.Master()
 			if tc.kill {
@@ -255,7 +217,7 @@ func TestSentinelFailoverUnderLoad(t *testing.T) {
 			}
 			time.Sleep(500 * time.Millisecond)
 			close(stop)
-			wg.Wait()
+			<-loaded
 
 			newMaster := s.Master()
 			var lost, unavailable, indeterminate, shortfall int

@@ -332,48 +332,6 @@ func (c *Cluster) ResetStats() {
 	resetStats(c.t, c.live())
 }
 
-func sumCommandCalls(t testing.TB, nodes []*Server, commands []string) int64 {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	var total int64
-	for _, s := range nodes {
-		info, err := s.Client().Info(ctx, "commandstats").Result()
-		if err != nil {
-			t.Fatalf("redistest: node %s: INFO commandstats: %v", s.Addr(), err)
-		}
-		for _, cmd := range commands {
-			n, err := commandCalls(info, cmd)
-			if err != nil {
-				t.Fatalf("redistest: node %s: %v", s.Addr(), err)
-			}
-			total += n
-		}
-	}
-	return total
-}
-
-func resetStats(t testing.TB, nodes []*Server) {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	for _, s := range nodes {
-		if err := s.Client().ConfigResetStat(ctx).Err(); err != nil {
-			t.Fatalf("redistest: node %s: CONFIG RESETSTAT: %v", s.Addr(), err)
-		}
-	}
-}
-
-// commandCalls returns the calls= figure of cmdstat_<cmd> in an INFO
-// commandstats reply (0 when the command never ran).
-func commandCalls(info, cmd string) (int64, error) {
-	stats, err := redisinfo.CommandStats(info)
-	if err != nil {
-		return 0, err
-	}
-	return stats[cmd].Calls, nil
-}
-
 // Failover runs CLUSTER FAILOVER (coordinated, no data loss) on replica
 // and waits until it is a primary and the cluster is healthy. A manual
 // failover needs the replica's link to its primary up, and Redis abandons

@@ -19,19 +19,19 @@ func TestSlot(t *testing.T) {
 	assert.Equal(t, Slot("bar"), Slot("foo{bar}{zap}"), "only the first tag counts")
 }
 
-func TestCommandCalls(t *testing.T) {
-	info := "# Commandstats\r\ncmdstat_evalsha:calls=7,usec=10,usec_per_call=1.43,rejected_calls=2,failed_calls=0\r\ncmdstat_eval:calls=1,usec=3\r\n"
-	n, err := commandCalls(info, "evalsha")
-	require.NoError(t, err)
-	assert.EqualValues(t, 7, n)
-	n, err = commandCalls(info, "eval")
-	require.NoError(t, err)
-	assert.EqualValues(t, 1, n)
-	n, err = commandCalls(info, "get")
-	require.NoError(t, err)
-	assert.EqualValues(t, 0, n)
-	_, err = commandCalls("cmdstat_get:calls=x\r\n", "get")
-	assert.Error(t, err)
+// TestCommandStats: calls counted since CONFIG RESETSTAT, exactly; a
+// command that did not run has no entry.
+func TestCommandStats(t *testing.T) {
+	s := Start(t)
+	ctx := ctxT(t)
+	resetStats(t, []*Server{s})
+	for range 3 {
+		require.ErrorIs(t, s.Client().Get(ctx, "no-such-key").Err(), redis.Nil)
+	}
+	stats := CommandStats(t, s.Client())
+	assert.EqualValues(t, 3, stats["get"].Calls)
+	assert.NotContains(t, stats, "set")
+	assert.EqualValues(t, 6, sumCommandCalls(t, []*Server{s, s}, []string{"get", "set"}), "summed over nodes and commands")
 }
 
 // setScript writes its key: effects replication sends replicas the SET,
@@ -159,4 +159,10 @@ func TestSentinelTopology(t *testing.T) {
 	v, err := second.Client().Get(ctx, "k").Result()
 	require.NoError(t, err)
 	assert.Equal(t, "2", v)
+}
+
+func TestRandomKeys(t *testing.T) {
+	a, b := RandomKeys(t), RandomKeys(t)
+	assert.Regexp(t, `^t[0-9a-f]{12}$`, a.Prefix())
+	assert.NotEqual(t, a.Prefix(), b.Prefix(), "each test its own prefix")
 }

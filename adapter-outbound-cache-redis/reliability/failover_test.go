@@ -184,11 +184,10 @@ func TestLoadingServerRefusesBeforeRunning(t *testing.T) {
 			loaded.Round(time.Millisecond), got[0].at.Sub(start).Round(time.Millisecond), firstRefusal.Sub(start).Round(time.Millisecond),
 			len(got), kinds, refusedBy, lastRefusal.Sub(firstRefusal).Round(time.Millisecond))
 
-		stats, err := admin.Info(adminCtx(t), "commandstats").Result()
-		require.NoError(t, err)
-		assert.Equal(t, 0, statField(stats, "cmdstat_evalsha", "calls")+statField(stats, "cmdstat_eval", "calls"), "no program call reached the loading server")
+		stats := redistest.CommandStats(t, admin)
+		assert.Zero(t, stats["evalsha"].Calls+stats["eval"].Calls, "no program call reached the loading server")
 		t.Logf("after the load: hello calls %d, ping calls %d rejected %d (the handshake probes and redistest's PONG wait)",
-			statField(stats, "cmdstat_hello", "calls"), statField(stats, "cmdstat_ping", "calls"), statField(stats, "cmdstat_ping", "rejected_calls"))
+			stats["hello"].Calls, stats["ping"].Calls, stats["ping"].RejectedCalls)
 		requireRefusalsConsumedNothing(t, p, admin, keys, pols, subject)
 	})
 
@@ -228,14 +227,13 @@ func TestLoadingServerRefusesBeforeRunning(t *testing.T) {
 		require.NoError(t, <-done, "DEBUG RELOAD")
 		reloaded := time.Since(start)
 
-		stats, err := admin.Info(adminCtx(t), "commandstats").Result()
-		require.NoError(t, err)
-		assert.Equal(t, 0, statField(stats, "cmdstat_evalsha", "calls"), "refused, not run")
-		assert.Equal(t, len(pols), statField(stats, "cmdstat_evalsha", "rejected_calls"), "each call reached the server once")
-		assert.Equal(t, 0, statField(stats, "cmdstat_eval", "calls")+statField(stats, "cmdstat_eval", "rejected_calls"), "no EVAL fallback")
+		stats := redistest.CommandStats(t, admin)
+		assert.Zero(t, stats["evalsha"].Calls, "refused, not run")
+		assert.EqualValues(t, len(pols), stats["evalsha"].RejectedCalls, "each call reached the server once")
+		assert.Zero(t, stats["eval"].Calls+stats["eval"].RejectedCalls, "no EVAL fallback")
 		t.Logf("DEBUG RELOAD: loading:1 after %v, over after %v; evalsha calls %d, rejected_calls %d",
 			loading.Round(time.Millisecond), reloaded.Round(time.Millisecond),
-			statField(stats, "cmdstat_evalsha", "calls"), statField(stats, "cmdstat_evalsha", "rejected_calls"))
+			stats["evalsha"].Calls, stats["evalsha"].RejectedCalls)
 		requireRefusalsConsumedNothing(t, p, admin, keys, pols, subject)
 	})
 }

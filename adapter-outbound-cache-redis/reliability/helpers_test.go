@@ -4,9 +4,6 @@ import (
 	"github.com/tech-log/tech-log-backend/adapter-outbound-cache-redis/redisinfo"
 
 	"context"
-	"crypto/rand"
-	"encoding/base64"
-	"encoding/hex"
 	"fmt"
 	"strconv"
 	"strings"
@@ -120,27 +117,10 @@ func newProvider(t testing.TB, cfg redisrate.ClientConfig, keys *keyspace.Builde
 	return p
 }
 
-// randomKeys returns a keyspace builder with a random prefix and a fixed
-// test secret.
-func randomKeys(t testing.TB) *keyspace.Builder {
-	t.Helper()
-	b := make([]byte, 6)
-	_, err := rand.Read(b)
-	require.NoError(t, err)
-	secret, err := keyspace.NewSecret([]byte("reliability-lane-secret-0123456789"))
-	require.NoError(t, err)
-	keys, err := keyspace.NewBuilder("t"+hex.EncodeToString(b), secret)
-	require.NoError(t, err)
-	return keys
-}
+// randomKeys is the test's own corner of the keyspace (redistest).
+func randomKeys(t testing.TB) *keyspace.Builder { return redistest.RandomKeys(t) }
 
-func randomSubject(t testing.TB) ratelimit.SubjectDigest {
-	t.Helper()
-	b := make([]byte, 18)
-	_, err := rand.Read(b)
-	require.NoError(t, err)
-	return ratelimit.SubjectDigest(base64.RawURLEncoding.EncodeToString(b))
-}
+func randomSubject(t testing.TB) ratelimit.SubjectDigest { return ratelimittest.Subject(t) }
 
 func mustPolicy(t testing.TB, id ratelimit.PolicyID, params ratelimit.Params, maxCost int64) ratelimit.Policy {
 	t.Helper()
@@ -182,31 +162,10 @@ func adminCtx(t testing.TB) context.Context {
 }
 
 // calls returns the calls of cmd in INFO commandstats (0 when absent),
-// read with redisinfo (the one INFO reader).
+// read by redistest with redisinfo (the one INFO reader).
 func calls(t testing.TB, admin *redis.Client, cmd string) int {
 	t.Helper()
-	info, err := admin.Info(adminCtx(t), "commandstats").Result()
-	require.NoError(t, err)
-	stats, err := redisinfo.CommandStats(info)
-	require.NoError(t, err)
-	return int(stats[cmd].Calls)
-}
-
-// statField is one figure ("calls", "rejected_calls", "failed_calls") of
-// the line name ("cmdstat_evalsha") of an INFO commandstats reply, read
-// with redisinfo; 0 when absent or malformed.
-func statField(info, name, field string) int {
-	stats, _ := redisinfo.CommandStats(info)
-	st := stats[strings.TrimPrefix(name, "cmdstat_")]
-	switch field {
-	case "calls":
-		return int(st.Calls)
-	case "rejected_calls":
-		return int(st.RejectedCalls)
-	case "failed_calls":
-		return int(st.FailedCalls)
-	}
-	return 0
+	return int(redistest.CommandStats(t, admin)[cmd].Calls)
 }
 
 // infoField reads one field of an INFO section as text ("" when absent).

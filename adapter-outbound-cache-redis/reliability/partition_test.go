@@ -16,6 +16,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"net"
 	"os"
@@ -29,7 +30,9 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
+	"github.com/tech-log/tech-log-backend/adapter-outbound-cache-redis/redisinfo"
 	"github.com/tech-log/tech-log-backend/adapter-outbound-cache-redis/redisrate"
+	"github.com/tech-log/tech-log-backend/adapter-outbound-cache-redis/redistest/rediscluster"
 	"github.com/tech-log/tech-log-backend/shared-contract/ratelimit"
 )
 
@@ -182,9 +185,12 @@ func partitionRun(t *testing.T, acks int) {
 	}
 	p, r := admin(ipP), admin(ipR)
 	waitFor(t, "replica in sync", 15*time.Second, func() error {
-		info, err := r.Info(context.Background(), "replication").Result()
-		if err != nil || !strings.Contains(info, "master_link_status:up") {
-			return fmt.Errorf("replica link: %v", err)
+		repl, err := rediscluster.Replication(context.Background(), r)
+		if err != nil {
+			return err
+		}
+		if !repl.LinkUp {
+			return errors.New("replica link not up")
 		}
 		return nil
 	})
@@ -282,9 +288,12 @@ func partitionRun(t *testing.T, acks int) {
 	time.Sleep(700 * time.Millisecond) // the limiter follows +switch-master
 	lab.cut(minority, majority, false)
 	waitFor(t, "the old primary rejoins as a replica", 40*time.Second, func() error {
-		info, err := p.Info(context.Background(), "replication").Result()
-		if err != nil || !strings.Contains(info, "role:slave") || !strings.Contains(info, "master_link_status:up") {
-			return fmt.Errorf("old primary: %v", err)
+		repl, err := rediscluster.Replication(context.Background(), p)
+		if err != nil {
+			return err
+		}
+		if repl.Role != redisinfo.RoleReplica || !repl.LinkUp {
+			return fmt.Errorf("old primary: role %s, link up %v", repl.Role, repl.LinkUp)
 		}
 		return nil
 	})

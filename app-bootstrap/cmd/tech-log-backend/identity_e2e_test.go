@@ -11,8 +11,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"regexp"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -47,20 +45,10 @@ func apiKeyEnv(t *testing.T, redisAddr, keysFile string) []string {
 }
 
 // commandCalls is the number of calls of command on srv (INFO
-// commandstats).
+// commandstats, read by redistest with redisinfo).
 func commandCalls(t *testing.T, srv *redistest.Server, command string) int64 {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	info, err := srv.Client().Info(ctx, "commandstats").Result()
-	require.NoError(t, err)
-	m := regexp.MustCompile(`(?m)^cmdstat_` + command + `:calls=(\d+),`).FindStringSubmatch(info)
-	if m == nil {
-		return 0
-	}
-	n, err := strconv.ParseInt(m[1], 10, 64)
-	require.NoError(t, err)
-	return n
+	return redistest.CommandStats(t, srv.Client())[command].Calls
 }
 
 func dbSize(t *testing.T, srv *redistest.Server) int64 {
