@@ -14,10 +14,12 @@
 // or a Redis client, nor import fx. app-bootstrap's wiring package turns a
 // Config into clients and modules.
 //
-// Files by concern: env.go (the APP_ variables and their parsing), load.go
-// (Load, the bounds), validate_*.go (one section each: ratelimit, cache,
-// web, log, redis endpoint; validate.go holds the shared field checks),
-// tls.go (TLS files), secret.go (Secret, the _FILE variants and
-// ReadSecretFile, the one secret-file reader, which tlbctl uses too),
-// policies.go (the policy file).
+// Files by concern: config.go (Config and its sections), env.go (the APP_
+// variables and their parsing), load.go (Load, the bounds), errors.go
+// (VarError, VarErrors: one problem per variable), validate_*.go (one
+// section each: ratelimit, cache, web, identity, log, redis endpoint,
+// topology; validate.go holds the shared field checks), tls.go (TLS
+// files), secret.go (Secret, the _FILE variants and ReadSecretFile, the
+// one secret-file reader, which tlbctl uses too), policies.go (the policy
+// file), policies_keys.go (its unknown and misplaced keys).
 package config

@@ -10,4 +10,8 @@
 //
 // It imports shared-contract and prometheus/client_golang. It must never
 // import fx, a Redis client or the adapters.
+//
+// Files: metrics.go (Metrics, the registry, the edge decorator and
+// counters), breakers.go (a breaker gauge per target), server.go (the
+// coordination server's status gauges).
 package metrics

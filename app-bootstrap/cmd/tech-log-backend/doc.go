@@ -14,4 +14,7 @@
 // It is the process entry point and nothing else: the graph lives in
 // package wiring, the configuration in package config. Being package main,
 // nothing can import it; it must never hold logic another package needs.
+//
+// Files: main.go (flags, configuration, the fx app, shutdown),
+// healthcheck.go (-healthcheck: the image's HEALTHCHECK probe).
 package main

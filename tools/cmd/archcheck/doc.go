@@ -17,4 +17,7 @@
 // loaded (no go.work, a failing go command, a package that does not parse).
 //
 // It must never import a module of the project: it checks them.
+//
+// Files: main.go (flags, exit status, the report), load.go (the workspace
+// through the go command: modules, packages, imports, go.mod files).
 package main

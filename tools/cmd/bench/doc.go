@@ -13,4 +13,6 @@
 //
 // Like everything under tools/, it may import any module of the workspace
 // and any benchmark peer; no product module may import it.
+//
+// Files: main.go (flags, the run over tools/internal/bench, -from).
 package main

@@ -9,4 +9,6 @@
 //
 // Like everything under tools/, it may import any module of the workspace;
 // no product module may import it.
+//
+// Files: main.go (flags, rendering the programs and the manifest, -check).
 package main

@@ -11,4 +11,7 @@
 // hands the packages and go.mod files in. It must never import any module of
 // the project (nothing may depend on app-bootstrap, and the check must not
 // depend on what it checks) nor anything outside the standard library.
+//
+// Files: rules.go (the rule types, the Checker and its checks), table.go
+// (Project: the project's module table and rules).
 package archrules

@@ -13,4 +13,13 @@
 // adapter's public API (redisrate, programs), shared-contract, go-redis,
 // the peers and gonum/plot; it must never be imported by a product module,
 // and it never talks to a Redis it did not start (loopback only).
+//
+// Files: suite.go (Config, Run: the phases), runner.go (one measured run,
+// paired repetitions), limiters.go (the limiters under test), targets.go
+// (the targets, judged), micro.go (the Go micro-benchmarks),
+// redisbench.go (redis-benchmark), server.go (the private redis-server
+// over redisserver, INFO through redisinfo), hist.go (the latency
+// histogram), results.go (the results schema, medians, comparisons),
+// output.go (writing and reading the outputs), report.go (the document's
+// sections), chart.go (the chart), validate.go (the shape checks).
 package bench
