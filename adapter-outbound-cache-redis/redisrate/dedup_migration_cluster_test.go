@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"net"
 	"slices"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -14,7 +13,9 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/tech-log/tech-log-backend/adapter-outbound-cache-redis/redisinfo"
 	"github.com/tech-log/tech-log-backend/adapter-outbound-cache-redis/redistest"
+	"github.com/tech-log/tech-log-backend/adapter-outbound-cache-redis/redistest/redisserver"
 	"github.com/tech-log/tech-log-backend/shared-contract/keyspace"
 	"github.com/tech-log/tech-log-backend/shared-contract/ratelimit"
 )
@@ -150,22 +151,25 @@ func hookedClusterProvider(t *testing.T, addrs []string, keys *keyspace.Builder,
 	return p
 }
 
-// clusterState polls s's CLUSTER INFO until its cluster_state is want, for
-// at most 10 s.
+// clusterState polls s's CLUSTER INFO (read with redisinfo) until its
+// cluster_state is want ("ok" or "fail"), for at most 10 s.
 func clusterState(ctx context.Context, s *redistest.Server, want string) error {
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	for {
-		info, err := s.Client().ClusterInfo(ctx).Result()
-		if err == nil && strings.Contains(info, "cluster_state:"+want+"\r\n") {
-			return nil
+	return redisserver.Poll(ctx, 20*time.Millisecond, func() error {
+		text, err := s.Client().ClusterInfo(ctx).Result()
+		if err != nil {
+			return err
 		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("node %s: cluster_state not %s within 10s (last error %v)", s.Addr(), want, err)
-		case <-time.After(20 * time.Millisecond):
+		info, err := redisinfo.ParseClusterInfo(text)
+		if err != nil {
+			return err
 		}
-	}
+		if info.State != want {
+			return fmt.Errorf("node %s: cluster_state %s, want %s", s.Addr(), info.State, want)
+		}
+		return nil
+	})
 }
 
 // TestClusterDedupSlotMigration moves the slot of a dedup subject (its
