@@ -141,6 +141,12 @@ func checkLimits(t *testing.T, pol ratelimit.Policy, ta *tally, elapsed time.Dur
 	}
 }
 
+// cleanTimeout is the command and dial timeout of the lanes without faults,
+// whose checks are exact (every request evaluated, one call per request):
+// long enough that a loaded machine decides every call, so a failure there
+// is a defect, never noise.
+const cleanTimeout = 10 * time.Second
+
 // TestLoadOverAdmission: 4 providers (separate clients) x 64 goroutines on
 // one hot subject for several windows of each algorithm. Clean: every
 // request evaluated, allowed per window <= limit and, for the fixed window,
@@ -156,7 +162,7 @@ func TestLoadOverAdmission(t *testing.T) {
 	direct := make([]*redisrate.Provider, loadProviders)
 	proxied := make([]*redisrate.Provider, loadProviders)
 	for i := range loadProviders {
-		direct[i] = newProvider(t, clientConfig(srv.Addr(), 2*time.Second, loadGoroutines), keys, pols...)
+		direct[i] = newProvider(t, clientConfig(srv.Addr(), cleanTimeout, loadGoroutines), keys, pols...)
 		proxied[i] = newProvider(t, clientConfig(proxy.Listen, 2*time.Second, loadGoroutines), keys, pols...)
 	}
 	for _, pol := range pols {
@@ -216,7 +222,7 @@ func TestLoadOverAdmissionMatchesModel(t *testing.T) {
 	}
 	providers := make([]*redisrate.Provider, loadProviders)
 	for i := range loadProviders {
-		providers[i] = newProvider(t, clientConfig(srv.Addr(), 2*time.Second, loadGoroutines), keys, pols...)
+		providers[i] = newProvider(t, clientConfig(srv.Addr(), cleanTimeout, loadGoroutines), keys, pols...)
 	}
 	for _, pol := range pols {
 		t.Run(pol.Algorithm().String(), func(t *testing.T) {
