@@ -8,6 +8,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/tech-log/tech-log-backend/adapter-outbound-cache-redis/redisrate"
 	"github.com/tech-log/tech-log-backend/shared-contract/keyspace"
 	"github.com/tech-log/tech-log-backend/shared-contract/ratelimit"
@@ -44,11 +46,14 @@ type Cache struct {
 	// with one, only while subscribed).
 	live bool
 
-	stop     chan struct{}
-	stopOnce sync.Once
-	wg       sync.WaitGroup
-	psMu     sync.Mutex
-	closer   func() error // closes the subscription in use
+	client    redis.UniversalClient
+	heartbeat time.Duration
+	startOnce sync.Once
+	stop      chan struct{}
+	stopOnce  sync.Once
+	wg        sync.WaitGroup
+	psMu      sync.Mutex
+	closer    func() error // closes the subscription in use
 }
 
 var _ ratelimit.EdgePort = (*Cache)(nil)
@@ -265,6 +270,24 @@ func (c *Cache) Stats() Stats {
 	defer c.mu.Unlock()
 	return Stats{Hits: c.hits.Load(), Entries: len(c.table), MaxEntries: c.max,
 		Invalidations: c.received.Load(), Evicted: c.evicted.Load(), Live: c.live}
+}
+
+// Start starts the subscription when the cache has a client (once; it
+// never fails: the subscription retries by itself). The ctx argument is
+// unused, for an fx hook.
+func (c *Cache) Start(context.Context) error {
+	c.startOnce.Do(func() {
+		select {
+		case <-c.stop:
+			return
+		default:
+		}
+		if c.client != nil {
+			c.wg.Add(1)
+			go c.subscribe(c.client, c.heartbeat)
+		}
+	})
+	return nil
 }
 
 // Close stops the subscription and waits for it. It does not close the

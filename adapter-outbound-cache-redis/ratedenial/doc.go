@@ -14,7 +14,7 @@
 // at once. While a cache is not subscribed it neither serves nor records
 // anything, and a lost subscription clears it (ADR 0022).
 //
-// Files: options.go (Options, New, Exact, errors), cache.go (Cache,
+// Files: options.go (Options, New, Exact, errors), cache.go (Cache, Start,
 // Evaluate: the lookup, the recording and the bounded table, Invalidate,
 // Stats), pubsub.go (Channel, Publish, the subscription loop).
 //

@@ -78,6 +78,7 @@ func cache(t testing.TB, inner ratelimit.EdgePort, opts ratedenial.Options) *rat
 	c, err := ratedenial.New(inner, opts)
 	require.NoError(t, err)
 	t.Cleanup(c.Close)
+	require.NoError(t, c.Start(context.Background()))
 	return c
 }
 

@@ -40,7 +40,8 @@ type Options struct {
 	// arbitrary live entry, to record a new denial.
 	MaxEntries int
 	// Client, when set, is the coordination client the cache subscribes
-	// to Channel with: it then serves and records only while subscribed.
+	// to Channel with (from Start on): it then serves and records only
+	// while subscribed.
 	// Nil: no subscription, the cache always serves (for embedding where
 	// nothing resets state, and tests); Invalidate still works.
 	Client redis.UniversalClient
@@ -86,9 +87,8 @@ func Exact(a ratelimit.Algorithm) bool {
 	return false
 }
 
-// New returns the cache over inner. With opts.Client it starts the
-// subscription (Close stops it). It fails, starting nothing, if opts are
-// invalid.
+// New returns the cache over inner; it starts nothing (see Start). It
+// fails if opts are invalid.
 func New(inner ratelimit.EdgePort, opts Options) (*Cache, error) {
 	var errs []error
 	bad := func(format string, args ...any) {
@@ -148,9 +148,6 @@ func New(inner ratelimit.EdgePort, opts Options) (*Cache, error) {
 	if err := errors.Join(errs...); err != nil {
 		return nil, err
 	}
-	if opts.Client != nil {
-		c.wg.Add(1)
-		go c.subscribe(opts.Client, opts.Heartbeat)
-	}
+	c.client, c.heartbeat = opts.Client, opts.Heartbeat
 	return c, nil
 }

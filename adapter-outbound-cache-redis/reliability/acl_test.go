@@ -28,7 +28,8 @@ var (
 	aclRateUser = []any{"ACL", "SETUSER", "tlb-rate", "reset", "on", ">rate-test-pass",
 		"~tlb:rate:*", "resetchannels", "-@all",
 		"+evalsha", "+eval", "+script|load", "+script|exists", "+ping", "+info", "+config|get", "+hello", "+auth", "+client|setname",
-		"+get", "+set", "+time", "+hgetall", "+hset", "+pexpire", "+hget", "+hlen", "+hdel", "+pttl"}
+		"+get", "+set", "+time", "+hgetall", "+hset", "+pexpire", "+hget", "+hlen", "+hdel", "+pttl",
+		"&tlb-denial-cache-invalidate", "+subscribe"}
 	aclCacheUser = []any{"ACL", "SETUSER", "tlb-cache", "reset", "on", ">cache-test-pass",
 		"~tlb:cache:*", "resetchannels", "-@all",
 		"+getrange", "+set", "+del", "+evalsha", "+eval", "+ping", "+hello", "+auth", "+client|setname"}

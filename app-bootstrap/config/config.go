@@ -75,6 +75,10 @@ type RateLimit struct {
 	// FallbackMaxSubjects bounds the local emergency fallback's table
 	// (used only when a policy is local-fallback).
 	FallbackMaxSubjects int
+	// DenialCacheMaxEntries bounds the local denial cache's table
+	// (APP_RATE_LIMIT_DENIAL_CACHE_MAX_ENTRIES, ADR 0022); 0 turns the
+	// cache off.
+	DenialCacheMaxEntries int
 	// AllowEviction (APP_RATE_LIMIT_ALLOW_EVICTION) accepts a
 	// maxmemory-policy other than noeviction, with a warning log and the
 	// tlb_redis_eviction_accepted metric; otherwise such a server is never

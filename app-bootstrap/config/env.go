@@ -54,6 +54,8 @@ type rawRateLimit struct {
 	ReplicationAckTimeout *time.Duration `env:"REPLICATION_ACK_TIMEOUT"` // unset: COMMAND_TIMEOUT/2
 	// Local emergency fallback table bound (docs/degraded-mode.md).
 	FallbackMaxSubjects int `env:"FALLBACK_MAX_SUBJECTS" envDefault:"10000"`
+	// Local denial cache table bound, 0 off (ADR 0022).
+	DenialCacheMaxEntries int `env:"DENIAL_CACHE_MAX_ENTRIES" envDefault:"10000"`
 	// Server-policy checks (docs/operations.md, "Server settings").
 	AllowEviction         bool `env:"ALLOW_EVICTION" envDefault:"false"`
 	SkipServerConfigCheck bool `env:"SKIP_SERVER_CONFIG_CHECK" envDefault:"false"`

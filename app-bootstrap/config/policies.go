@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/tech-log/tech-log-backend/adapter-inbound-web/edge"
+	"github.com/tech-log/tech-log-backend/adapter-outbound-cache-redis/ratedenial"
 	"github.com/tech-log/tech-log-backend/shared-contract/ratelimit"
 )
 
@@ -41,6 +42,9 @@ type Route struct {
 type PolicySet struct {
 	Policies []ratelimit.Policy
 	Routes   []Route
+	// NoDenialCache lists, in file order, the policies whose file says
+	// "denialCache": false (ADR 0022).
+	NoDenialCache []ratelimit.PolicyID
 }
 
 // Policy returns the policy with id.
@@ -107,6 +111,7 @@ type policyJSON struct {
 	FallbackInstances  *int64    `json:"fallbackInstances"`
 	DedupWindow        *duration `json:"dedupWindow"`
 	DedupMaxReplays    *int64    `json:"dedupMaxReplays"`
+	DenialCache        *bool     `json:"denialCache"`
 	Routes             []string  `json:"routes"`
 }
 
@@ -206,6 +211,15 @@ func ParsePolicies(r io.Reader) (PolicySet, error) {
 			continue
 		}
 		set.Policies = append(set.Policies, policy)
+		if pj.DenialCache != nil {
+			// Optional: absent means on where the algorithm is exact.
+			switch {
+			case !*pj.DenialCache:
+				set.NoDenialCache = append(set.NoDenialCache, spec.ID)
+			case !ratedenial.Exact(policy.Algorithm()):
+				fail(where, "denialCache: true, but the denial cache is not exact for %s (docs/programs.md, \"Denial cache\"): remove the field", policy.Algorithm())
+			}
+		}
 		for _, pattern := range pj.Routes {
 			if other, dup := routes[pattern]; dup {
 				fail(where, "route %q is already mapped to policy %q", bounded(pattern), other)

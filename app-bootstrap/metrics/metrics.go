@@ -49,6 +49,18 @@ const (
 	FallbackMaxSubjects         = "tlb_ratelimit_fallback_max_subjects"
 	FallbackDroppedTotal        = "tlb_ratelimit_fallback_dropped_total"
 	FallbackChargeFailuresTotal = "tlb_ratelimit_fallback_charge_failures_total"
+	// DenialCacheHitsTotal counts requests the local denial cache answered
+	// (ADR 0022); DenialCacheEntries and DenialCacheMaxEntries are its
+	// table's use and bound; DenialCacheInvalidationsTotal the
+	// invalidations it received (tlbctl reset); DenialCacheEvictedTotal the
+	// live entries dropped to make room; DenialCacheLive is 1 while it
+	// serves (subscribed to invalidations).
+	DenialCacheHitsTotal          = "tlb_ratelimit_denial_cache_hits_total"
+	DenialCacheEntries            = "tlb_ratelimit_denial_cache_entries"
+	DenialCacheMaxEntries         = "tlb_ratelimit_denial_cache_max_entries"
+	DenialCacheInvalidationsTotal = "tlb_ratelimit_denial_cache_invalidations_total"
+	DenialCacheEvictedTotal       = "tlb_ratelimit_denial_cache_evicted_total"
+	DenialCacheLive               = "tlb_ratelimit_denial_cache_live"
 	// DedupTotal counts evaluation-dedup events per policy and result:
 	// "replayed" (a recorded decision answered again, nothing consumed)
 	// and "conflict" (an evaluation ID reused with another cost or policy,
@@ -415,4 +427,52 @@ func (c *fallbackCollector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(c.max, prometheus.GaugeValue, float64(st.MaxSubjects))
 	ch <- prometheus.MustNewConstMetric(c.dropped, prometheus.CounterValue, float64(st.Dropped))
 	ch <- prometheus.MustNewConstMetric(c.failures, prometheus.CounterValue, float64(st.ChargeFailures))
+}
+
+// DenialCacheStats is what the local denial cache reports at scrape time.
+type DenialCacheStats struct {
+	Hits, Invalidations, Evicted uint64
+	Entries, MaxEntries          int
+	Live                         bool
+}
+
+// RegisterDenialCache exports the local denial cache's state, read from
+// stats at scrape time: DenialCacheHitsTotal, DenialCacheEntries,
+// DenialCacheMaxEntries, DenialCacheInvalidationsTotal,
+// DenialCacheEvictedTotal, DenialCacheLive.
+func (m *Metrics) RegisterDenialCache(stats func() DenialCacheStats) {
+	m.registry.MustRegister(&denialCollector{stats: stats,
+		hits:    prometheus.NewDesc(DenialCacheHitsTotal, "Requests answered by the local denial cache (a denial the server gave, not yet past its retry-after).", nil, nil),
+		entries: prometheus.NewDesc(DenialCacheEntries, "Denials in the local denial cache's table.", nil, nil),
+		max:     prometheus.NewDesc(DenialCacheMaxEntries, "Bound of the local denial cache's table (APP_RATE_LIMIT_DENIAL_CACHE_MAX_ENTRIES).", nil, nil),
+		inval:   prometheus.NewDesc(DenialCacheInvalidationsTotal, "Invalidations the local denial cache received (tlbctl reset publishes one).", nil, nil),
+		evicted: prometheus.NewDesc(DenialCacheEvictedTotal, "Live denials dropped from the full table to make room.", nil, nil),
+		live:    prometheus.NewDesc(DenialCacheLive, "1 while the local denial cache serves (subscribed to invalidations), else 0.", nil, nil),
+	})
+}
+
+// denialCollector reads DenialCacheStats once per scrape.
+type denialCollector struct {
+	stats                                    func() DenialCacheStats
+	hits, entries, max, inval, evicted, live *prometheus.Desc
+}
+
+func (c *denialCollector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{c.hits, c.entries, c.max, c.inval, c.evicted, c.live} {
+		ch <- d
+	}
+}
+
+func (c *denialCollector) Collect(ch chan<- prometheus.Metric) {
+	st := c.stats()
+	live := 0.0
+	if st.Live {
+		live = 1
+	}
+	ch <- prometheus.MustNewConstMetric(c.hits, prometheus.CounterValue, float64(st.Hits))
+	ch <- prometheus.MustNewConstMetric(c.entries, prometheus.GaugeValue, float64(st.Entries))
+	ch <- prometheus.MustNewConstMetric(c.max, prometheus.GaugeValue, float64(st.MaxEntries))
+	ch <- prometheus.MustNewConstMetric(c.inval, prometheus.CounterValue, float64(st.Invalidations))
+	ch <- prometheus.MustNewConstMetric(c.evicted, prometheus.CounterValue, float64(st.Evicted))
+	ch <- prometheus.MustNewConstMetric(c.live, prometheus.GaugeValue, live)
 }

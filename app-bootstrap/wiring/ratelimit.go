@@ -10,6 +10,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"go.uber.org/fx"
 
+	"github.com/tech-log/tech-log-backend/adapter-outbound-cache-redis/ratedenial"
 	"github.com/tech-log/tech-log-backend/adapter-outbound-cache-redis/ratefallback"
 	"github.com/tech-log/tech-log-backend/adapter-outbound-cache-redis/redisrate"
 	"github.com/tech-log/tech-log-backend/app-bootstrap/config"
@@ -40,8 +41,12 @@ func RateLimitModule() fx.Option {
 // retries the checks until they pass.
 type coordination struct {
 	provider *redisrate.Provider
-	log      *slog.Logger
-	redis    config.Redis // for naming the variable at fault in errors
+	// client is the provider's client; the denial cache subscribes to
+	// invalidations with it.
+	client redis.UniversalClient
+	keys   *keyspace.Builder
+	log    *slog.Logger
+	redis  config.Redis // for naming the variable at fault in errors
 
 	// fallback: some policy is local-fallback, so an open breaker keeps
 	// the instance ready.
@@ -75,7 +80,7 @@ func newCoordination(lc fx.Lifecycle, cfg config.Config, log *slog.Logger) (*coo
 		_ = client.Close()
 		return nil, fmt.Errorf("rate limit: provider: %w", err)
 	}
-	c := &coordination{provider: provider, log: log.With("component", "ratelimit"), redis: rl.Redis}
+	c := &coordination{provider: provider, client: client, keys: keys, log: log.With("component", "ratelimit"), redis: rl.Redis}
 	for _, p := range rl.Policies.Policies {
 		c.fallback = c.fallback || p.FailurePolicy() == ratelimit.LocalFallback
 	}
@@ -204,6 +209,32 @@ func newEdgePort(lc fx.Lifecycle, c *coordination, m *metrics.Metrics, cfg confi
 			return metrics.FallbackStats{Pending: pending, Subjects: st.Subjects, MaxSubjects: st.MaxSubjects, Dropped: st.Dropped, ChargeFailures: st.ChargeFailures}
 		})
 		port = fb
+	}
+	if cfg.RateLimit.DenialCacheMaxEntries > 0 {
+		// The local denial cache (ADR 0022) answers a denied subject until
+		// its retry-after, outside the fallback so that a pending local
+		// charge is never skipped, inside the metrics decorator so that
+		// its answers are counted.
+		dc, err := ratedenial.New(port, ratedenial.Options{
+			Policies:   cfg.RateLimit.Policies.Policies,
+			Disabled:   cfg.RateLimit.Policies.NoDenialCache,
+			Keys:       c.keys,
+			MaxEntries: cfg.RateLimit.DenialCacheMaxEntries,
+			Client:     c.client,
+			Log:        c.log,
+		})
+		if err != nil {
+			return nil, fmt.Errorf("rate limit: denial cache: %w", err)
+		}
+		// Subscribes to invalidations at start; stops the subscription
+		// before the provider closes the client (hooks stop in reverse
+		// order).
+		lc.Append(fx.Hook{OnStart: dc.Start, OnStop: func(context.Context) error { dc.Close(); return nil }})
+		m.RegisterDenialCache(func() metrics.DenialCacheStats {
+			st := dc.Stats()
+			return metrics.DenialCacheStats{Hits: st.Hits, Invalidations: st.Invalidations, Evicted: st.Evicted, Entries: st.Entries, MaxEntries: st.MaxEntries, Live: st.Live}
+		})
+		port = dc
 	}
 	ids := make([]ratelimit.PolicyID, 0, len(cfg.RateLimit.Policies.Policies))
 	for _, p := range cfg.RateLimit.Policies.Policies {

@@ -16,6 +16,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/tech-log/tech-log-backend/adapter-outbound-cache-redis/programs"
+	"github.com/tech-log/tech-log-backend/adapter-outbound-cache-redis/ratedenial"
 	"github.com/tech-log/tech-log-backend/adapter-outbound-cache-redis/redisinfo"
 	"github.com/tech-log/tech-log-backend/adapter-outbound-cache-redis/redisrate"
 	"github.com/tech-log/tech-log-backend/app-bootstrap/config"
@@ -72,7 +73,7 @@ func runCheck(ctx context.Context, args, environ []string, stdout io.Writer) err
 
 // nodeChecks are the checks run on each server that holds state (the
 // primary, or every cluster primary), in order.
-var nodeChecks = []string{"tls", "server version", "role", "eviction policy", "persistence", "scripts", "provider acl"}
+var nodeChecks = []string{"tls", "server version", "role", "eviction policy", "persistence", "scripts", "provider acl", "denial cache acl"}
 
 // checks runs the checks in order; after a failed connection the rest are
 // skipped. In cluster mode the server checks run on every primary, each
@@ -139,6 +140,7 @@ func nodeRows(ctx context.Context, cfg config.Config, c *redis.Client, addr stri
 		persistenceRow(ctx, c),
 		scriptsRow(ctx, c),
 		aclRow(ctx, cfg, c),
+		denialRow(ctx, cfg, c),
 	}
 }
 
@@ -334,6 +336,24 @@ func providerCommands(key string) [][]any {
 		{"HDEL", key, "id"},
 		{"PTTL", key},
 	}
+}
+
+// denialRow reports whether the provider's user may subscribe to the
+// denial cache's invalidations (ADR 0022). Without it the service works
+// and its denial cache stays off: info, not a problem.
+func denialRow(ctx context.Context, cfg config.Config, c *redis.Client) row {
+	user := cfg.RateLimit.Redis.Username
+	if user == "" {
+		user = "default"
+	}
+	res, err := c.Do(ctx, "ACL", "DRYRUN", user, "SUBSCRIBE", ratedenial.Channel).Text()
+	switch {
+	case err != nil:
+		return row{"denial cache acl", statusProblem, fmt.Sprintf("ACL DRYRUN %s SUBSCRIBE: %v", user, err)}
+	case res != "OK":
+		return row{"denial cache acl", statusInfo, fmt.Sprintf("user %s may not SUBSCRIBE %s: the service's denial cache stays off (docs/operations.md has the ACL line)", user, ratedenial.Channel)}
+	}
+	return row{"denial cache acl", statusOK, fmt.Sprintf("user %s may subscribe to %s", user, ratedenial.Channel)}
 }
 
 // sampleKey is a state key of the first policy for a fixed digest: the

@@ -16,6 +16,7 @@ import (
 	"go.uber.org/fx/fxtest"
 
 	"github.com/tech-log/tech-log-backend/adapter-inbound-web/subject"
+	"github.com/tech-log/tech-log-backend/adapter-outbound-cache-redis/ratedenial"
 	"github.com/tech-log/tech-log-backend/adapter-outbound-cache-redis/redistest"
 	"github.com/tech-log/tech-log-backend/app-bootstrap/config"
 	"github.com/tech-log/tech-log-backend/app-bootstrap/wiring"
@@ -27,11 +28,13 @@ var (
 	aclRateUser = []any{"ACL", "SETUSER", "tlb-rate", "reset", "on", ">rate-test-pass",
 		"~tlb:rate:*", "resetchannels", "-@all",
 		"+evalsha", "+eval", "+script|load", "+script|exists", "+ping", "+info", "+config|get", "+hello", "+auth", "+client|setname",
-		"+get", "+set", "+time", "+hgetall", "+hset", "+pexpire", "+hget", "+hlen", "+hdel", "+pttl"}
+		"+get", "+set", "+time", "+hgetall", "+hset", "+pexpire", "+hget", "+hlen", "+hdel", "+pttl",
+		"&" + ratedenial.Channel, "+subscribe"}
 	aclCtlUser = []any{"ACL", "SETUSER", "tlb-ctl", "reset", "on", ">ctl-test-pass",
 		"~tlb:rate:*", "resetchannels", "-@all",
 		"+ping", "+hello", "+auth", "+client|setname", "+info", "+config|get", "+script|load", "+acl|dryrun",
-		"+get", "+pttl", "+time", "+del"}
+		"+get", "+pttl", "+time", "+del",
+		"&" + ratedenial.Channel, "+publish"}
 )
 
 const testAPIKey = "tlbctl-test-api-key-0001"

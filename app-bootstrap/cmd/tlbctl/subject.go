@@ -18,6 +18,7 @@ import (
 
 	"github.com/tech-log/tech-log-backend/adapter-inbound-web/subject"
 	"github.com/tech-log/tech-log-backend/adapter-outbound-cache-redis/programs"
+	"github.com/tech-log/tech-log-backend/adapter-outbound-cache-redis/ratedenial"
 	"github.com/tech-log/tech-log-backend/adapter-outbound-cache-redis/redisrate"
 	"github.com/tech-log/tech-log-backend/app-bootstrap/config"
 	"github.com/tech-log/tech-log-backend/shared-contract/keyspace"
@@ -406,7 +407,8 @@ type auditInfo struct{ user, endpoint string }
 
 // reset deletes the target's state with --yes, and otherwise says what it
 // would delete. The audit line of a deletion goes to audit (stderr, and
-// the --audit-log file).
+// the --audit-log file). After a deletion it publishes the key on the
+// denial cache's channel (ratedenial.Publish).
 func reset(ctx context.Context, c *redis.Client, who auditInfo, tg target, st state, yes bool, stdout, audit io.Writer) error {
 	what := fmt.Sprintf("state of %s %s under policy %s: key %s", tg.kind, tg.shown, tg.policy.ID(), tg.key)
 	if st.raw == nil {
@@ -423,6 +425,14 @@ func reset(ctx context.Context, c *redis.Client, who auditInfo, tg target, st st
 	}
 	fmt.Fprintf(stdout, "deleted the %s\n", what)
 	writeAudit(audit, who, tg, n)
+	// Every instance's denial cache drops its entry for this state
+	// (ADR 0022); without it, an instance that cached a denial of this
+	// subject keeps denying until that denial's retry-after has passed.
+	receivers, err := ratedenial.Publish(ctx, c, tg.key)
+	if err != nil {
+		return fmt.Errorf("the state is deleted, but the invalidation was not published (instances that cached a denial of this subject keep denying for at most its retry-after; the ACL user needs &%s +publish, docs/operations.md): %w", ratedenial.Channel, err)
+	}
+	fmt.Fprintf(stdout, "invalidation published on %s: %d subscribed instance connection(s) received it\n", ratedenial.Channel, receivers)
 	return nil
 }
 
