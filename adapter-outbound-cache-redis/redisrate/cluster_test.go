@@ -190,9 +190,7 @@ func TestClusterReshardingAskThenMoved(t *testing.T) {
 	// MIGRATE the old key, then the slot belongs to B everywhere.
 	host, port, _ := net.SplitHostPort(b.Addr())
 	require.NoError(t, a.Client().Do(ctx, "migrate", host, port, oldKey, 0, 5000).Err())
-	for _, n := range c.Primaries() { // replicas learn it by gossip
-		require.NoError(t, n.Client().Do(ctx, "cluster", "setslot", slot, "node", c.ID(b)).Err())
-	}
+	c.SetSlotNode(slot, b, a)
 	want(old, true, 1) // MOVED B, followed
 	want(old, true, 0) // straight to B
 	want(old, false, 0)
@@ -601,20 +599,11 @@ func TestClusterReshardingUnderLoad(t *testing.T) {
 		}
 	}
 	time.Sleep(100 * time.Millisecond)
-	// The documented order (CLUSTER SETSLOT): the target B first, then the
-	// source A, then the rest. With A first, A sends MOVED to B while B,
-	// still importing, sends MOVED back to A until B learns it owns the
-	// slot: the redirect budget ran out and the test failed about 1 run
-	// in 14.
-	order := []*redistest.Server{b, a}
-	for _, n := range c.Primaries() {
-		if n != a && n != b {
-			order = append(order, n)
-		}
-	}
-	for _, n := range order {
-		require.NoError(t, n.Client().Do(ctx, "cluster", "setslot", slot, "node", c.ID(b)).Err())
-	}
+	// The documented order (SetSlotNode: B, then A, then the rest). With A
+	// first, A sends MOVED to B while B, still importing, sends MOVED back
+	// to A until B learns it owns the slot: the redirect budget ran out and
+	// the test failed about 1 run in 14.
+	c.SetSlotNode(slot, b, a)
 	time.Sleep(200 * time.Millisecond)
 	close(stop)
 	<-loaded

@@ -316,15 +316,7 @@ func TestClusterDedupSlotMigration(t *testing.T) {
 
 	// 4. SETSLOT NODE B: B first, then A, then the others. The provider's
 	// map still names A: MOVED.
-	order := []*redistest.Server{b, a}
-	for _, n := range c.Primaries() {
-		if n != a && n != b {
-			order = append(order, n)
-		}
-	}
-	for _, n := range order {
-		require.NoError(t, n.Client().Do(ctx, "cluster", "setslot", slot, "node", c.ID(b)).Err())
-	}
+	c.SetSlotNode(slot, b, a)
 	before = refusals()
 	prev = step("slot on B", prev)
 	assert.Greater(t, refusals()[refusalMoved], before[refusalMoved], "MOVED followed to B")

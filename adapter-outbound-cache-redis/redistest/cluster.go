@@ -383,6 +383,29 @@ func (c *Cluster) Failover(replica *Server) {
 	}
 }
 
+// SetSlotNode ends the migration of slot from source to target: CLUSTER
+// SETSLOT slot NODE target on target first, then on source, then on every
+// other primary (replicas learn it by gossip). That is the documented
+// order: with source first, source sends MOVED to target while target,
+// still importing, sends MOVED back. It fails the test on an error.
+func (c *Cluster) SetSlotNode(slot int, target, source *Server) {
+	c.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	order := []*Server{target, source}
+	for _, n := range c.Primaries() {
+		if n != target && n != source {
+			order = append(order, n)
+		}
+	}
+	id := c.ID(target)
+	for _, n := range order {
+		if err := n.Client().Do(ctx, "cluster", "setslot", slot, "node", id).Err(); err != nil {
+			c.t.Fatalf("redistest: node %s: CLUSTER SETSLOT %d NODE %s: %v", n.Addr(), slot, target.Addr(), err)
+		}
+	}
+}
+
 // ReplicasOf returns the running nodes that replicate primary.
 func (c *Cluster) ReplicasOf(primary *Server) []*Server {
 	c.t.Helper()

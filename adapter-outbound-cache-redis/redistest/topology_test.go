@@ -9,6 +9,8 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/tech-log/tech-log-backend/adapter-outbound-cache-redis/redistest/rediscluster"
 )
 
 func TestSlot(t *testing.T) {
@@ -165,4 +167,32 @@ func TestRandomKeys(t *testing.T) {
 	a, b := RandomKeys(t), RandomKeys(t)
 	assert.Regexp(t, `^t[0-9a-f]{12}$`, a.Prefix())
 	assert.NotEqual(t, a.Prefix(), b.Prefix(), "each test its own prefix")
+}
+
+// TestClusterSetSlotNode: an (empty) slot migrated from its owner to
+// another primary belongs to it on every node once SetSlotNode returns
+// and the cluster settles.
+func TestClusterSetSlotNode(t *testing.T) {
+	c := StartCluster(t, WithReplicasPerPrimary(0))
+	ctx := ctxT(t)
+	const slot = 42
+	a := c.SlotOwner(slot)
+	var b *Server
+	for _, p := range c.Primaries() {
+		if p != a {
+			b = p
+			break
+		}
+	}
+	require.NotNil(t, b)
+	require.NoError(t, b.Client().Do(ctx, "cluster", "setslot", slot, "importing", c.ID(a)).Err())
+	require.NoError(t, a.Client().Do(ctx, "cluster", "setslot", slot, "migrating", c.ID(b)).Err())
+	c.SetSlotNode(slot, b, a)
+	c.WaitHealthy()
+	assert.Same(t, b, c.SlotOwner(slot))
+	for _, n := range c.Nodes() {
+		owners, err := rediscluster.SlotOwners(ctx, n.Client())
+		require.NoError(t, err)
+		assert.Equal(t, b.Addr(), owners[slot], "node %s", n.Addr())
+	}
 }
