@@ -27,9 +27,14 @@ type fallbackInstance struct {
 	fb *ratefallback.Fallback
 }
 
+// fallbackPool is the pool size of a fallback instance's client: a pooled
+// connection the proxy cut can surface once as Indeterminate (written,
+// then lost) before it is dropped, so an outage shows at most this many.
+const fallbackPool = 8
+
 func newFallbackInstance(t *testing.T, addr string, keys *keyspace.Builder, pols []ratelimit.Policy) fallbackInstance {
 	t.Helper()
-	cfg := clientConfig(addr, redisrate.DefaultCommandTimeout, 8)
+	cfg := clientConfig(addr, redisrate.DefaultCommandTimeout, fallbackPool)
 	cfg.DialTimeout = redisrate.DefaultDialTimeout
 	client, err := redisrate.NewClient(cfg)
 	require.NoError(t, err)
@@ -127,7 +132,7 @@ func TestFallbackOutageTwoInstancesReconciled(t *testing.T) {
 	proxy.Stop()
 	for _, pol := range pols {
 		for name, in := range map[string]fallbackInstance{"A": a, "B": b} {
-			admitted, denied := 0, false
+			admitted, denied, lost := 0, false, 0
 			for i := 0; i < 30 && !denied; i++ {
 				out := ask(in.fb, pol.ID(), s1, 1)
 				ev, ok := out.(ratelimit.Evaluated)
@@ -136,6 +141,8 @@ func TestFallbackOutageTwoInstancesReconciled(t *testing.T) {
 					// as Indeterminate (written, then lost): fail-closed,
 					// never local.
 					require.Equal(t, ratelimit.KindIndeterminate, out.Kind(), "%s %s call %d: %v", name, pol.ID(), i, out)
+					lost++
+					require.LessOrEqual(t, lost, fallbackPool, "%s %s: at most once per pooled connection", name, pol.ID())
 					continue
 				}
 				require.Equal(t, ratelimit.LocalEmergency, ev.Decision.Source)
@@ -222,12 +229,15 @@ func TestFallbackRecoveryBoundAtDefaults(t *testing.T) {
 
 			proxy.Stop()
 			for name, in := range map[string]fallbackInstance{"A": a, "B": b} {
-				admitted, denied := 0, false
+				admitted, denied, lost := 0, false, 0
 				for i := 0; i < 30 && !denied; i++ {
 					out := askDefault(in.fb, pol.ID(), subject)
 					ev, ok := out.(ratelimit.Evaluated)
 					if !ok {
+						// A cut pooled connection, once each (fallbackPool).
 						require.Equal(t, ratelimit.KindIndeterminate, out.Kind(), "%s call %d: %v", name, i, out)
+						lost++
+						require.LessOrEqual(t, lost, fallbackPool, "%s: at most once per pooled connection", name)
 						continue
 					}
 					require.Equal(t, ratelimit.LocalEmergency, ev.Decision.Source)
