@@ -185,8 +185,11 @@ func (c *Cluster) Addrs() []string {
 }
 
 // Node returns the node at addr, or nil.
-func (c *Cluster) Node(addr string) *Server {
-	for _, s := range c.nodes {
+func (c *Cluster) Node(addr string) *Server { return serverAt(c.nodes, addr) }
+
+// serverAt returns the server of servers at addr, or nil.
+func serverAt(servers []*Server, addr string) *Server {
+	for _, s := range servers {
 		if s.Addr() == addr {
 			return s
 		}

@@ -289,14 +289,8 @@ func (s *Sentinel) Master() *Server {
 	return got
 }
 
-func (s *Sentinel) server(addr string) *Server {
-	for _, srv := range s.servers {
-		if srv.Addr() == addr {
-			return srv
-		}
-	}
-	return nil
-}
+// server returns the data node at addr, or nil.
+func (s *Sentinel) server(addr string) *Server { return serverAt(s.servers, addr) }
 
 // Failover asks a sentinel for a forced failover (SENTINEL FAILOVER) and
 // waits as WaitNewMaster does. It returns the new primary.
