@@ -568,7 +568,7 @@ func TestClusterReshardingUnderLoad(t *testing.T) {
 	stop, loaded := make(chan struct{}), make(chan struct{})
 	go func() {
 		defer close(loaded)
-		runLoad(16, 5000, time.Millisecond, stop, func(w, i int) {
+		redistest.Load(16, 5000, time.Millisecond, redistest.Closed(stop), func(w, i int) {
 			s := subs[(w+i)%len(subs)]
 			out := ask(ps[w%2], pol.ID(), s, 1)
 			mu.Lock()

@@ -1,6 +1,6 @@
 package redisrate
 
-// The one bounded concurrent load loop of the package's service tests.
+// The package's loads over redistest.Load (the one bounded load loop).
 
 import (
 	"sync"
@@ -14,33 +14,6 @@ import (
 	"github.com/tech-log/tech-log-backend/shared-contract/ratelimit"
 )
 
-// runLoad starts workers goroutines; worker w calls each(w, i) for i in
-// 0..perWorker-1, sleeping pause after each call (0: none), and stops
-// early once stop is closed (nil: never). It returns when every worker has
-// returned: bounded in count by perWorker, and in time by each's own
-// deadline.
-func runLoad(workers, perWorker int, pause time.Duration, stop <-chan struct{}, each func(w, i int)) {
-	var wg sync.WaitGroup
-	for w := range workers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for i := range perWorker {
-				select {
-				case <-stop:
-					return
-				default:
-				}
-				each(w, i)
-				if pause > 0 {
-					time.Sleep(pause)
-				}
-			}
-		}()
-	}
-	wg.Wait()
-}
-
 // hotSubjectLoad sends workers requests at a time per provider, perWorker
 // each, cost 1, round-robin over subs, and returns what was admitted per
 // subject and how many requests were not Evaluated. It injects no fault,
@@ -49,7 +22,7 @@ func hotSubjectLoad(t *testing.T, ps []*Provider, id ratelimit.PolicyID, subs []
 	t.Helper()
 	var mu sync.Mutex
 	admitted = map[ratelimit.SubjectDigest]int{}
-	runLoad(len(ps)*workers, perWorker, 0, nil, func(w, i int) {
+	redistest.Load(len(ps)*workers, perWorker, 0, nil, func(w, i int) {
 		s := subs[(w+i)%len(subs)]
 		out := ask(ps[w%len(ps)], id, s, 1)
 		mu.Lock()
@@ -98,7 +71,7 @@ func failoverLoad(t *testing.T, ps []*Provider, id ratelimit.PolicyID, subs []ra
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		runLoad(workers, 5000, 2*time.Millisecond, stop, func(w, i int) {
+		redistest.Load(workers, 5000, 2*time.Millisecond, redistest.Closed(stop), func(w, i int) {
 			s := subs[(w+i)%len(subs)]
 			out := ask(ps[w%len(ps)], id, s, 1)
 			mu.Lock()

@@ -30,7 +30,8 @@
 // package rediscluster), sentinel.go (StartSentinel), tls.go and certs.go
 // (WithTLS and its certificates), stats.go (CommandStats: INFO
 // commandstats through redisinfo, summed over a topology's nodes), keys.go
-// (RandomKeys: a test's own keyspace prefix). Subpackage redisserver is the launcher
+// (RandomKeys: a test's own keyspace prefix), load.go (Load: the one
+// bounded concurrent load loop). Subpackage redisserver is the launcher
 // without a testing.TB (also used by the demo and the benchmark);
 // subpackage rediscluster joins cluster nodes and waits until the cluster
 // is healthy (also used by the demo's cluster).

@@ -3,6 +3,8 @@ package redistest
 import (
 	"fmt"
 	"net"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -195,4 +197,30 @@ func TestClusterSetSlotNode(t *testing.T) {
 		require.NoError(t, err)
 		assert.Equal(t, b.Addr(), owners[slot], "node %s", n.Addr())
 	}
+}
+
+func TestLoad(t *testing.T) {
+	var mu sync.Mutex
+	seen := map[[2]int]int{}
+	Load(3, 4, 0, nil, func(w, i int) {
+		mu.Lock()
+		defer mu.Unlock()
+		seen[[2]int{w, i}]++
+	})
+	assert.Len(t, seen, 12, "every worker, every index")
+	for k, n := range seen {
+		assert.Equal(t, 1, n, "%v once", k)
+	}
+
+	stop := make(chan struct{})
+	var calls atomic.Int64
+	Load(4, 1000, time.Millisecond, Closed(stop), func(int, int) {
+		if calls.Add(1) == 10 {
+			close(stop)
+		}
+	})
+	// Each worker asks done before every call: once stop is closed, at
+	// most the 3 other workers finish the call they had begun.
+	assert.GreaterOrEqual(t, calls.Load(), int64(10))
+	assert.LessOrEqual(t, calls.Load(), int64(13), "stop ends the workers early")
 }

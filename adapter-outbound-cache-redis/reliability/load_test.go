@@ -70,23 +70,13 @@ func hammer(providers []*redisrate.Provider, id ratelimit.PolicyID, subject rate
 	start := time.Now()
 	stop := start.Add(d)
 	var issued atomic.Int64
-	var wg sync.WaitGroup
-	for _, p := range providers {
-		for range loadGoroutines {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				for i := 0; i < loadPerG && time.Since(start) < loadBudget; i++ {
-					if !time.Now().Before(stop) && issued.Load() >= int64(minIssued) {
-						return
-					}
-					issued.Add(1)
-					ta.add(ask(p, id, subject, 1))
-				}
-			}()
-		}
+	done := func() bool {
+		return time.Since(start) >= loadBudget || !time.Now().Before(stop) && issued.Load() >= int64(minIssued)
 	}
-	wg.Wait()
+	redistest.Load(len(providers)*loadGoroutines, loadPerG, 0, done, func(w, _ int) {
+		issued.Add(1)
+		ta.add(ask(providers[w%len(providers)], id, subject, 1))
+	})
 	return ta
 }
 
@@ -286,36 +276,28 @@ func TestLoadDistinctSubjectsExpire(t *testing.T) {
 	baseline := infoInt(t, admin, "memory", "used_memory")
 
 	start := time.Now()
-	var wg sync.WaitGroup
 	var mu sync.Mutex
 	kinds := map[ratelimit.OutcomeKind]int{}
-	per := subjects / (loadProviders * loadGoroutines)
-	extra := subjects - per*loadProviders*loadGoroutines
+	// Worker w (provider w/loadGoroutines) takes per subjects, one more
+	// for the first extra workers; past loadBudget the rest are counted as
+	// missing below.
+	workers := loadProviders * loadGoroutines
+	per, extra := subjects/workers, subjects%workers
+	count := func(w int) int { return per + min(max(extra-w, 0), 1) }
 	n := 0
-	for pi, p := range providers {
-		for g := range loadGoroutines {
-			count := per
-			if pi*loadGoroutines+g < extra {
-				count++
-			}
-			n += count
-			wg.Add(1)
-			go func(seed int) {
-				defer wg.Done()
-				for i := range count {
-					if time.Since(start) > loadBudget {
-						return // counted as missing below
-					}
-					s := ratelimit.SubjectDigest(fmt.Sprintf("subject-%08d-%06d", seed, i))
-					out := p.Evaluate(context.Background(), ratelimit.Request{PolicyID: pol.ID(), SubjectDigest: s, Cost: 1, Deadline: time.Now().Add(30 * time.Second)})
-					mu.Lock()
-					kinds[out.Kind()]++
-					mu.Unlock()
-				}
-			}(pi*loadGoroutines + g)
-		}
+	for w := range workers {
+		n += count(w)
 	}
-	wg.Wait()
+	redistest.Load(workers, per+1, 0, func() bool { return time.Since(start) > loadBudget }, func(w, i int) {
+		if i >= count(w) {
+			return
+		}
+		s := ratelimit.SubjectDigest(fmt.Sprintf("subject-%08d-%06d", w, i))
+		out := providers[w/loadGoroutines].Evaluate(context.Background(), ratelimit.Request{PolicyID: pol.ID(), SubjectDigest: s, Cost: 1, Deadline: time.Now().Add(30 * time.Second)})
+		mu.Lock()
+		kinds[out.Kind()]++
+		mu.Unlock()
+	})
 	elapsed := time.Since(start)
 	require.Equal(t, subjects, n)
 	require.Equal(t, subjects, kinds[ratelimit.KindEvaluated], "%v", kinds)
