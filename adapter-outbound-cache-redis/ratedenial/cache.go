@@ -48,6 +48,7 @@ type Cache struct {
 
 	client    redis.UniversalClient
 	heartbeat time.Duration
+	instance  string // names this cache's heartbeats
 	startOnce sync.Once
 	stop      chan struct{}
 	stopOnce  sync.Once

@@ -16,7 +16,8 @@
 //
 // Files: options.go (Options, New, Exact, errors), cache.go (Cache, Start,
 // Evaluate: the lookup, the recording and the bounded table, Invalidate,
-// Stats), pubsub.go (Channel, Publish, the subscription loop).
+// Stats, Close), pubsub.go (Channel, Publish, the subscription loop and
+// its heartbeat).
 //
 // It uses only the exported API of the port it decorates and
 // redisrate.StateKey. It must never import the provider's internal

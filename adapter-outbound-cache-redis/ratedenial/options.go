@@ -1,6 +1,8 @@
 package ratedenial
 
 import (
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -45,9 +47,10 @@ type Options struct {
 	// Nil: no subscription, the cache always serves (for embedding where
 	// nothing resets state, and tests); Invalidate still works.
 	Client redis.UniversalClient
-	// Heartbeat is how long the subscription waits for a message before
-	// it pings; a ping unanswered for another Heartbeat is a lost
-	// subscription. 10ms..1m; 0 means DefaultHeartbeat.
+	// Heartbeat spaces the heartbeats the cache publishes on Channel
+	// through Client and must receive on its subscription: one not
+	// received by the next is a lost subscription (noticed within two
+	// heartbeats). 10ms..1m; 0 means DefaultHeartbeat.
 	Heartbeat time.Duration
 	// Log, optional, gets one line per change of the subscription (lost,
 	// subscribed), never per message.
@@ -149,5 +152,8 @@ func New(inner ratelimit.EdgePort, opts Options) (*Cache, error) {
 		return nil, err
 	}
 	c.client, c.heartbeat = opts.Client, opts.Heartbeat
+	b := make([]byte, 8)
+	_, _ = rand.Read(b) // crypto/rand.Read never fails (Go 1.24+)
+	c.instance = hex.EncodeToString(b)
 	return c, nil
 }

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -13,8 +15,10 @@ import (
 // Channel is the Redis pub/sub channel invalidations travel on: each
 // message's payload is one state key (redisrate.StateKey) whose state was
 // reset. The payload holds no subject: the key is what Redis already
-// stores. The service's ACL user needs "&" + Channel and +subscribe,
-// tlbctl's "&" + Channel and +publish (docs/operations.md).
+// stores. Each subscribed cache also publishes a heartbeat there once a
+// heartbeat ("hb <instance> <seq>", never a key). The service's ACL user
+// needs "&" + Channel, +subscribe and +publish; tlbctl's "&" + Channel
+// and +publish (docs/operations.md).
 const Channel = "tlb-denial-cache-invalidate"
 
 // maxPayload bounds an invalidation's payload: a state key is at most a
@@ -38,8 +42,8 @@ func Publish(ctx context.Context, c redis.Cmdable, stateKey string) (int64, erro
 
 // subscribe keeps a subscription to Channel until Close: each session
 // subscribes, and the cache is live from its subscription's confirmation
-// until the session ends (an error, or a ping unanswered for a
-// heartbeat); then the cache is cleared and not live until the next
+// until the session ends (an error, or its own heartbeat not received
+// within a heartbeat); then the cache is cleared and not live until the next
 // session confirms, after a backoff (100ms doubling to 5s, reset by a
 // confirmed session).
 func (c *Cache) subscribe(client redis.UniversalClient, heartbeat time.Duration) {
@@ -72,8 +76,21 @@ func (c *Cache) subscribe(client redis.UniversalClient, heartbeat time.Duration)
 	}
 }
 
+// heartbeatPrefix starts a heartbeat's payload: "hb <instance> <seq>".
+// No state key contains a space (a key prefix is [a-z0-9][a-z0-9._-]*),
+// so no heartbeat is read as an invalidation.
+const heartbeatPrefix = "hb "
+
 // session runs one subscription until it fails or Close closes it;
 // confirmed reports whether the server confirmed it (the cache was live).
+//
+// Liveness is checked end to end: once a heartbeat, the session publishes
+// a heartbeat of its own through the client (as tlbctl publishes a
+// reset: to the primary the client writes to), and the next heartbeat
+// must find it received on the subscription. A dead connection, a
+// subscription left on a demoted Sentinel primary (go-redis's failover
+// client does not move a subscription) or a cluster bus that does not
+// carry messages all end the session within two heartbeats.
 func (c *Cache) session(client redis.UniversalClient, heartbeat time.Duration) (confirmed bool, err error) {
 	ctx := context.Background()
 	ps := client.Subscribe(ctx, Channel)
@@ -93,21 +110,34 @@ func (c *Cache) session(client redis.UniversalClient, heartbeat time.Duration) (
 		c.psMu.Unlock()
 		_ = ps.Close()
 	}()
-	pinged := false
+	var sent, got uint64
+	next := time.Now().Add(2 * heartbeat) // the confirmation's deadline
 	for {
-		msg, err := ps.ReceiveTimeout(ctx, heartbeat)
+		if wait := time.Until(next); wait <= 0 {
+			switch {
+			case !confirmed:
+				return false, fmt.Errorf("SUBSCRIBE %s not confirmed within %v", Channel, 2*heartbeat)
+			case got < sent:
+				return true, fmt.Errorf("heartbeat %d not received within %v", sent, heartbeat)
+			}
+			sent++
+			pctx, cancel := context.WithTimeout(ctx, heartbeat)
+			err := client.Publish(pctx, Channel, fmt.Sprintf("%s%s %d", heartbeatPrefix, c.instance, sent)).Err()
+			cancel()
+			if err != nil {
+				return true, fmt.Errorf("heartbeat: PUBLISH: %w", err)
+			}
+			next = time.Now().Add(heartbeat)
+			continue
+		}
+		msg, err := ps.ReceiveTimeout(ctx, time.Until(next))
 		if err != nil {
 			var ne net.Error
-			if errors.As(err, &ne) && ne.Timeout() && !pinged {
-				if err := ps.Ping(ctx); err != nil {
-					return confirmed, fmt.Errorf("ping: %w", err)
-				}
-				pinged = true
+			if errors.As(err, &ne) && ne.Timeout() {
 				continue
 			}
 			return confirmed, err
 		}
-		pinged = false
 		switch m := msg.(type) {
 		case *redis.Subscription:
 			if m.Kind != "subscribe" || m.Channel != Channel {
@@ -115,16 +145,35 @@ func (c *Cache) session(client redis.UniversalClient, heartbeat time.Duration) (
 			}
 			if !confirmed {
 				confirmed = true
+				next = time.Now() // the first heartbeat at once
 				c.setLive(true)
 				if c.log != nil {
 					c.log.Info("denial cache: subscribed to invalidations", "channel", Channel)
 				}
 			}
 		case *redis.Message:
-			if m.Channel == Channel && len(m.Payload) <= maxPayload {
-				c.Invalidate(m.Payload)
+			if m.Channel != Channel || len(m.Payload) > maxPayload {
+				continue
 			}
+			if rest, ok := strings.CutPrefix(m.Payload, heartbeatPrefix); ok {
+				if seq, ok := c.ownHeartbeat(rest); ok && seq > got {
+					got = seq
+				}
+				continue
+			}
+			c.Invalidate(m.Payload)
 		case *redis.Pong:
 		}
 	}
+}
+
+// ownHeartbeat parses "<instance> <seq>" and reports the sequence number
+// when the heartbeat is this cache's.
+func (c *Cache) ownHeartbeat(s string) (uint64, bool) {
+	id, seq, ok := strings.Cut(s, " ")
+	if !ok || id != c.instance {
+		return 0, false
+	}
+	n, err := strconv.ParseUint(seq, 10, 64)
+	return n, err == nil
 }

@@ -339,21 +339,31 @@ func providerCommands(key string) [][]any {
 }
 
 // denialRow reports whether the provider's user may subscribe to the
-// denial cache's invalidations (ADR 0022). Without it the service works
+// denial cache's invalidations and publish its heartbeats (ADR 0022). Without it the service works
 // and its denial cache stays off: info, not a problem.
 func denialRow(ctx context.Context, cfg config.Config, c *redis.Client) row {
 	user := cfg.RateLimit.Redis.Username
 	if user == "" {
 		user = "default"
 	}
-	res, err := c.Do(ctx, "ACL", "DRYRUN", user, "SUBSCRIBE", ratedenial.Channel).Text()
-	switch {
-	case err != nil:
-		return row{"denial cache acl", statusProblem, fmt.Sprintf("ACL DRYRUN %s SUBSCRIBE: %v", user, err)}
-	case res != "OK":
-		return row{"denial cache acl", statusInfo, fmt.Sprintf("user %s may not SUBSCRIBE %s: the service's denial cache stays off (docs/operations.md has the ACL line)", user, ratedenial.Channel)}
+	var denied []string
+	for _, cmd := range []string{"SUBSCRIBE", "PUBLISH"} {
+		args := []any{"ACL", "DRYRUN", user, cmd, ratedenial.Channel}
+		if cmd == "PUBLISH" {
+			args = append(args, "hb")
+		}
+		res, err := c.Do(ctx, args...).Text()
+		if err != nil {
+			return row{"denial cache acl", statusProblem, fmt.Sprintf("ACL DRYRUN %s %s: %v", user, cmd, err)}
+		}
+		if res != "OK" {
+			denied = append(denied, cmd)
+		}
 	}
-	return row{"denial cache acl", statusOK, fmt.Sprintf("user %s may subscribe to %s", user, ratedenial.Channel)}
+	if len(denied) > 0 {
+		return row{"denial cache acl", statusInfo, fmt.Sprintf("user %s may not %s %s: the service's denial cache stays off (docs/operations.md has the ACL line)", user, strings.Join(denied, ", "), ratedenial.Channel)}
+	}
+	return row{"denial cache acl", statusOK, fmt.Sprintf("user %s may subscribe and publish heartbeats on %s", user, ratedenial.Channel)}
 }
 
 // sampleKey is a state key of the first policy for a fixed digest: the
