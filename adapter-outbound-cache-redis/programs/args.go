@@ -14,7 +14,8 @@ const (
 	ArgMaxClockRegression
 	// ArgCleanupGrace is CleanupGrace in ms (1..MaxHorizonMillis).
 	ArgCleanupGrace
-	// ArgLimit is the window limit or the bucket capacity (F1, S1, T1).
+	// ArgLimit is the window limit, the bucket capacity or the GCRA burst
+	// (F1, S1, T1, G1).
 	ArgLimit
 	// ArgWindow is the window length in ms, fixed window and sliding
 	// counter (F2, S2, S3).
@@ -29,10 +30,21 @@ const (
 	ArgRefillPeriod
 )
 
+// GCRA positions after ArgLimit (the burst): the emission interval
+// PeriodMicros/Rate microseconds, reduced (ratelimit.GCRA.Emission; G1).
+const (
+	// ArgRate is the reduced rate R, the emission interval's denominator.
+	ArgRate = ArgLimit + 1 + iota
+	// ArgPeriodMicros is the reduced period P in microseconds, the emission
+	// interval's numerator.
+	ArgPeriodMicros
+)
+
 // Argument counts (ARGV length) per program.
 const (
 	ArgCountWindow      = ArgWindow + 1       // fixed window, sliding counter
 	ArgCountTokenBucket = ArgRefillPeriod + 1 // token bucket
+	ArgCountGCRA        = ArgPeriodMicros + 1 // gcra
 )
 
 // NumKeys is the number of KEYS every program takes: its one state hash.
@@ -55,6 +67,9 @@ func appendArgs(dst []any, p ratelimit.Policy, cost int64) []any {
 	dst = append(dst, p.Revision(), cost, p.MaxClockRegression().Milliseconds(), p.CleanupGrace().Milliseconds(), p.Limit())
 	if tokens, period, ok := p.Refill(); ok {
 		return append(dst, tokens, period)
+	}
+	if rate, per, _, ok := p.Emission(); ok {
+		return append(dst, rate, per)
 	}
 	return append(dst, p.WindowMillis())
 }

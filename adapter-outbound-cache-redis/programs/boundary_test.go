@@ -37,6 +37,7 @@ func extremePolicies(t testing.TB) map[string]ratelimit.Policy {
 	fw := ratelimit.AlgorithmFixedWindow
 	sw := ratelimit.AlgorithmSlidingWindowCounter
 	tb := ratelimit.AlgorithmTokenBucket
+	gc := ratelimit.AlgorithmGCRA
 	return map[string]ratelimit.Policy{
 		"fixed: largest limit, largest window": mustPolicy(t, fw, ratelimit.FixedWindow{Limit: maxExact / 2, Window: msd(horizon - 1)}, maxExact/2, msd(1), msd(horizon)),
 		"fixed: largest limit, 1ms window":     mustPolicy(t, fw, ratelimit.FixedWindow{Limit: maxExact / 2, Window: msd(1)}, maxExact/2, msd(horizon-1), msd(horizon)),
@@ -49,6 +50,12 @@ func extremePolicies(t testing.TB) map[string]ratelimit.Policy {
 		"token: capacity 2^53-1, 1ms period":   mustPolicy(t, tb, ratelimit.TokenBucket{Capacity: maxExact, RefillTokens: edgeRate, RefillPeriod: msd(1)}, maxExact, msd(1), msd(1000)),
 		"token: capacity 1, longest period":    mustPolicy(t, tb, ratelimit.TokenBucket{Capacity: 1, RefillTokens: 2, RefillPeriod: msd(horizon)}, 1, msd(1), msd(horizon)),
 		"token: odd remainders":                mustPolicy(t, tb, ratelimit.TokenBucket{Capacity: maxExact / 7919, RefillTokens: 7907, RefillPeriod: msd(7919)}, maxExact/7919, msd(1), msd(3)),
+		// G1 at its edge: B*P + 999*R = 2^53-1 exactly (9 per 1 ms: P/R =
+		// 1000/9 µs), and the fastest rate G1 allows with burst 1.
+		"gcra: B*P + 999*R = 2^53-1":      mustPolicy(t, gc, ratelimit.GCRA{Rate: 9, Period: msd(1), Burst: 9007199254732}, 9007199254732, msd(1), msd(horizon)),
+		"gcra: largest rate, burst 1":     mustPolicy(t, gc, ratelimit.GCRA{Rate: 9016215470209, Period: msd(1), Burst: 1}, 1, msd(1), msd(5)),
+		"gcra: horizon + grace = H":       mustPolicy(t, gc, ratelimit.GCRA{Rate: 1, Period: msd(1_000_000_000_000), Burst: 1}, 1, msd(horizon-1_000_000_000_001), msd(horizon)),
+		"gcra: odd interval, large burst": mustPolicy(t, gc, ratelimit.GCRA{Rate: 7907, Period: msd(7919), Burst: (maxExact - 999*7907) / 7919000}, (maxExact-999*7907)/7919000, msd(1), msd(3)),
 	}
 }
 
@@ -84,6 +91,9 @@ func worstCase(p ratelimit.Policy) map[string]*big.Int {
 		fill := new(big.Int).Add(b(n.fullScaled-1), b(n.rate))
 		fill.Quo(fill, b(n.rate)) // ceil(C*P / R), computed in big
 		out["T2: reset + grace <= S + fill + grace"] = add(srv, fill, grace)
+	case ratelimit.AlgorithmGCRA:
+		out["G1: d, D + cost*P, frac*R + D <= B*P + 999*R"] = add(mul(b(n.limit), b(n.per)), mul(b(999), b(n.rate)))
+		out["G2: reset + grace <= S + horizon + grace"] = add(srv, b(n.horizon()), grace)
 	}
 	return out
 }
@@ -124,11 +134,19 @@ func TestBoundaryArithmeticStaysExact(t *testing.T) {
 						if cost < 1 {
 							cost = 1
 						}
+						// GCRA reads microseconds: the start, the last and a
+						// random microsecond of the millisecond.
+						var frac int64
+						if p.Algorithm() == ratelimit.AlgorithmGCRA {
+							frac = []int64{0, 999, rng.Int64N(1000)}[rng.IntN(3)]
+						}
 						var c calc
-						want, next := evaluate(p, cur, now, cost, &c)
+						want, next := evaluate(p, cur, now, frac, cost, &c)
 						require.False(t, c.overflow, "model overflow at %d cost %d", now, cost)
 						peak = max(peak, c.peak)
-						got := m.eval(prog, p, now, key, cost)
+						v, err := m.runMicros(prog, now*1000+frac, key, Args(p, cost)...)
+						require.NoError(t, err)
+						got := toReply(t, v)
 						require.Equal(t, want, got, "now %d cost %d state %v", now, cost, cur)
 						require.NoError(t, got.Check(p))
 						cur = next
@@ -169,6 +187,13 @@ func adversarialStates(p ratelimit.Policy, base int64) []State {
 			encodeState(n.alg, SchemaVersion, alg, rev, base, n.limit-1, n.per-1),
 			encodeState(n.alg, SchemaVersion, alg, rev, base, 0, 0),
 			encodeState(n.alg, SchemaVersion, alg, rev, base/2, 0, n.per-1))
+	case ratelimit.AlgorithmGCRA:
+		top := n.fullScaled + 999*n.rate // G1: the largest stored offset
+		out = append(out,
+			encodeState(n.alg, SchemaVersion, alg, rev, base, top),
+			encodeState(n.alg, SchemaVersion, alg, rev, base, n.fullScaled),
+			encodeState(n.alg, SchemaVersion, alg, rev, base, 1),
+			encodeState(n.alg, SchemaVersion, alg, rev, base/2, top))
 	}
 	return out
 }
@@ -178,9 +203,12 @@ func adversarialStates(p ratelimit.Policy, base int64) []State {
 func nextInstant(rng *rand.Rand, p ratelimit.Policy, now int64) int64 {
 	n := numbersOf(p)
 	steps := []int64{0, 1, n.horizon() - 1, n.horizon(), n.horizon() + 1, -n.reg, -1}
-	if n.alg == ratelimit.AlgorithmTokenBucket {
+	switch n.alg {
+	case ratelimit.AlgorithmTokenBucket:
 		steps = append(steps, ceilDiv(n.per, n.rate), n.per)
-	} else {
+	case ratelimit.AlgorithmGCRA:
+		steps = append(steps, ceilDiv(ceilDiv(n.per, n.rate), 1000), ceilDiv(ceilDiv(n.fullScaled, n.rate), 1000))
+	default:
 		steps = append(steps, n.win-1, n.win)
 	}
 	next := now + steps[rng.IntN(len(steps))]
@@ -216,7 +244,10 @@ func TestArgValidationMatchesNewPolicy(t *testing.T) {
 	tb := func(c, r, per int64) ratelimit.Params {
 		return ratelimit.TokenBucket{Capacity: c, RefillTokens: r, RefillPeriod: msd(per)}
 	}
-	FW, SW, TB := ratelimit.AlgorithmFixedWindow, ratelimit.AlgorithmSlidingWindowCounter, ratelimit.AlgorithmTokenBucket
+	gc := func(rate, per, burst int64) ratelimit.Params {
+		return ratelimit.GCRA{Rate: rate, Period: msd(per), Burst: burst}
+	}
+	FW, SW, TB, GC := ratelimit.AlgorithmFixedWindow, ratelimit.AlgorithmSlidingWindowCounter, ratelimit.AlgorithmTokenBucket, ratelimit.AlgorithmGCRA
 	edges := []edge{
 		{"fixed limit M/2", FW, fw(maxExact/2, 1000), 1, 1, 0, 1},
 		{"fixed limit M/2+1", FW, fw(maxExact/2+1, 1000), 1, 1, 0, 1},
@@ -244,6 +275,13 @@ func TestArgValidationMatchesNewPolicy(t *testing.T) {
 		{"token refill M", TB, tb(1, maxExact, 1), 1, 1, 0, 1},
 		{"token refill M+1", TB, tb(1, maxExact+1, 1), 1, 1, 0, 1},
 		{"token cost capacity", TB, tb(3, 1, 1), 3, 1, 0, 1},
+		{"gcra B*P + 999*R = M", GC, gc(9, 1, 9007199254732), 1, 1, 0, 1},
+		{"gcra B*P + 999*R = M + P", GC, gc(9, 1, 9007199254733), 1, 1, 0, 1},
+		{"gcra largest rate", GC, gc(9016215470209, 1, 1), 1, 1, 0, 1},
+		{"gcra rate above M/999", GC, gc(9016215470213, 1, 1), 1, 1, 0, 1},
+		{"gcra horizon + grace = H", GC, gc(1, 1_000_000_000_000, 1), 1, horizon - 1_000_000_000_001, 0, 1},
+		{"gcra horizon + grace = H + 1", GC, gc(1, 1_000_000_000_000, 1), 1, horizon - 1_000_000_000_000, 0, 1},
+		{"gcra cost burst", GC, gc(3, 1000, 4), 4, 1, 0, 1},
 	}
 	m := newMini(t)
 	accepted, rejected := 0, 0
@@ -257,6 +295,8 @@ func TestArgValidationMatchesNewPolicy(t *testing.T) {
 				limit = q.Limit
 			case ratelimit.TokenBucket:
 				limit = q.Capacity
+			case ratelimit.GCRA:
+				limit = q.Burst
 			}
 			_, err := ratelimit.NewPolicy(ratelimit.PolicySpec{
 				ID: "edge", Revision: e.rev, Algorithm: e.alg, Params: e.params, MaxCost: min(limit, max(e.cost, 1)),
@@ -272,6 +312,9 @@ func TestArgValidationMatchesNewPolicy(t *testing.T) {
 				args = append(args, q.Limit, q.Window.Milliseconds())
 			case ratelimit.TokenBucket:
 				args = append(args, q.Capacity, q.RefillTokens, q.RefillPeriod.Milliseconds())
+			case ratelimit.GCRA:
+				rate, per := q.Emission()
+				args = append(args, q.Burst, rate, per)
 			}
 			key := "argedge:" + strconv.Itoa(i)
 			v, rerr := m.run(mustProgram(t, e.alg), t0, key, args...)

@@ -15,10 +15,19 @@ import "github.com/tech-log/tech-log-backend/shared-contract/ratelimit"
 // Reply.ExpiryMillis, as for an allowed decision.
 func Charge(p ratelimit.Policy, st State, serverNowMillis, units int64) (Reply, State) {
 	var c calc
-	return charge(p, st, serverNowMillis, units, &c)
+	return charge(p, st, serverNowMillis, 0, units, &c)
 }
 
-func charge(p ratelimit.Policy, st State, now, units int64, c *calc) (Reply, State) {
+// ChargeMicros is Charge with the server's TIME at serverNowMicros
+// microseconds (EvaluateMicros). GCRA's charge moves the theoretical
+// arrival time to max(TAT, min(max(TAT, now) + units*T, now + Burst*T)).
+func ChargeMicros(p ratelimit.Policy, st State, serverNowMicros, units int64) (Reply, State) {
+	var c calc
+	ms, frac := splitMicros(serverNowMicros)
+	return charge(p, st, ms, frac, units, &c)
+}
+
+func charge(p ratelimit.Policy, st State, now, frac, units int64, c *calc) (Reply, State) {
 	n, f, eff, refusal, refused := admit(p, st, now, units, c)
 	if refused {
 		return refusal, st
@@ -56,6 +65,8 @@ func charge(p ratelimit.Policy, st State, now, units int64, c *calc) (Reply, Sta
 		reset := c.mul(c.add(k, 2), n.win)
 		next = encodeState(n.alg, SchemaVersion, int64(n.alg), rev, eff, k, charged, prev)
 		r = Reply{StatusAllowed, now, eff, n.limit, remaining, 0, reset}
+	case ratelimit.AlgorithmGCRA:
+		r, next = n.gcra(f, now, eff, gcraFrac(now, eff, frac), units, rev, true, c)
 	default:
 		full := c.mul(n.limit, n.per)
 		s := full

@@ -9,7 +9,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/tech-log/tech-log-backend/adapter-outbound-cache-redis/redistest"
-	"github.com/tech-log/tech-log-backend/shared-contract/ratelimit"
 )
 
 // TestChargeProgramsInManifest: one reconciliation program per algorithm,
@@ -18,8 +17,8 @@ import (
 func TestChargeProgramsInManifest(t *testing.T) {
 	require.NoError(t, Verify())
 	charges := Charges()
-	require.Len(t, charges, 3)
-	for _, alg := range []ratelimit.Algorithm{ratelimit.AlgorithmFixedWindow, ratelimit.AlgorithmSlidingWindowCounter, ratelimit.AlgorithmTokenBucket} {
+	require.Len(t, charges, 4)
+	for _, alg := range algorithms {
 		ch, ok := ChargeFor(alg)
 		require.True(t, ok)
 		dec, ok := ForAlgorithm(alg)
@@ -29,7 +28,7 @@ func TestChargeProgramsInManifest(t *testing.T) {
 		assert.Contains(t, ch.Name, "-charge-v1")
 		assert.True(t, len(ch.Source) > 6 && ch.Source[:6] == "#!lua\n")
 	}
-	assert.Len(t, All(), 3, "decision programs only")
+	assert.Len(t, All(), 4, "decision programs only")
 }
 
 // TestChargeModelNeverDeniesAndSaturates: on every algorithm, charging any

@@ -28,7 +28,7 @@ func TestManifestMatchesSources(t *testing.T) {
 	require.Equal(t, string(want), string(onDisk))
 
 	all := All()
-	require.Len(t, all, 3)
+	require.Len(t, all, 4)
 	for i, p := range all {
 		file, err := os.ReadFile(p.Name + ".lua")
 		require.NoError(t, err)
@@ -44,7 +44,7 @@ func TestManifestMatchesSources(t *testing.T) {
 	}
 	_, ok := ForAlgorithm(0)
 	require.False(t, ok)
-	_, ok = ForAlgorithm(ratelimit.AlgorithmTokenBucket + 1)
+	_, ok = ForAlgorithm(ratelimit.AlgorithmGCRA + 1)
 	require.False(t, ok)
 }
 

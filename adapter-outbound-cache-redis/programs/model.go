@@ -15,10 +15,35 @@ import (
 //
 // serverNowMillis outside 0..MaxServerMillis is StatusClockUnsafe, as a TIME
 // past MaxServerMillis is. The zero Policy is StatusInvalid.
+//
+// The server's TIME is taken at the start of that millisecond (0 µs); GCRA,
+// the one algorithm that reads microseconds, is modelled at any microsecond
+// by EvaluateMicros.
 func Evaluate(p ratelimit.Policy, st State, serverNowMillis, cost int64) (Reply, State) {
 	var c calc
-	r, next := evaluate(p, st, serverNowMillis, cost, &c)
+	r, next := evaluate(p, st, serverNowMillis, 0, cost, &c)
 	return r, next
+}
+
+// EvaluateMicros is Evaluate with the server's TIME at serverNowMicros
+// microseconds: the reply's instants are its millisecond
+// (floor(serverNowMicros / 1000)), and GCRA decides at the microsecond
+// (ADR 0021). For the other algorithms it equals Evaluate at that
+// millisecond.
+func EvaluateMicros(p ratelimit.Policy, st State, serverNowMicros, cost int64) (Reply, State) {
+	var c calc
+	ms, frac := splitMicros(serverNowMicros)
+	return evaluate(p, st, ms, frac, cost, &c)
+}
+
+// splitMicros splits a microsecond instant into its millisecond (rounded
+// down) and the microseconds into it, 0..999.
+func splitMicros(us int64) (ms, frac int64) {
+	ms, frac = us/1000, us%1000
+	if frac < 0 {
+		ms, frac = ms-1, frac+1000
+	}
+	return ms, frac
 }
 
 // calc performs the model's arithmetic and records the largest magnitude of
@@ -104,7 +129,7 @@ func admit(p ratelimit.Policy, st State, now, units int64, c *calc) (n numbers, 
 	return n, f, eff, Reply{}, false
 }
 
-func evaluate(p ratelimit.Policy, st State, now, cost int64, c *calc) (Reply, State) {
+func evaluate(p ratelimit.Policy, st State, now, frac, cost int64, c *calc) (Reply, State) {
 	n, f, eff, refusal, refused := admit(p, st, now, cost, c)
 	if refused {
 		return refusal, st
@@ -116,6 +141,8 @@ func evaluate(p ratelimit.Policy, st State, now, cost int64, c *calc) (Reply, St
 		r, next = n.fixedWindow(f, now, eff, cost, p.Revision(), c)
 	case ratelimit.AlgorithmSlidingWindowCounter:
 		r, next = n.slidingCounter(f, now, eff, cost, p.Revision(), c)
+	case ratelimit.AlgorithmGCRA:
+		r, next = n.gcra(f, now, eff, gcraFrac(now, eff, frac), cost, p.Revision(), false, c)
 	default:
 		r, next = n.tokenBucket(f, now, eff, cost, p.Revision(), c)
 	}
@@ -142,6 +169,8 @@ func (n numbers) validState(f map[string]int64, rev int64, c *calc) bool {
 	case ratelimit.AlgorithmSlidingWindowCounter:
 		return f[FieldWindow] == c.floor(f[FieldLastObserved], n.win) &&
 			f[FieldCount] >= 1 && f[FieldCount] <= n.limit && f[FieldPrevious] <= n.limit
+	case ratelimit.AlgorithmGCRA:
+		return f[FieldArrival] <= c.add(n.fullScaled, c.mul(999, n.rate))
 	default:
 		return f[FieldTokens] < n.limit && f[FieldRemainder] < n.per
 	}
@@ -236,4 +265,66 @@ func (n numbers) tokenBucket(f map[string]int64, now, eff, cost, rev int64, c *c
 	}
 	return Reply{StatusDenied, now, eff, n.limit, c.floor(s, n.per), c.ceil(c.sub(need, s), n.rate),
 		c.add(eff, c.ceil(c.sub(full, s), n.rate))}, nil
+}
+
+// gcraFrac is the microseconds into the effective millisecond: the server's
+// own (frac) when eff is the server's millisecond, 0 when eff is a clamped
+// lastObserved.
+func gcraFrac(now, eff, frac int64) int64 {
+	if eff != now {
+		return 0
+	}
+	return frac
+}
+
+// gcraOffset is D = (TAT - (eff*1000 + frac) µs) * R when TAT is later than
+// the effective instant, else 0 (docs/programs.md, GCRA). G1 bounds every
+// product: delta * R is formed only when it is below d.
+func (n numbers) gcraOffset(f map[string]int64, eff, frac int64, c *calc) int64 {
+	if f == nil {
+		return 0
+	}
+	d := f[FieldArrival]
+	k := c.ceil(d, n.rate) // µs from l*1000 to TAT
+	e := c.sub(eff, f[FieldLastObserved])
+	if e >= c.ceil(k, 1000) {
+		return 0
+	}
+	delta := c.add(c.mul(e, 1000), frac)
+	if delta >= k {
+		return 0
+	}
+	return c.sub(d, c.mul(delta, n.rate))
+}
+
+// gcra decides (or, with charge, charges) one request: G1 bounds every
+// scaled quantity by B*P + 999*R, G2 the reset instant and the TTL.
+func (n numbers) gcra(f map[string]int64, now, eff, frac, cost, rev int64, charge bool, c *calc) (Reply, State) {
+	bp := n.fullScaled
+	d := n.gcraOffset(f, eff, frac, c)
+	need := c.mul(cost, n.per)
+	resetAt := func(x int64) int64 {
+		return c.add(eff, c.ceil(c.ceil(c.add(c.mul(frac, n.rate), x), n.rate), 1000))
+	}
+	left := func(x int64) int64 {
+		if x >= bp {
+			return 0
+		}
+		return c.floor(c.sub(bp, x), n.per)
+	}
+	var after int64
+	switch {
+	case d <= c.sub(bp, need):
+		after = c.add(d, need)
+	case !charge:
+		retry := c.ceil(c.add(frac, c.ceil(c.sub(d, c.sub(bp, need)), n.rate)), 1000)
+		return Reply{StatusDenied, now, eff, n.limit, left(d), retry, resetAt(d)}, nil
+	case d > bp:
+		after = d
+	default:
+		after = bp
+	}
+	reset := resetAt(after)
+	next := encodeState(n.alg, SchemaVersion, int64(n.alg), rev, eff, c.add(after, c.mul(frac, n.rate)))
+	return Reply{StatusAllowed, now, eff, n.limit, left(after), 0, reset}, next
 }

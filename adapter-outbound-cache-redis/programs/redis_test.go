@@ -248,7 +248,7 @@ func pushLastObserved(n numbers, st State, now, ahead int64) State {
 	out := maps.Clone(f)
 	l := max(f[FieldLastObserved], now+ahead)
 	out[FieldLastObserved] = l
-	if n.alg != ratelimit.AlgorithmTokenBucket {
+	if n.alg != ratelimit.AlgorithmTokenBucket && n.alg != ratelimit.AlgorithmGCRA {
 		w := f[FieldWindow]
 		if nw := l / n.win; nw != w {
 			out[FieldWindow] = nw
@@ -277,6 +277,7 @@ func TestRedisExactBoundaryAfterDenial(t *testing.T) {
 		ratelimit.AlgorithmFixedWindow:          mustPolicy(t, ratelimit.AlgorithmFixedWindow, ratelimit.FixedWindow{Limit: 5, Window: time.Minute}, 5, time.Second, time.Second),
 		ratelimit.AlgorithmSlidingWindowCounter: mustPolicy(t, ratelimit.AlgorithmSlidingWindowCounter, ratelimit.SlidingWindowCounter{Limit: 5, Window: time.Hour}, 5, time.Second, time.Second),
 		ratelimit.AlgorithmTokenBucket:          mustPolicy(t, ratelimit.AlgorithmTokenBucket, ratelimit.TokenBucket{Capacity: 5, RefillTokens: 1, RefillPeriod: time.Hour}, 5, time.Second, time.Second),
+		ratelimit.AlgorithmGCRA:                 mustPolicy(t, ratelimit.AlgorithmGCRA, ratelimit.GCRA{Rate: 1, Period: time.Hour, Burst: 5}, 5, time.Second, time.Second),
 	}
 	for _, a := range algorithms {
 		t.Run(a.String(), func(t *testing.T) {
@@ -315,7 +316,7 @@ func TestRedisExactBoundaryAfterDenial(t *testing.T) {
 
 // TestRedisRetryAfterIsHonored: after a denial, waiting retryAfter on the
 // server's clock admits the same request (fixed and sliding windows of
-// 150 ms, a bucket refilling one token per 120 ms).
+// 150 ms, a bucket refilling one token per 120 ms, GCRA at 1 per 120 ms).
 func TestRedisRetryAfterIsHonored(t *testing.T) {
 	srv := redistest.Start(t)
 	c := srv.Client()
@@ -325,6 +326,7 @@ func TestRedisRetryAfterIsHonored(t *testing.T) {
 		mustPolicy(t, ratelimit.AlgorithmFixedWindow, ratelimit.FixedWindow{Limit: 2, Window: ms(150)}, 2, time.Second, 0),
 		mustPolicy(t, ratelimit.AlgorithmSlidingWindowCounter, ratelimit.SlidingWindowCounter{Limit: 2, Window: ms(150)}, 2, time.Second, 0),
 		mustPolicy(t, ratelimit.AlgorithmTokenBucket, ratelimit.TokenBucket{Capacity: 2, RefillTokens: 1, RefillPeriod: ms(120)}, 2, time.Second, 0),
+		mustPolicy(t, ratelimit.AlgorithmGCRA, ratelimit.GCRA{Rate: 1, Period: ms(120), Burst: 2}, 2, time.Second, 0),
 	} {
 		t.Run(p.Algorithm().String(), func(t *testing.T) {
 			prog := mustProgram(t, p.Algorithm())
@@ -478,7 +480,7 @@ func TestRedisInvalidArgs(t *testing.T) {
 			require.NoError(t, err)
 			require.Equal(t, StatusAllowed, toReply(t, v).Status)
 			before := snap(t, ctx, c, existing)
-			for name, args := range invalidArgs(Args(p, 1)) {
+			for name, args := range invalidArgs(a, Args(p, 1)) {
 				for _, key := range []string{fresh, existing} {
 					v, err := runRedis(ctx, c, prog, key, args...)
 					require.NoError(t, err, name)
@@ -525,6 +527,26 @@ func TestRedisBoundaryArithmetic(t *testing.T) {
 				for step := 0; step < 6; step++ {
 					cost := []int64{1, p.MaxCost(), 1 + rng.Int64N(p.MaxCost())}[rng.IntN(3)]
 					before := snap(t, ctx, c, key)
+					if p.Algorithm() == ratelimit.AlgorithmGCRA {
+						// GCRA reads microseconds, which the reply does
+						// not carry: match within a TIME bracket.
+						require.NoError(t, c.ScriptLoad(ctx, prog.Source).Err())
+						res := gcraTx(t, ctx, c, prog, 1, key, Args(p, cost)...)
+						got, after := res.replies[0], res.after
+						require.NoError(t, got.Check(p))
+						_, next, ok := matchMicros(p, st, res.from, res.to, cost, got, res.states[0])
+						require.True(t, ok, "cost %d state %v: no µs in [%d, %d] gives %+v", cost, st, res.from, res.to, got)
+						st = next
+						if got.Status != StatusAllowed {
+							require.Equal(t, before, after)
+							continue
+						}
+						requireExpiryAt(t, after.expireAt, p, got)
+						if got.ExpiryMillis(p) < 60_000 {
+							seedState(t, ctx, c, key, st)
+						}
+						continue
+					}
 					got, stored, after := evalTx(t, ctx, c, prog, false, key, Args(p, cost)...)
 					require.NoError(t, got.Check(p))
 					want, next := Evaluate(p, st, got.ServerNowMillis, cost)

@@ -261,9 +261,9 @@ type numbers struct {
 	alg        ratelimit.Algorithm
 	limit      int64 // limit or capacity
 	win        int64 // window (fixed, sliding)
-	rate, per  int64 // refill tokens, refill period (token bucket)
+	rate, per  int64 // refill tokens, refill period (token bucket); reduced rate, period in µs (GCRA)
 	grace, reg int64
-	fullScaled int64 // token bucket: C*P
+	fullScaled int64 // token bucket: C*P; GCRA: B*P
 	horizonMs  int64 // ratelimit.Policy.HorizonMillis
 }
 
@@ -278,6 +278,9 @@ func numbersOf(p ratelimit.Policy) numbers {
 	if tokens, period, ok := p.Refill(); ok {
 		n.rate, n.per = tokens, period
 		n.fullScaled = n.limit * n.per // T1
+	} else if rate, per, _, ok := p.Emission(); ok {
+		n.rate, n.per = rate, per
+		n.fullScaled = n.limit * n.per // G1: the burst offset B*P
 	} else {
 		n.win = p.WindowMillis()
 	}
@@ -285,5 +288,5 @@ func numbersOf(p ratelimit.Policy) numbers {
 }
 
 // horizon bounds resetAt - effectiveNow: one window (F2), two windows (S3),
-// the time to fill from empty (T2).
+// the time to fill from empty (T2), the time to full plus 1 ms (G2).
 func (n numbers) horizon() int64 { return n.horizonMs }

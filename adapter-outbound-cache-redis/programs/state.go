@@ -19,7 +19,7 @@ const SchemaVersion = 2
 // canonical decimal.
 const (
 	FieldSchema       = "v" // schema version, SchemaVersion
-	FieldAlgorithm    = "a" // int(ratelimit.Algorithm): 1, 2 or 3
+	FieldAlgorithm    = "a" // int(ratelimit.Algorithm): 1, 2, 3 or 4
 	FieldRevision     = "r" // policy revision
 	FieldLastObserved = "l" // lastObservedMillis (token bucket: also the last refill)
 	FieldWindow       = "w" // fixed/sliding: window id = floor(l / window)
@@ -27,6 +27,9 @@ const (
 	FieldPrevious     = "p" // sliding: units admitted in window w-1
 	FieldTokens       = "t" // token bucket: whole tokens
 	FieldRemainder    = "m" // token bucket: sub-token remainder, in 1/period tokens
+	// FieldArrival is GCRA's theoretical arrival time as its offset from
+	// l*1000 µs in 1/R µs (R the reduced rate): TAT = l*1000 + d/R µs.
+	FieldArrival = "d"
 )
 
 // field is one packed field: its name and width in bytes.
@@ -37,9 +40,10 @@ type field struct {
 
 // stateLayout is each algorithm's packed fields after the header byte, in
 // order (the programs' struct format: fixed window `>B I6 I6 I7`, sliding
-// counter `>B I6 I6 I5 I5`, token bucket `>B I6 I7 I6`). Every width covers
-// the field's bound: l, w <= S < 2^48; fixed-window c <= M/2 < 2^56;
-// sliding c, p <= M/Q < 2^40; t < C <= M < 2^56; m < P <= H < 2^48.
+// counter `>B I6 I6 I5 I5`, token bucket `>B I6 I7 I6`, GCRA `>B I6 I7`).
+// Every width covers the field's bound: l, w <= S < 2^48; fixed-window
+// c <= M/2 < 2^56; sliding c, p <= M/Q < 2^40; t < C <= M < 2^56;
+// m < P <= H < 2^48; d <= B*P + 999*R <= M < 2^56 (G1).
 func stateLayout(a ratelimit.Algorithm) []field {
 	switch a {
 	case ratelimit.AlgorithmFixedWindow:
@@ -48,6 +52,8 @@ func stateLayout(a ratelimit.Algorithm) []field {
 		return []field{{FieldLastObserved, 6}, {FieldWindow, 6}, {FieldCount, 5}, {FieldPrevious, 5}}
 	case ratelimit.AlgorithmTokenBucket:
 		return []field{{FieldLastObserved, 6}, {FieldTokens, 7}, {FieldRemainder, 6}}
+	case ratelimit.AlgorithmGCRA:
+		return []field{{FieldLastObserved, 6}, {FieldArrival, 7}}
 	}
 	return nil
 }

@@ -84,6 +84,10 @@ func malformedStates(p ratelimit.Policy, valid State) map[string]State {
 		out["tokens 2^56-1"] = with(FieldTokens, 1<<56-1)
 		out["remainder = period"] = with(FieldRemainder, n.per)
 		out["remainder 2^48-1"] = with(FieldRemainder, 1<<48-1)
+	case ratelimit.AlgorithmGCRA:
+		out["arrival = B*P + 999*R + 1"] = with(FieldArrival, n.fullScaled+999*n.rate+1)
+		out["arrival 2^53+1"] = with(FieldArrival, 1<<53+1)
+		out["arrival 2^56-1"] = with(FieldArrival, 1<<56-1)
 	}
 	return out
 }
@@ -204,7 +208,7 @@ func wrongTypes() map[string]func(redis.Cmdable, string) error {
 // invalidArgs are ARGV lists every program must answer INVALID: wrong
 // count, non-canonical integers, and values outside the ranges NewPolicy
 // enforces. valid is a correct ARGV for the program.
-func invalidArgs(valid []any) map[string][]any {
+func invalidArgs(a ratelimit.Algorithm, valid []any) map[string][]any {
 	with := func(i int, v any) []any {
 		a := append([]any(nil), valid...)
 		a[i] = v
@@ -227,9 +231,22 @@ func invalidArgs(valid []any) map[string][]any {
 			out["arg "+strconv.Itoa(i)+" "+strconv.Quote(bad)] = with(i, bad)
 		}
 	}
-	if len(valid) == ArgCountWindow {
+	switch {
+	case len(valid) == ArgCountWindow:
 		out["window 0"] = with(ArgWindow, 0)
-	} else {
+	case a == ratelimit.AlgorithmGCRA:
+		burst := valid[ArgLimit].(int64)
+		out["rate 0"] = with(ArgRate, 0)
+		out["period 0"] = with(ArgPeriodMicros, 0)
+		out["rate > M/999"] = with(ArgRate, ratelimit.MaxExactInt/999+1)
+		// G1: B*P + 999*R one above M.
+		out["burst offset > M"] = with(ArgPeriodMicros, (ratelimit.MaxExactInt-999*valid[ArgRate].(int64))/burst+1)
+		// G2: the horizon ceil(ceil(B*P/R)/1000)+1 = 1e12+1 one above
+		// H - grace, with rate 1, burst 1 and P = 1e15 µs (G1 holds).
+		g2 := with(ArgCleanupGrace, ratelimit.MaxHorizonMillis-1_000_000_000_000)
+		g2[ArgCost], g2[ArgLimit], g2[ArgRate], g2[ArgPeriodMicros] = int64(1), int64(1), int64(1), int64(1_000_000_000_000_000)
+		out["horizon > H - grace"] = g2
+	default:
 		out["refill tokens 0"] = with(ArgRefillTokens, 0)
 		out["refill period 0"] = with(ArgRefillPeriod, 0)
 		out["refill period > H"] = with(ArgRefillPeriod, ratelimit.MaxHorizonMillis+1)
@@ -249,7 +266,7 @@ func TestInvalidArgsAreRefused(t *testing.T) {
 			prog := mustProgram(t, a)
 			valid := Args(p, 1)
 			require.Len(t, valid, prog.ArgCount)
-			cases := invalidArgs(valid)
+			cases := invalidArgs(a, valid)
 			for name, args := range cases {
 				for _, existing := range []bool{false, true} {
 					key := "inv:" + a.String()

@@ -93,6 +93,8 @@ func span(p ratelimit.Policy) int64 {
 		return v.Window.Milliseconds()
 	case ratelimit.TokenBucket:
 		return (v.Capacity*v.RefillPeriod.Milliseconds() + v.RefillTokens - 1) / v.RefillTokens
+	case ratelimit.GCRA:
+		return p.WindowMillis()
 	}
 	return 1
 }

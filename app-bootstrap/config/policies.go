@@ -325,6 +325,12 @@ func (p policyJSON) spec() (ratelimit.PolicySpec, []error) {
 		problems = append(problems, fmt.Errorf("algorithm: %w", err))
 		return spec, problems
 	}
+	if alg == ratelimit.AlgorithmGCRA {
+		// The programs and the model have GCRA (ADR 0021); the policy file
+		// takes it once fallback, conformance and tlbctl have it too.
+		problems = append(problems, fmt.Errorf("algorithm: %w: %q is not accepted in a policy file yet (fixed_window, sliding_window_counter or token_bucket)", ratelimit.ErrUnsupported, *p.Algorithm))
+		return spec, problems
+	}
 	spec.Algorithm = alg
 	present := map[string]bool{
 		"limit": p.Limit != nil, "window": p.Window != nil,

@@ -117,6 +117,11 @@ func FuzzNewPolicy(f *testing.F) {
 		{alg: 0, a: -1, b: -1, d: -1, maxCost: -1, grace: -1, regression: -1, revision: -1, failOpen: true, dedup: true},
 		{alg: 1, a: 5, d: 999_999, maxCost: 5, grace: 1_000_001, regression: 1, revision: 1, pointer: true},
 		{alg: 2, a: 5, d: int64(time.Second), maxCost: 6, grace: int64(time.Second), revision: 1, mismatchAlgo: true},
+		{alg: 4, a: 20, b: 10, d: int64(time.Second), maxCost: 20, grace: int64(time.Minute), revision: 1},
+		{alg: 4, a: 9007199254732, b: 9, d: int64(ms), maxCost: 1, grace: int64(time.Minute), revision: 1},
+		{alg: 4, a: 9007199254733, b: 9, d: int64(ms), maxCost: 1, grace: int64(time.Minute), revision: 1},
+		{alg: 4, a: 1, b: 1, d: int64(dms(1e12)), maxCost: 1, grace: int64(dms(maxM - 1e12 - 1)), revision: 1},
+		{alg: 4, a: 1, b: ratelimit.MaxExactInt/999 + 1, d: int64(ms), maxCost: 1, grace: 1e6, revision: 1},
 	}
 	for _, s := range seeds {
 		// The seeds are written in ns; add each as given and, where exact, in ms.
@@ -152,7 +157,7 @@ func FuzzNewPolicy(f *testing.F) {
 			n := b%20 - 2
 			spec.DedupMaxReplays = &n
 		}
-		switch alg % 4 {
+		switch alg % 5 {
 		case 1:
 			spec.Params = ratelimit.FixedWindow{Limit: a, Window: time.Duration(d)}
 		case 2:
@@ -162,6 +167,8 @@ func FuzzNewPolicy(f *testing.F) {
 			if pointer {
 				spec.Params = &ratelimit.TokenBucket{Capacity: a, RefillTokens: b, RefillPeriod: time.Duration(d)}
 			}
+		case 4:
+			spec.Params = ratelimit.GCRA{Rate: b, Period: time.Duration(d), Burst: a}
 		}
 		if mismatchAlgo {
 			spec.Algorithm = ratelimit.Algorithm(alg%3 + 1)

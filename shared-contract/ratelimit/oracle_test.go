@@ -74,6 +74,7 @@ type shape struct {
 	alg                           ratelimit.Algorithm
 	limit, window                 int64 // fixed window and sliding counter
 	capacity, refill, period      int64 // token bucket
+	burst, rate, periodMicros     int64 // GCRA, as written (not reduced)
 	maxCost, grace, reg, revision int64
 }
 
@@ -97,6 +98,8 @@ func withParams(sh shape, p ratelimit.Params) shape {
 		sh.limit, sh.window = q.Limit, q.Window.Milliseconds()
 	case ratelimit.TokenBucket:
 		sh.capacity, sh.refill, sh.period = q.Capacity, q.RefillTokens, q.RefillPeriod.Milliseconds()
+	case ratelimit.GCRA:
+		sh.burst, sh.rate, sh.periodMicros = q.Burst, q.Rate, q.Period.Microseconds()
 	}
 	return sh
 }
@@ -168,8 +171,56 @@ func worstCase(sh shape) []intermediate {
 			intermediate{"T2 ttl (reset - now) + G", add(fill, reg, g), bigMaxExact},
 			intermediate{"T2 expire-at eff + fill + G", add(bigNow, fill, g), bigMaxExact},
 		)
+	case ratelimit.AlgorithmGCRA:
+		b, r, per := gcraReduced(sh)
+		bp := mul(b, per)
+		// The stored offset d = (TAT - l*1000 us) * R' is at most B*P' plus
+		// 999 us of the effective millisecond, scaled.
+		d := add(bp, mul(bi(999), r))
+		full := new(big.Int) // ceil(B*P'/R') us: the time to full
+		if r.Sign() > 0 {
+			full = ceilQuo(bp, r)
+		}
+		// The horizon: ceil((999 + full) / 1000) ms <= full ms + 1.
+		horizon := add(ceilQuo(full, bi(1000)), bi(1))
+		out = append(out,
+			intermediate{"A4 cost", maxCost, b},
+			intermediate{"G1 rate R'", r, bigMaxExact},
+			intermediate{"G1 999 * R'", mul(bi(999), r), bigMaxExact},
+			intermediate{"G1 burst offset B*P'", bp, bigMaxExact},
+			intermediate{"G1 cost * P'", mul(b, per), bigMaxExact},
+			intermediate{"G1 stored offset d <= B*P' + 999*R'", d, bigMaxExact},
+			// elapsed*R' is formed only when it is below d.
+			intermediate{"G1 delta * R'", d, bigMaxExact},
+			intermediate{"G1 q*R' in ceil", d, bigMaxExact},
+			// e*1000 is formed only when e < ceil(ceil(d/R')/1000).
+			intermediate{"G1 e * 1000", add(ceilQuo(d, maxOne(r)), bi(999)), bigMaxExact},
+			intermediate{"G2 horizon (retry, reset offset)", horizon, bigHorizon},
+			intermediate{"G2 horizon + G", add(horizon, g), bigHorizon},
+			intermediate{"G2 ttl (reset - now) + G", add(horizon, reg, g), bigMaxExact},
+			intermediate{"G2 expire-at eff + horizon + G", add(bigNow, horizon, g), bigMaxExact},
+		)
 	}
 	return out
+}
+
+// gcraReduced returns the shape's burst B and its emission interval as the
+// reduced fraction P'/R' of microseconds.
+func gcraReduced(sh shape) (b, r, per *big.Int) {
+	r, per = bi(sh.rate), bi(sh.periodMicros)
+	if sh.rate > 0 && sh.periodMicros > 0 {
+		d := new(big.Int).GCD(nil, nil, r, per)
+		r, per = new(big.Int).Quo(r, d), new(big.Int).Quo(per, d)
+	}
+	return bi(sh.burst), r, per
+}
+
+// maxOne is x, or 1 when x < 1 (a divisor for shapes NewPolicy rejects).
+func maxOne(x *big.Int) *big.Int {
+	if x.Sign() <= 0 {
+		return bi(1)
+	}
+	return x
 }
 
 // exceeded returns the formulas of sh whose worst case is out of bounds.
@@ -247,6 +298,17 @@ func oracleAccepts(s ratelimit.PolicySpec) bool {
 		full := mul(bi(q.Capacity), per)
 		return le(full, bigMaxExact) && le(r, bigMaxExact) && // T1
 			le(add(ceilQuo(full, r), g), bigHorizon) // T2
+	case ratelimit.GCRA:
+		if _, ok := wholeMillis(q.Period, 1); !ok || s.Algorithm != ratelimit.AlgorithmGCRA || q.Burst < 1 || q.Rate < 1 || s.MaxCost > q.Burst {
+			return false
+		}
+		// G1 and G2 on the emission interval Period/Rate in microseconds,
+		// reduced by gcd(P, R): the numbers the programs receive.
+		b, r, per := gcraReduced(shape{burst: q.Burst, rate: q.Rate, periodMicros: q.Period.Microseconds()})
+		bp := mul(b, per)
+		full := ceilQuo(bp, r)
+		return le(add(bp, mul(bi(999), r)), bigMaxExact) && // G1
+			le(add(ceilQuo(full, bi(1000)), bi(1), g), bigHorizon) // G2
 	}
 	return false
 }

@@ -92,10 +92,11 @@ type PolicySpec struct {
 	// state key and of the stored state).
 	Revision  int64
 	Algorithm Algorithm
-	// Params is a FixedWindow, SlidingWindowCounter or TokenBucket value
-	// (not a pointer) and must match Algorithm.
+	// Params is a FixedWindow, SlidingWindowCounter, TokenBucket or GCRA
+	// value (not a pointer) and must match Algorithm.
 	Params Params
-	// MaxCost is the largest Request.Cost accepted, 1..limit (or capacity).
+	// MaxCost is the largest Request.Cost accepted, 1..limit (or capacity,
+	// or burst).
 	MaxCost int64
 	// CleanupGrace is added to the state's reset horizon to form its TTL;
 	// whole milliseconds, at least 1ms.
@@ -154,7 +155,7 @@ type Policy struct {
 
 // NewPolicy validates spec and freezes it. It returns every violation joined
 // (each a *PolicyError); the integer bounds it enforces are formulas A2-A4,
-// F1-F2, S1-S3 and T1-T2 of docs/arithmetic.md.
+// F1-F2, S1-S3, T1-T2 and G1-G2 of docs/arithmetic.md.
 func NewPolicy(spec PolicySpec) (Policy, error) {
 	v := &policyValidator{}
 	if err := spec.ID.Validate(); err != nil {
@@ -203,7 +204,7 @@ func NewPolicy(spec PolicySpec) (Policy, error) {
 	}
 	v.positive("MaxCost", spec.MaxCost)
 	if !spec.Algorithm.Valid() {
-		v.fail("Algorithm", ErrUnsupported, "%v is not fixed_window, sliding_window_counter or token_bucket", spec.Algorithm)
+		v.fail("Algorithm", ErrUnsupported, "%v is not fixed_window, sliding_window_counter, token_bucket or gcra", spec.Algorithm)
 	}
 
 	var limit int64
@@ -220,15 +221,20 @@ func NewPolicy(spec PolicySpec) (Policy, error) {
 		var tb TokenBucket
 		limit, tb = v.tokenBucket(p, grace)
 		params, paramsAlg = tb, AlgorithmTokenBucket
+	case GCRA:
+		limit, paramsAlg = v.gcra(p, grace), AlgorithmGCRA
 	default:
 		// A pointer to a params type also satisfies Params; keeping it would
 		// let the caller mutate a frozen policy.
-		v.fail("Params", ErrUnsupported, "%T: parameters must be a FixedWindow, SlidingWindowCounter or TokenBucket value", p)
+		v.fail("Params", ErrUnsupported, "%T: parameters must be a FixedWindow, SlidingWindowCounter, TokenBucket or GCRA value", p)
 	}
 	if paramsAlg != 0 && spec.Algorithm.Valid() && spec.Algorithm != paramsAlg {
 		v.fail("Algorithm", ErrAlgorithmMismatch, "algorithm %v with %v parameters", spec.Algorithm, paramsAlg)
 	}
-	// A4: every cost is at most the limit, which F1, S1 and T1 rely on.
+	// A4: every cost is at most the limit, which F1, S1, T1 and G1 rely on.
+	// For GCRA the limit is the burst: a larger cost could never be
+	// admitted, so it is refused as a request error, never answered with a
+	// retry-after that cannot succeed.
 	if limit > 0 && spec.MaxCost > limit {
 		v.fail("MaxCost", ErrMaxCostAboveLimit, "%d > %d", spec.MaxCost, limit)
 	}
@@ -311,6 +317,33 @@ func (v *policyValidator) tokenBucket(p TokenBucket, grace int64) (int64, TokenB
 	return p.Capacity, reduced
 }
 
+// gcra checks formulas G1-G2 of docs/arithmetic.md on the reduced emission
+// interval (GCRA.Emission): periodMicros P' and rate R' divided by their
+// greatest common divisor, which is what the programs receive.
+func (v *policyValidator) gcra(p GCRA, grace int64) int64 {
+	v.positive("Params.Burst", p.Burst)
+	v.positive("Params.Rate", p.Rate)
+	v.millis("Params.Period", p.Period, false)
+	if p.Burst <= 0 || p.Rate <= 0 || p.Period <= 0 || p.Period%time.Millisecond != 0 {
+		return p.Burst
+	}
+	rate, per := p.Emission()
+	// G1: the stored arrival offset d <= B*P' + 999*R' and every
+	// intermediate below it; R' travels to the programs as an exact integer.
+	if !mulFits(rate, 999) {
+		v.fail("Params.Rate", ErrArithmeticRange, "%d (reduced rate %d per %d µs) * 999 > %d", p.Rate, rate, per, MaxExactInt)
+		return p.Burst
+	}
+	if !mulFits(p.Burst, per) || !addFits(p.Burst*per, 999*rate, MaxExactInt) {
+		v.fail("Params.Burst", ErrArithmeticRange, "burst %d * period %d µs + 999 * rate %d (reduced) > %d", p.Burst, per, rate, MaxExactInt)
+		return p.Burst
+	}
+	// G2: time to full plus 1 ms (the reset and retry horizon) plus grace
+	// (the TTL) <= MaxHorizonMillis.
+	v.sumWithin("Params.Period", p.horizonMillis(), grace, MaxHorizonMillis)
+	return p.Burst
+}
+
 // ID is the policy's identifier.
 func (p Policy) ID() PolicyID { return p.id }
 
@@ -332,8 +365,8 @@ func (p Policy) Algorithm() Algorithm {
 // their greatest common divisor).
 func (p Policy) Params() Params { return p.params }
 
-// Limit is the fixed/sliding window limit or the token-bucket capacity; 0
-// for the zero Policy.
+// Limit is the fixed/sliding window limit, the token-bucket capacity or the
+// GCRA burst; 0 for the zero Policy.
 func (p Policy) Limit() int64 {
 	q, ok := p.params.(numbered)
 	if !ok {
@@ -344,8 +377,9 @@ func (p Policy) Limit() int64 {
 
 // WindowMillis is the policy's period in whole milliseconds: the window of a
 // fixed or sliding window, and for a token bucket the time to refill from
-// empty to full, ceil(Capacity * RefillPeriod / RefillTokens); 0 for the
-// zero Policy.
+// empty to full, ceil(Capacity * RefillPeriod / RefillTokens), and for GCRA
+// the time to full from empty, ceil(Burst * Period / Rate); 0 for the zero
+// Policy.
 func (p Policy) WindowMillis() int64 {
 	q, ok := p.params.(numbered)
 	if !ok {
@@ -357,7 +391,8 @@ func (p Policy) WindowMillis() int64 {
 // HorizonMillis bounds, in milliseconds, how far a decision's reset may lie
 // after the effective now: one window (fixed window, F2 of
 // docs/arithmetic.md), two windows (sliding counter, S3), the time to fill
-// (token bucket, T2); 0 for the zero Policy.
+// (token bucket, T2), the time to full plus 1 ms (GCRA, G2); 0 for the zero
+// Policy.
 func (p Policy) HorizonMillis() int64 {
 	q, ok := p.params.(numbered)
 	if !ok {
@@ -374,6 +409,18 @@ func (p Policy) Refill() (tokens, periodMillis int64, ok bool) {
 		return 0, 0, false
 	}
 	return q.RefillTokens, q.RefillPeriod.Milliseconds(), true
+}
+
+// Emission returns a GCRA policy's emission interval Period/Rate as the
+// reduced fraction periodMicros/rate of microseconds (GCRA.Emission) and its
+// burst; ok is false for the other algorithms and the zero Policy.
+func (p Policy) Emission() (rate, periodMicros, burst int64, ok bool) {
+	q, ok := p.params.(GCRA)
+	if !ok {
+		return 0, 0, 0, false
+	}
+	rate, periodMicros = q.Emission()
+	return rate, periodMicros, q.Burst, true
 }
 
 // MaxCost is the largest accepted Request.Cost.
@@ -422,11 +469,11 @@ func (p Policy) FallbackShare() int64 {
 	return max(1, p.Limit()/p.fallbackInstances)
 }
 
-// Certainty is Certain for fixed window and token bucket and
+// Certainty is Certain for fixed window, token bucket and GCRA and
 // ApproximateAlgorithm for the sliding-window counter.
 func (p Policy) Certainty() Certainty {
 	switch p.Algorithm() {
-	case AlgorithmFixedWindow, AlgorithmTokenBucket:
+	case AlgorithmFixedWindow, AlgorithmTokenBucket, AlgorithmGCRA:
 		return Certain
 	case AlgorithmSlidingWindowCounter:
 		return ApproximateAlgorithm

@@ -46,6 +46,10 @@ func bucketSpec(capacity, refill int64, period time.Duration, maxCost int64) rat
 	return baseSpec(ratelimit.AlgorithmTokenBucket, ratelimit.TokenBucket{Capacity: capacity, RefillTokens: refill, RefillPeriod: period}, maxCost)
 }
 
+func gcraSpec(rate int64, period time.Duration, burst, maxCost int64) ratelimit.PolicySpec {
+	return baseSpec(ratelimit.AlgorithmGCRA, ratelimit.GCRA{Rate: rate, Period: period, Burst: burst}, maxCost)
+}
+
 func with(s ratelimit.PolicySpec, f func(*ratelimit.PolicySpec)) ratelimit.PolicySpec {
 	f(&s)
 	return s
@@ -90,6 +94,7 @@ func TestNewPolicyRejects(t *testing.T) {
 	fw := fixedSpec(10, time.Second, 1)
 	sw := slidingSpec(10, time.Second, 1)
 	tb := bucketSpec(10, 1, time.Second, 1)
+	gc := gcraSpec(10, time.Second, 5, 1)
 	alg := func(s ratelimit.PolicySpec, a ratelimit.Algorithm) ratelimit.PolicySpec {
 		return with(s, func(s *ratelimit.PolicySpec) { s.Algorithm = a })
 	}
@@ -106,6 +111,17 @@ func TestNewPolicyRejects(t *testing.T) {
 		{"sliding algorithm, fixed params", alg(fw, ratelimit.AlgorithmSlidingWindowCounter), []violation{{"Algorithm", ratelimit.ErrAlgorithmMismatch}}},
 		{"bucket algorithm, fixed params", alg(fw, ratelimit.AlgorithmTokenBucket), []violation{{"Algorithm", ratelimit.ErrAlgorithmMismatch}}},
 		{"fixed algorithm, bucket params", alg(tb, ratelimit.AlgorithmFixedWindow), []violation{{"Algorithm", ratelimit.ErrAlgorithmMismatch}}},
+		{"gcra algorithm, bucket params", alg(tb, ratelimit.AlgorithmGCRA), []violation{{"Algorithm", ratelimit.ErrAlgorithmMismatch}}},
+		{"bucket algorithm, gcra params", alg(gc, ratelimit.AlgorithmTokenBucket), []violation{{"Algorithm", ratelimit.ErrAlgorithmMismatch}}},
+		{"gcra pointer params", params(gc, &ratelimit.GCRA{Rate: 10, Period: time.Second, Burst: 5}), []violation{{"Params", ratelimit.ErrUnsupported}}},
+		{"gcra burst 0", gcraSpec(10, time.Second, 0, 1), []violation{{"Params.Burst", ratelimit.ErrNonPositive}, {"MaxCost", ratelimit.ErrMaxCostAboveLimit}}[:1]},
+		{"gcra rate 0", gcraSpec(0, time.Second, 5, 1), []violation{{"Params.Rate", ratelimit.ErrNonPositive}}},
+		{"gcra period 0", gcraSpec(10, 0, 5, 1), []violation{{"Params.Period", ratelimit.ErrNonPositive}}},
+		{"gcra period 1.5ms", gcraSpec(10, 1500*time.Microsecond, 5, 1), []violation{{"Params.Period", ratelimit.ErrNotWholeMillis}}},
+		{"gcra max cost above burst", gcraSpec(10, time.Second, 5, 6), []violation{{"MaxCost", ratelimit.ErrMaxCostAboveLimit}}},
+		{"G1 gcra burst offset + 999 rate = M + 1", gcraSpec(9, ms, 9007199254732+1, 1), []violation{{"Params.Burst", ratelimit.ErrArithmeticRange}}},
+		{"G1 gcra 999 * rate > M (rate coprime with 1000 us)", gcraSpec(9016215470213, ms, 1, 1), []violation{{"Params.Rate", ratelimit.ErrArithmeticRange}}},
+		{"G2 gcra horizon + G = H + 1", withGrace(gcraSpec(1, dms(1e12), 1, 1), dms(maxM-1e12)), []violation{{"Params.Period", ratelimit.ErrArithmeticRange}}},
 		{"zero algorithm", alg(fw, 0), []violation{{"Algorithm", ratelimit.ErrUnsupported}}},
 		{"unknown algorithm", alg(fw, 99), []violation{{"Algorithm", ratelimit.ErrUnsupported}}},
 		{"nil params", params(fw, nil), []violation{{"Params", ratelimit.ErrAlgorithmMismatch}}},
@@ -249,6 +265,11 @@ func TestNewPolicyAcceptsExtremes(t *testing.T) {
 		{"T1 refill tokens MaxExactInt", bucketSpec(1, ratelimit.MaxExactInt, ms, 1)},
 		{"T2 fill+G = horizon", withGrace(bucketSpec(maxM-1, 1, ms, maxM-1), ms)},
 		{"T2 ceiling edge", withGrace(bucketSpec(3, 2, ms, 3), dms(maxM-2))},
+		{"smallest gcra", withGrace(gcraSpec(1, ms, 1, 1), ms)},
+		{"redis_rate PerSecond(10) with burst 20", gcraSpec(10, time.Second, 20, 20)},
+		{"G1 gcra B*P' + 999*R' = MaxExactInt", gcraSpec(9, ms, 9007199254732, 9007199254732)},
+		{"G1 gcra largest rate coprime with 1000 us", gcraSpec(9016215470209, ms, 1, 1)},
+		{"G2 gcra horizon + G = horizon", withGrace(gcraSpec(1, dms(1e12), 1, 1), dms(maxM-1e12-1))},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -377,13 +398,13 @@ func TestPolicyCertaintyAndLimit(t *testing.T) {
 }
 
 func TestParseAlgorithm(t *testing.T) {
-	for _, a := range []ratelimit.Algorithm{ratelimit.AlgorithmFixedWindow, ratelimit.AlgorithmSlidingWindowCounter, ratelimit.AlgorithmTokenBucket} {
+	for _, a := range []ratelimit.Algorithm{ratelimit.AlgorithmFixedWindow, ratelimit.AlgorithmSlidingWindowCounter, ratelimit.AlgorithmTokenBucket, ratelimit.AlgorithmGCRA} {
 		got, err := ratelimit.ParseAlgorithm(a.String())
 		require.NoError(t, err)
 		assert.Equal(t, a, got)
 		assert.True(t, a.Valid())
 	}
-	for _, s := range []string{"", "fixed-window", "Fixed_Window", "FIXED_WINDOW", "token_bucket ", "sliding_log", "gcra", "leaky_bucket", "Algorithm(1)", "1"} {
+	for _, s := range []string{"", "fixed-window", "Fixed_Window", "FIXED_WINDOW", "token_bucket ", "sliding_log", "GCRA", "gcra ", "leaky_bucket", "Algorithm(1)", "1"} {
 		t.Run("reject "+s, func(t *testing.T) {
 			a, err := ratelimit.ParseAlgorithm(s)
 			assert.ErrorIs(t, err, ratelimit.ErrUnsupported)
@@ -413,7 +434,7 @@ func TestParseFailurePolicy(t *testing.T) {
 func TestEnumZeroValuesInvalid(t *testing.T) {
 	var a ratelimit.Algorithm
 	assert.False(t, a.Valid())
-	assert.False(t, ratelimit.Algorithm(4).Valid())
+	assert.False(t, ratelimit.Algorithm(5).Valid())
 	assert.False(t, ratelimit.Algorithm(-1).Valid())
 	assert.Equal(t, "Algorithm(0)", a.String())
 	assert.Equal(t, "FailurePolicy(0)", ratelimit.FailurePolicy(0).String())
