@@ -5,17 +5,21 @@
 // with a trivial INCR+PEXPIRE script and with redis-benchmark, runs the
 // modules' own `go test -bench` benchmarks, and turns the numbers into
 // bench/results.json, a throughput chart and the generated sections of
-// docs/performance.md, judged against the targets of issue 6.
+// docs/performance.md, judged against the targets of issue 6 (and of
+// issues 13 and 24: the flood of one denied subject, with the provider's
+// local denial cache, ratedenial).
 //
 // It owns the measurement harness (latency histogram, paired repetitions,
 // medians), the results schema, the report and its validation (the smoke
 // mode proves the shape so the tool cannot rot). It imports the Redis
-// adapter's public API (redisrate, programs), shared-contract, go-redis,
+// adapter's public API (redisrate, programs, ratedenial), shared-contract, go-redis,
 // the peers and gonum/plot; it must never be imported by a product module,
 // and it never talks to a Redis it did not start (loopback only).
 //
 // Files: suite.go (Config, Run: the phases), runner.go (one measured run,
-// paired repetitions), limiters.go (the limiters under test), targets.go
+// paired repetitions), limiters.go (the limiters under test), flood.go
+// (the flood phase: its limiters, runs, medians, targets and section),
+// targets.go
 // (the issue's targets, judged), micro.go (the Go micro-benchmarks),
 // redisbench.go (redis-benchmark), server.go (the private redis-server
 // over redisserver, INFO through redisinfo), hist.go (the latency

@@ -13,7 +13,7 @@ import (
 // "<!-- bench:begin NAME -->" and "<!-- bench:end NAME -->".
 var docSections = []string{
 	"machine", "targets", "chart", "throughput", "latency", "ratios",
-	"client", "memory", "server-cpu", "micro", "redis-benchmark", "profile",
+	"client", "memory", "server-cpu", "micro", "redis-benchmark", "profile", "flood",
 }
 
 // ChartDocPath is how docs/performance.md links the chart.
@@ -84,6 +84,8 @@ func renderSection(name string, res *Results) string {
 		renderRedisBenchmark(&b, res)
 	case "profile":
 		renderProfile(&b, res)
+	case "flood":
+		renderFlood(&b, res)
 	}
 	return b.String()
 }

@@ -37,6 +37,10 @@ type Results struct {
 	Memory         []Memory       `json:"memory"`
 	RedisBenchmark RedisBenchmark `json:"redisBenchmark"`
 	Micro          []Micro        `json:"micro"`
+	// Flood and FloodSummaries: the flood phase (issue 24 item 3), runs
+	// and medians per limiter.
+	Flood          []FloodRun     `json:"flood"`
+	FloodSummaries []FloodSummary `json:"floodSummaries"`
 	Evidence       Evidence       `json:"evidence"`
 	Targets        []Target       `json:"targets"`
 }
@@ -438,5 +442,6 @@ func comparisons(runs []RunResult) []Comparison {
 func (res *Results) Recompute() {
 	res.Cells = aggregate(res.Runs)
 	res.Comparisons = comparisons(res.Runs)
+	res.FloodSummaries = summarizeFlood(res.Flood)
 	res.Targets = evaluateTargets(res)
 }

@@ -208,6 +208,12 @@ func redisPhases(ctx context.Context, cfg Config, res *Results) (err error) {
 	if res.Memory, err = memoryPhase(ctx, cfg, srv, set); err != nil {
 		return err
 	}
+	if err := srv.Flush(ctx); err != nil {
+		return err
+	}
+	if res.Flood, res.FloodSummaries, err = floodPhase(ctx, cfg, srv); err != nil {
+		return err
+	}
 	res.RedisBenchmark, err = redisBenchmarkPhase(ctx, cfg, srv)
 	return err
 }

@@ -30,6 +30,13 @@ const (
 	TargetServerCPUVsRedisRate = "i13-server-cpu-vs-redis_rate-c64"
 	TargetMemory190            = "i13-redis-memory-per-subject"
 	TargetP50VsBareC1          = "i13-p50-vs-bare-c1"
+
+	// Issue 24 (the flood: one denied subject at c=64 beside 1,000
+	// well-behaved ones).
+	TargetFloodCommands    = "i24-flood-redis-commands-per-denied"
+	TargetFloodVsRedisRate = "i24-flood-denials-vs-redis_rate"
+	TargetFloodVsUlule     = "i24-flood-denials-vs-ulule"
+	TargetFloodWellP99     = "i24-flood-well-behaved-p99"
 )
 
 // evaluateTargets computes every target of issue 6 from res (runs,
@@ -160,7 +167,8 @@ func evaluateTargets(res *Results) []Target {
 	}
 	add(Target{ID: TargetMiddlewareOverhead, Title: "Edge middleware overhead over a bare handler (fake port)", Goal: "<= 2 µs", Op: "<=", Threshold: 2000, Unit: "ns/op",
 		Note: fmt.Sprintf("middleware %.0f ns/op, bare handler %.0f ns/op; paired difference %.0f ns", mw.NsPerOp, bare.NsPerOp, pairedDiff(mw.Samples, bare.Samples))}, over, MicroEdgeMiddleware+" - "+MicroEdgeBare, mwOK && bareOK)
-	return append(ts, issue13Targets(res)...)
+	ts = append(ts, issue13Targets(res)...)
+	return append(ts, floodTargets(res)...)
 }
 
 // issue13Targets computes the targets of issue 13. Each is judged on the

@@ -129,6 +129,7 @@ func Validate(res *Results) error {
 			bad("script profile %s: no %s calls recorded (%v)", p.Limiter, want, p.Commands)
 		}
 	}
+	errs = append(errs, validateFlood(res)...)
 	if res.Evidence.ClockReadNanos <= 0 {
 		bad("clock read cost not measured")
 	}
@@ -141,6 +142,7 @@ func Validate(res *Results) error {
 		TargetLocalLimiterNanos, TargetLocalLimiterAllocs, TargetMiddlewareOverhead,
 		TargetTokenVsRedisRateHigh, TargetTokenVsRedisRateC1, TargetTokenP99VsRedisRate, TargetFixedVsUlule,
 		TargetServerCPUVsRedisRate, TargetMemory190, TargetP50VsBareC1,
+		TargetFloodCommands, TargetFloodVsRedisRate, TargetFloodVsUlule, TargetFloodWellP99,
 	}
 	if len(res.Targets) != len(wantTargets) {
 		bad("%d targets, want %d", len(res.Targets), len(wantTargets))
