@@ -191,14 +191,11 @@ func (c *Cache) record(pc *policyConf, req ratelimit.Request, d ratelimit.Decisi
 // sweepEvery spaces the sweeps of expired entries a full table makes.
 const sweepEvery = time.Second
 
-// makeRoom makes room for one entry in a full table: the expired entries
-// go (at most once per sweepEvery), then, if it is still full, one
-// arbitrary entry (the first of a map range: no order to keep up on every
-// hit). Called with c.mu held.
+// makeRoom drops the expired entries (at most once per sweepEvery, when
+// a denial is recorded), then, if the table is still full, one arbitrary
+// entry (the first of a map range: no order to keep up on every hit).
+// Called with c.mu held.
 func (c *Cache) makeRoom(now time.Time) {
-	if len(c.table) < c.max {
-		return
-	}
 	if now.Sub(c.lastSweep) >= sweepEvery {
 		c.lastSweep = now
 		for k, e := range c.table {
@@ -206,6 +203,9 @@ func (c *Cache) makeRoom(now time.Time) {
 				c.remove(k, e)
 			}
 		}
+	}
+	if len(c.table) < c.max {
+		return
 	}
 	for k, e := range c.table {
 		if len(c.table) < c.max {

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"net"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -15,11 +14,15 @@ import (
 // Channel is the Redis pub/sub channel invalidations travel on: each
 // message's payload is one state key (redisrate.StateKey) whose state was
 // reset. The payload holds no subject: the key is what Redis already
-// stores. Each subscribed cache also publishes a heartbeat there once a
-// heartbeat ("hb <instance> <seq>", never a key). The service's ACL user
-// needs "&" + Channel, +subscribe and +publish; tlbctl's "&" + Channel
-// and +publish (docs/operations.md).
+// stores. Each subscribed cache also subscribes to a heartbeat channel of
+// its own, Channel + ":hb:" + a random instance ID, and publishes its
+// heartbeats there (no other instance receives them). The service's ACL
+// user needs "&" + Channel + "*", +subscribe and +publish; tlbctl's
+// "&" + Channel and +publish (docs/operations.md).
 const Channel = "tlb-denial-cache-invalidate"
+
+// HeartbeatChannelPrefix starts every heartbeat channel.
+const HeartbeatChannelPrefix = Channel + ":hb:"
 
 // maxPayload bounds an invalidation's payload: a state key is at most a
 // few hundred bytes.
@@ -76,24 +79,21 @@ func (c *Cache) subscribe(client redis.UniversalClient, heartbeat time.Duration)
 	}
 }
 
-// heartbeatPrefix starts a heartbeat's payload: "hb <instance> <seq>".
-// No state key contains a space (a key prefix is [a-z0-9][a-z0-9._-]*),
-// so no heartbeat is read as an invalidation.
-const heartbeatPrefix = "hb "
-
 // session runs one subscription until it fails or Close closes it;
 // confirmed reports whether the server confirmed it (the cache was live).
 //
-// Liveness is checked end to end: once a heartbeat, the session publishes
-// a heartbeat of its own through the client (as tlbctl publishes a
-// reset: to the primary the client writes to), and the next heartbeat
-// must find it received on the subscription. A dead connection, a
-// subscription left on a demoted Sentinel primary (go-redis's failover
-// client does not move a subscription) or a cluster bus that does not
-// carry messages all end the session within two heartbeats.
+// Liveness is checked end to end: the session subscribes to Channel and
+// to this cache's heartbeat channel on one connection, and once a
+// heartbeat publishes a numbered heartbeat through the client (as tlbctl
+// publishes a reset: to the primary the client writes to); the next
+// heartbeat must find it received. A dead connection, a subscription left
+// on a demoted Sentinel primary (go-redis's failover client does not move
+// a subscription) or a cluster bus that does not carry messages all end
+// the session within two heartbeats.
 func (c *Cache) session(client redis.UniversalClient, heartbeat time.Duration) (confirmed bool, err error) {
 	ctx := context.Background()
-	ps := client.Subscribe(ctx, Channel)
+	hbChannel := HeartbeatChannelPrefix + c.instance
+	ps := client.Subscribe(ctx, Channel, hbChannel)
 	c.psMu.Lock()
 	select {
 	case <-c.stop:
@@ -111,18 +111,19 @@ func (c *Cache) session(client redis.UniversalClient, heartbeat time.Duration) (
 		_ = ps.Close()
 	}()
 	var sent, got uint64
-	next := time.Now().Add(2 * heartbeat) // the confirmation's deadline
+	subscribed := map[string]bool{}
+	next := time.Now().Add(2 * heartbeat) // the confirmations' deadline
 	for {
 		if wait := time.Until(next); wait <= 0 {
 			switch {
 			case !confirmed:
-				return false, fmt.Errorf("SUBSCRIBE %s not confirmed within %v", Channel, 2*heartbeat)
+				return false, fmt.Errorf("SUBSCRIBE %s %s not confirmed within %v", Channel, hbChannel, 2*heartbeat)
 			case got < sent:
 				return true, fmt.Errorf("heartbeat %d not received within %v", sent, heartbeat)
 			}
 			sent++
 			pctx, cancel := context.WithTimeout(ctx, heartbeat)
-			err := client.Publish(pctx, Channel, fmt.Sprintf("%s%s %d", heartbeatPrefix, c.instance, sent)).Err()
+			err := client.Publish(pctx, hbChannel, strconv.FormatUint(sent, 10)).Err()
 			cancel()
 			if err != nil {
 				return true, fmt.Errorf("heartbeat: PUBLISH: %w", err)
@@ -140,10 +141,11 @@ func (c *Cache) session(client redis.UniversalClient, heartbeat time.Duration) (
 		}
 		switch m := msg.(type) {
 		case *redis.Subscription:
-			if m.Kind != "subscribe" || m.Channel != Channel {
+			if m.Kind != "subscribe" || (m.Channel != Channel && m.Channel != hbChannel) {
 				return confirmed, fmt.Errorf("unexpected %s of %q", m.Kind, m.Channel)
 			}
-			if !confirmed {
+			subscribed[m.Channel] = true
+			if !confirmed && subscribed[Channel] && subscribed[hbChannel] {
 				confirmed = true
 				next = time.Now() // the first heartbeat at once
 				c.setLive(true)
@@ -152,28 +154,15 @@ func (c *Cache) session(client redis.UniversalClient, heartbeat time.Duration) (
 				}
 			}
 		case *redis.Message:
-			if m.Channel != Channel || len(m.Payload) > maxPayload {
-				continue
-			}
-			if rest, ok := strings.CutPrefix(m.Payload, heartbeatPrefix); ok {
-				if seq, ok := c.ownHeartbeat(rest); ok && seq > got {
-					got = seq
+			switch {
+			case m.Channel == hbChannel:
+				if n, err := strconv.ParseUint(m.Payload, 10, 64); err == nil && n > got {
+					got = n
 				}
-				continue
+			case m.Channel == Channel && len(m.Payload) <= maxPayload:
+				c.Invalidate(m.Payload)
 			}
-			c.Invalidate(m.Payload)
 		case *redis.Pong:
 		}
 	}
-}
-
-// ownHeartbeat parses "<instance> <seq>" and reports the sequence number
-// when the heartbeat is this cache's.
-func (c *Cache) ownHeartbeat(s string) (uint64, bool) {
-	id, seq, ok := strings.Cut(s, " ")
-	if !ok || id != c.instance {
-		return 0, false
-	}
-	n, err := strconv.ParseUint(seq, 10, 64)
-	return n, err == nil
 }

@@ -29,7 +29,7 @@ var (
 		"~tlb:rate:*", "resetchannels", "-@all",
 		"+evalsha", "+eval", "+script|load", "+script|exists", "+ping", "+info", "+config|get", "+hello", "+auth", "+client|setname",
 		"+get", "+set", "+time", "+hgetall", "+hset", "+pexpire", "+hget", "+hlen", "+hdel", "+pttl",
-		"&tlb-denial-cache-invalidate", "+subscribe", "+publish"}
+		"&tlb-denial-cache-invalidate*", "+subscribe", "+publish"}
 	aclCacheUser = []any{"ACL", "SETUSER", "tlb-cache", "reset", "on", ">cache-test-pass",
 		"~tlb:cache:*", "resetchannels", "-@all",
 		"+getrange", "+set", "+del", "+evalsha", "+eval", "+ping", "+hello", "+auth", "+client|setname"}

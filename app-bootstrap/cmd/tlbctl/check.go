@@ -346,24 +346,21 @@ func denialRow(ctx context.Context, cfg config.Config, c *redis.Client) row {
 	if user == "" {
 		user = "default"
 	}
+	hb := ratedenial.HeartbeatChannelPrefix + "0123456789abcdef"
 	var denied []string
-	for _, cmd := range []string{"SUBSCRIBE", "PUBLISH"} {
-		args := []any{"ACL", "DRYRUN", user, cmd, ratedenial.Channel}
-		if cmd == "PUBLISH" {
-			args = append(args, "hb")
-		}
-		res, err := c.Do(ctx, args...).Text()
+	for _, cmd := range [][]any{{"SUBSCRIBE", ratedenial.Channel, hb}, {"PUBLISH", hb, "1"}} {
+		res, err := c.Do(ctx, append([]any{"ACL", "DRYRUN", user}, cmd...)...).Text()
 		if err != nil {
-			return row{"denial cache acl", statusProblem, fmt.Sprintf("ACL DRYRUN %s %s: %v", user, cmd, err)}
+			return row{"denial cache acl", statusProblem, fmt.Sprintf("ACL DRYRUN %s %v: %v", user, cmd[0], err)}
 		}
 		if res != "OK" {
-			denied = append(denied, cmd)
+			denied = append(denied, fmt.Sprint(cmd[0]))
 		}
 	}
 	if len(denied) > 0 {
-		return row{"denial cache acl", statusInfo, fmt.Sprintf("user %s may not %s %s: the service's denial cache stays off (docs/operations.md has the ACL line)", user, strings.Join(denied, ", "), ratedenial.Channel)}
+		return row{"denial cache acl", statusInfo, fmt.Sprintf("user %s may not %s on %s*: the service's denial cache stays off (docs/operations.md has the ACL line)", user, strings.Join(denied, ", "), ratedenial.Channel)}
 	}
-	return row{"denial cache acl", statusOK, fmt.Sprintf("user %s may subscribe and publish heartbeats on %s", user, ratedenial.Channel)}
+	return row{"denial cache acl", statusOK, fmt.Sprintf("user %s may subscribe to %s and its heartbeat channel", user, ratedenial.Channel)}
 }
 
 // sampleKey is a state key of the first policy for a fixed digest: the

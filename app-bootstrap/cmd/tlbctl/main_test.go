@@ -29,7 +29,7 @@ var (
 		"~tlb:rate:*", "resetchannels", "-@all",
 		"+evalsha", "+eval", "+script|load", "+script|exists", "+ping", "+info", "+config|get", "+hello", "+auth", "+client|setname",
 		"+get", "+set", "+time", "+hgetall", "+hset", "+pexpire", "+hget", "+hlen", "+hdel", "+pttl",
-		"&" + ratedenial.Channel, "+subscribe", "+publish"}
+		"&" + ratedenial.Channel + "*", "+subscribe", "+publish"}
 	aclCtlUser = []any{"ACL", "SETUSER", "tlb-ctl", "reset", "on", ">ctl-test-pass",
 		"~tlb:rate:*", "resetchannels", "-@all",
 		"+ping", "+hello", "+auth", "+client|setname", "+info", "+config|get", "+script|load", "+acl|dryrun",
