@@ -46,6 +46,8 @@ local H = 9223372036854    -- floor((2^63-1) / 1e6): the longest time.Duration i
 local SECMAX = 35184372088 -- floor(S / 1000)
 
 local find = string.find
+-- POS is int()'s pattern without its "0": a canonical integer >= 1.
+local POS = '^[1-9][0-9]*$'
 local sub, spack, sunpack = string.sub, struct.pack, struct.unpack
 
 -- int parses a canonical non-negative decimal integer <= M (digits only, no
@@ -73,8 +75,14 @@ end
 local t = redis.call('TIME')
 local now, future = 0, true
 do
-  local sec, usec = int(t[1]), int(t[2])
-  if sec ~= nil and usec ~= nil and sec <= SECMAX and usec < 1000000 then
+  -- int() inline, one function call less per field.
+  local sec, usec = t[1], t[2]
+  if (sec == '0' or find(sec, POS)) and (usec == '0' or find(usec, POS)) then
+    sec, usec = sec + 0, usec + 0
+  else
+    sec = nil
+  end
+  if sec ~= nil and sec <= SECMAX and usec < 1000000 then
     now = sec * 1000 + math.floor(usec / 1000)
     future = now > S
   end

@@ -67,6 +67,8 @@ local H = 9223372036854    -- floor((2^63-1) / 1e6): the longest time.Duration i
 local SECMAX = 35184372088 -- floor(S / 1000)
 
 local find = string.find
+-- POS is int()'s pattern without its "0": a canonical integer >= 1.
+local POS = '^[1-9][0-9]*$'
 local sub, spack, sunpack = string.sub, struct.pack, struct.unpack
 
 -- int parses a canonical non-negative decimal integer <= M (digits only, no
@@ -94,8 +96,14 @@ end
 local t = redis.call('TIME')
 local now, future = 0, true
 do
-  local sec, usec = int(t[1]), int(t[2])
-  if sec ~= nil and usec ~= nil and sec <= SECMAX and usec < 1000000 then
+  -- int() inline, one function call less per field.
+  local sec, usec = t[1], t[2]
+  if (sec == '0' or find(sec, POS)) and (usec == '0' or find(usec, POS)) then
+    sec, usec = sec + 0, usec + 0
+  else
+    sec = nil
+  end
+  if sec ~= nil and sec <= SECMAX and usec < 1000000 then
     now = sec * 1000 + math.floor(usec / 1000)
     future = now > S
   end
@@ -103,13 +111,21 @@ do
 end
 
 if #KEYS ~= 2 or #ARGV ~= 12 then return {5, now, 0, 0, 0, 0, 0} end
-local rev, cost, reg, grace = int(ARGV[1]), int(ARGV[2]), int(ARGV[3]), int(ARGV[4])
-local cap, rate, per = int(ARGV[5]), int(ARGV[6]), int(ARGV[7])
-if not (rev and rev >= 1 and reg and reg <= H and grace and grace >= 1 and grace <= H
-    and per and per >= 1 and per <= H and rate and rate >= 1
-    and cap and cap >= 1 and cap <= math.floor(M / per)
+-- The ARGV that must be >= 1 are checked as int() does, inline: the pattern
+-- POS, then one conversion. A matching string longer than 16 characters is
+-- at least 10^16 > M, and every one of them is bounded by M or less below,
+-- so this accepts exactly what int() and the ranges accept.
+local rev, cost, reg, grace, cap, rate, per = ARGV[1], ARGV[2], int(ARGV[3]), ARGV[4], ARGV[5], ARGV[6], ARGV[7]
+if find(rev, POS) and find(cost, POS) and find(grace, POS) and find(cap, POS) and find(rate, POS) and find(per, POS) then
+  rev, cost, grace, cap, rate, per = rev + 0, cost + 0, grace + 0, cap + 0, rate + 0, per + 0
+else
+  rev = nil
+end
+if not (rev and rev <= M and reg and reg <= H and grace <= H
+    and per <= H and rate <= M
+    and cap <= math.floor(M / per)
     and ceil(cap * per, rate) <= H - grace
-    and cost and cost >= 1 and cost <= cap) then
+    and cost <= cap) then
   return {5, now, 0, 0, 0, 0, 0}
 end
 if future then return {3, 0, 0, 0, 0, 0, 0} end

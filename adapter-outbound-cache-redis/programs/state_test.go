@@ -226,7 +226,8 @@ func invalidArgs(a ratelimit.Algorithm, valid []any) map[string][]any {
 		"limit 0":       with(ArgLimit, 0),
 		"limit > M":     with(ArgLimit, "9007199254740992"),
 	}
-	for _, bad := range []string{"", "-1", "+1", "01", "1.0", "1e3", " 1", "1 ", "0x10", "abc", "12345678901234567", "inf", "nan"} {
+	for _, bad := range []string{"", "-1", "+1", "01", "1.0", "1e3", " 1", "1 ", "0x10", "abc", "12345678901234567", "inf", "nan",
+		"9007199254740992", "99999999999999999999", "1\x00", "\x001"} {
 		for i := range valid {
 			out["arg "+strconv.Itoa(i)+" "+strconv.Quote(bad)] = with(i, bad)
 		}
@@ -248,6 +249,7 @@ func invalidArgs(a ratelimit.Algorithm, valid []any) map[string][]any {
 		out["horizon > H - grace"] = g2
 	default:
 		out["refill tokens 0"] = with(ArgRefillTokens, 0)
+		out["refill tokens > M"] = with(ArgRefillTokens, "9007199254740992")
 		out["refill period 0"] = with(ArgRefillPeriod, 0)
 		out["refill period > H"] = with(ArgRefillPeriod, ratelimit.MaxHorizonMillis+1)
 	}
