@@ -82,9 +82,20 @@ func TestNewRejectsBadOptions(t *testing.T) {
 // local admissions and the other instance's share 5, so the next global
 // decision is a denial.
 func TestLocalDecisionsChargedAfterRecovery(t *testing.T) {
+	for _, params := range []ratelimit.Params{
+		ratelimit.FixedWindow{Limit: 10, Window: time.Hour},
+		// GCRA (ADR 0021): burst 10, so the share is 5; one per hour
+		// refills nothing during the test.
+		ratelimit.GCRA{Rate: 1, Period: time.Hour, Burst: 10},
+	} {
+		t.Run(params.Algorithm().String(), func(t *testing.T) { localDecisionsChargedAfterRecovery(t, params) })
+	}
+}
+
+func localDecisionsChargedAfterRecovery(t *testing.T, params ratelimit.Params) {
 	srv := redistest.Start(t)
 	keys := randomKeys(t)
-	lf := localPolicy(t, "lf", ratelimit.FixedWindow{Limit: 10, Window: time.Hour}, 10, 2)
+	lf := localPolicy(t, "lf", params, 10, 2)
 	fc := localPolicy(t, "fc", ratelimit.FixedWindow{Limit: 10, Window: time.Hour}, 1, 0)
 	pols := []ratelimit.Policy{lf, fc}
 	ratelimittest.ClearOfWindowEnd(t, time.Hour, time.Minute)
@@ -181,6 +192,9 @@ func TestSharePolicy(t *testing.T) {
 		{ratelimit.SlidingWindowCounter{Limit: 7, Window: time.Minute}, 3, ratelimit.SlidingWindowCounter{Limit: 2, Window: time.Minute}},
 		{ratelimit.FixedWindow{Limit: 2, Window: time.Minute}, 5, ratelimit.FixedWindow{Limit: 1, Window: time.Minute}},
 		{ratelimit.TokenBucket{Capacity: 10, RefillTokens: 1, RefillPeriod: time.Second}, 2, ratelimit.TokenBucket{Capacity: 5, RefillTokens: 1, RefillPeriod: 2 * time.Second}},
+		{ratelimit.GCRA{Rate: 10, Period: time.Second, Burst: 20}, 4, ratelimit.GCRA{Rate: 10, Period: 4 * time.Second, Burst: 5}},
+		// Period * instances beyond time.Duration: the rate is divided.
+		{ratelimit.GCRA{Rate: 100, Period: 100_000 * time.Hour, Burst: 20}, 1 << 20, ratelimit.GCRA{Rate: 1, Period: 100_000 * time.Hour, Burst: 1}},
 	} {
 		sp, err := ratefallback.SharePolicy(localPolicy(t, "lf", tt.params, 1, tt.n))
 		require.NoError(t, err)

@@ -10,10 +10,10 @@ import (
 
 // SharePolicy returns the policy one instance enforces locally for the
 // LocalFallback policy p: the same ID, revision, algorithm and windows with
-// the limit (capacity) p.FallbackShare() and, for the token bucket, the
-// refill rate divided by FallbackInstances (the period multiplied by it;
-// when that is out of range, the refill tokens divided, rounded down, at
-// least 1), failing closed.
+// the limit (capacity, burst) p.FallbackShare() and, for the token bucket
+// and GCRA, the rate divided by FallbackInstances (the period multiplied
+// by it; when that is out of range, the refill tokens or the rate divided,
+// rounded down, at least 1), failing closed.
 func SharePolicy(p ratelimit.Policy) (ratelimit.Policy, error) {
 	share := p.FallbackShare()
 	if share < 1 {
@@ -38,6 +38,14 @@ func SharePolicy(p ratelimit.Policy) (ratelimit.Policy, error) {
 			}
 		}
 		spec.Params = ratelimit.TokenBucket{Capacity: share, RefillTokens: max(1, v.RefillTokens/n), RefillPeriod: v.RefillPeriod}
+	case ratelimit.GCRA:
+		if v.Period > 0 && n <= math.MaxInt64/int64(v.Period) {
+			spec.Params = ratelimit.GCRA{Rate: v.Rate, Period: v.Period * time.Duration(n), Burst: share}
+			if sp, err := ratelimit.NewPolicy(spec); err == nil {
+				return sp, nil
+			}
+		}
+		spec.Params = ratelimit.GCRA{Rate: max(1, v.Rate/n), Period: v.Period, Burst: share}
 	default:
 		return ratelimit.Policy{}, fmt.Errorf("policy %q: unknown parameters %T", p.ID(), v)
 	}

@@ -66,7 +66,9 @@ func (f *Fallback) decide(lp *localPolicy, key string, subject ratelimit.Subject
 	if st != nil && now >= e.expiresAt {
 		st = nil
 	}
-	r, next := programs.Evaluate(lp.share, st, now, cost)
+	// To the microsecond: GCRA decides on it (ADR 0021); the other
+	// algorithms on its millisecond, now.
+	r, next := programs.EvaluateMicros(lp.share, st, nowT.UnixMicro(), cost)
 	switch r.Status {
 	case programs.StatusAllowed:
 		if !e.owes() {

@@ -138,7 +138,7 @@ func TestLoadPoliciesFile(t *testing.T) {
 // error naming the variable, and the message says why.
 func TestLoadRejections(t *testing.T) {
 	badPolicies := writeFile(t, "p.json", `{"policies":[{"id":"api","revision":1,"algorithm":"fixed_window","limit":5,"window":"1m",
-		"maxCost":1,"cleanupGrace":"1m","maxClockRegression":"2s","failurePolicy":"fail-closed","burst":3}]}`)
+		"maxCost":1,"cleanupGrace":"1m","maxClockRegression":"2s","failurePolicy":"fail-closed","bucketSize":3}]}`)
 	dupPolicies := writeFile(t, "dup.json", `{"policies":[{"id":"api","revision":1,"algorithm":"fixed_window","limit":5,"window":"1m",
 		"maxCost":1,"cleanupGrace":"1m","maxClockRegression":"2s","failurePolicy":"fail-closed","limit":500}]}`)
 	casePolicies := writeFile(t, "case.json", `{"policies":[{"id":"api","revision":1,"algorithm":"fixed_window","limit":5,"window":"1m",
@@ -181,7 +181,7 @@ func TestLoadRejections(t *testing.T) {
 		{"policies file duplicate key", with(enabledEnv(), "APP_RATE_LIMIT_POLICIES_FILE", dupPolicies), "APP_RATE_LIMIT_POLICIES_FILE", ErrPolicyFile, dupPolicies + `: invalid policy file: policies[0] (api): duplicate key "limit"`},
 		{"policies file wrong case", with(enabledEnv(), "APP_RATE_LIMIT_POLICIES_FILE", casePolicies), "APP_RATE_LIMIT_POLICIES_FILE", ErrPolicyFile, casePolicies + `: invalid policy file: policies[0] (api): key "MAXCOST" is not "maxCost"`},
 		{"policies file missing", with(enabledEnv(), "APP_RATE_LIMIT_POLICIES_FILE", "/nonexistent/p.json"), "APP_RATE_LIMIT_POLICIES_FILE", ErrPolicyFile, "no such file"},
-		{"policies file invalid", with(enabledEnv(), "APP_RATE_LIMIT_POLICIES_FILE", badPolicies), "APP_RATE_LIMIT_POLICIES_FILE", ErrPolicyFile, `unknown field "burst"`},
+		{"policies file invalid", with(enabledEnv(), "APP_RATE_LIMIT_POLICIES_FILE", badPolicies), "APP_RATE_LIMIT_POLICIES_FILE", ErrPolicyFile, `unknown field "bucketSize"`},
 		{"insecure skip verify", with(enabledEnv(), "APP_RATE_LIMIT_REDIS_TLS_ENABLED", "true", "APP_RATE_LIMIT_REDIS_TLS_INSECURE_SKIP_VERIFY", "true"), "APP_RATE_LIMIT_REDIS_TLS_INSECURE_SKIP_VERIFY", ErrUnsupported, "cannot be disabled"},
 		{"tls file without tls", with(enabledEnv(), "APP_RATE_LIMIT_REDIS_TLS_CA_FILE", "/etc/ca.pem"), "APP_RATE_LIMIT_REDIS_TLS_CA_FILE", ErrConflict, "APP_RATE_LIMIT_REDIS_TLS_ENABLED is false"},
 		{"tls cert without key", with(enabledEnv(), "APP_RATE_LIMIT_REDIS_TLS_ENABLED", "true", "APP_RATE_LIMIT_REDIS_TLS_CERT_FILE", "/etc/c.pem"), "APP_RATE_LIMIT_REDIS_TLS_KEY_FILE", ErrRequired, "CERT_FILE is set"},

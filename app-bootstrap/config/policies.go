@@ -104,6 +104,9 @@ type policyJSON struct {
 	Capacity           *int64    `json:"capacity"`
 	RefillTokens       *int64    `json:"refillTokens"`
 	RefillPeriod       *duration `json:"refillPeriod"`
+	Rate               *int64    `json:"rate"`
+	Period             *duration `json:"period"`
+	Burst              *int64    `json:"burst"`
 	MaxCost            *int64    `json:"maxCost"`
 	CleanupGrace       *duration `json:"cleanupGrace"`
 	MaxClockRegression *duration `json:"maxClockRegression"`
@@ -325,16 +328,11 @@ func (p policyJSON) spec() (ratelimit.PolicySpec, []error) {
 		problems = append(problems, fmt.Errorf("algorithm: %w", err))
 		return spec, problems
 	}
-	if alg == ratelimit.AlgorithmGCRA {
-		// The programs and the model have GCRA (ADR 0021); the policy file
-		// takes it once fallback, conformance and tlbctl have it too.
-		problems = append(problems, fmt.Errorf("algorithm: %w: %q is not accepted in a policy file yet (fixed_window, sliding_window_counter or token_bucket)", ratelimit.ErrUnsupported, *p.Algorithm))
-		return spec, problems
-	}
 	spec.Algorithm = alg
 	present := map[string]bool{
 		"limit": p.Limit != nil, "window": p.Window != nil,
 		"capacity": p.Capacity != nil, "refillTokens": p.RefillTokens != nil, "refillPeriod": p.RefillPeriod != nil,
+		"rate": p.Rate != nil, "period": p.Period != nil, "burst": p.Burst != nil,
 	}
 	var own []string
 	switch alg {
@@ -342,6 +340,9 @@ func (p policyJSON) spec() (ratelimit.PolicySpec, []error) {
 		own = []string{"limit", "window"}
 	case ratelimit.AlgorithmTokenBucket:
 		own = []string{"capacity", "refillTokens", "refillPeriod"}
+	case ratelimit.AlgorithmGCRA:
+		// redis_rate.Limit{Rate, Burst, Period} (ADR 0021).
+		own = []string{"rate", "period", "burst"}
 	}
 	mine := map[string]bool{}
 	for _, f := range own {
@@ -350,7 +351,7 @@ func (p policyJSON) spec() (ratelimit.PolicySpec, []error) {
 			missing(f)
 		}
 	}
-	for _, f := range []string{"limit", "window", "capacity", "refillTokens", "refillPeriod"} {
+	for _, f := range []string{"limit", "window", "capacity", "refillTokens", "refillPeriod", "rate", "period", "burst"} {
 		if present[f] && !mine[f] {
 			problems = append(problems, fmt.Errorf("%q is not a parameter of %s", f, alg))
 		}
@@ -365,6 +366,8 @@ func (p policyJSON) spec() (ratelimit.PolicySpec, []error) {
 		spec.Params = ratelimit.SlidingWindowCounter{Limit: *p.Limit, Window: parseDuration("window", p.Window, &problems)}
 	case ratelimit.AlgorithmTokenBucket:
 		spec.Params = ratelimit.TokenBucket{Capacity: *p.Capacity, RefillTokens: *p.RefillTokens, RefillPeriod: parseDuration("refillPeriod", p.RefillPeriod, &problems)}
+	case ratelimit.AlgorithmGCRA:
+		spec.Params = ratelimit.GCRA{Rate: *p.Rate, Period: parseDuration("period", p.Period, &problems), Burst: *p.Burst}
 	}
 	return spec, problems
 }

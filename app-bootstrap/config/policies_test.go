@@ -24,6 +24,9 @@ var (
 		`"maxCost":1`, `"cleanupGrace":"1m"`, `"maxClockRegression":"2s"`, `"failurePolicy":"fail-closed"`}
 	tbBase = []string{`"id":"api"`, `"revision":1`, `"algorithm":"token_bucket"`, `"capacity":100`, `"refillTokens":10`,
 		`"refillPeriod":"1s"`, `"maxCost":10`, `"cleanupGrace":"1m"`, `"maxClockRegression":"2s"`, `"failurePolicy":"fail-closed"`}
+	// redis_rate.PerSecond(10) with a burst of 20.
+	gcBase = []string{`"id":"rr"`, `"revision":1`, `"algorithm":"gcra"`, `"rate":10`, `"period":"1s"`, `"burst":20`,
+		`"maxCost":20`, `"cleanupGrace":"1m"`, `"maxClockRegression":"2s"`, `"failurePolicy":"fail-closed"`}
 )
 
 // replace returns base with the field named by the fragment's key replaced
@@ -73,6 +76,19 @@ func TestParsePoliciesContractExample(t *testing.T) {
 	assert.Equal(t, []Route{{"GET /api/", "api"}, {"POST /api/v1/login", "login"}}, set.Routes)
 }
 
+// TestParsePoliciesGCRA: "rate", "period" and "burst" are
+// redis_rate.Limit{Rate, Burst, Period} (ADR 0021).
+func TestParsePoliciesGCRA(t *testing.T) {
+	set, err := ParsePolicies(strings.NewReader(policyJSONText(gcBase...)))
+	require.NoError(t, err)
+	require.Len(t, set.Policies, 1)
+	p := set.Policies[0]
+	assert.Equal(t, ratelimit.AlgorithmGCRA, p.Algorithm())
+	assert.Equal(t, ratelimit.GCRA{Rate: 10, Period: time.Second, Burst: 20}, p.Params())
+	assert.Equal(t, int64(20), p.Limit())
+	assert.Equal(t, ratelimit.Certain, p.Certainty())
+}
+
 // TestExamplePolicyFilesParse keeps the shipped examples valid.
 func TestExamplePolicyFilesParse(t *testing.T) {
 	for _, path := range []string{"testdata/policies.json", "../examples/policies.json"} {
@@ -95,7 +111,7 @@ func TestParsePoliciesRejections(t *testing.T) {
 		sentinel error
 	}{
 		{"unknown top-level field", `{"policies": [], "version": 2}`, `unknown field "version"`, nil},
-		{"unknown policy field", policyJSONText(replace(fwBase, `"burst":2`)...), `unknown field "burst"`, nil},
+		{"unknown policy field", policyJSONText(replace(fwBase, `"bucketSize":2`)...), `unknown field "bucketSize"`, nil},
 		{"dedup is not a field", policyJSONText(replace(fwBase, `"dedup":false`)...), `unknown field "dedup"`, nil},
 		{"trailing data", policyJSONText(fwBase...) + ` {}`, "trailing data", nil},
 		{"not json", `policies: []`, "invalid character", nil},
@@ -112,7 +128,17 @@ func TestParsePoliciesRejections(t *testing.T) {
 		{"fail open", policyJSONText(replace(fwBase, `"failurePolicy":"fail-open"`)...), "fail-open is not supported", ratelimit.ErrUnsupported},
 		{"failure policy unknown", policyJSONText(replace(fwBase, `"failurePolicy":"sometimes"`)...), `"sometimes" is not fail-closed`, ratelimit.ErrUnsupported},
 		{"unknown algorithm", policyJSONText(replace(fwBase, `"algorithm":"sliding_log"`)...), `"sliding_log" is not fixed_window`, ratelimit.ErrUnsupported},
-		{"gcra not yet in policy files", policyJSONText(replace(fwBase, `"algorithm":"gcra"`)...), `"gcra" is not accepted in a policy file yet`, ratelimit.ErrUnsupported},
+		{"gcra with a window", policyJSONText(replace(gcBase, `"window":"1s"`)...), `"window" is not a parameter of gcra`, nil},
+		{"fixed window with a burst", policyJSONText(replace(fwBase, `"burst":2`)...), `"burst" is not a parameter of fixed_window`, nil},
+		{"token bucket with a rate", policyJSONText(replace(tbBase, `"rate":2`)...), `"rate" is not a parameter of token_bucket`, nil},
+		{"gcra missing rate", policyJSONText(replace(gcBase, `"-rate"`)...), `"rate" is required`, nil},
+		{"gcra missing period", policyJSONText(replace(gcBase, `"-period"`)...), `"period" is required`, nil},
+		{"gcra missing burst", policyJSONText(replace(gcBase, `"-burst"`)...), `"burst" is required`, nil},
+		{"gcra sub-millisecond period", policyJSONText(replace(gcBase, `"period":"1500us"`)...), `period: "1500us" is not a whole number of milliseconds`, nil},
+		{"gcra rate 0", policyJSONText(replace(gcBase, `"rate":0`)...), `Params.Rate`, ratelimit.ErrNonPositive},
+		{"gcra rate as float", policyJSONText(replace(gcBase, `"rate":1.5`)...), "cannot unmarshal number 1.5", nil},
+		{"gcra max cost above burst", policyJSONText(replace(gcBase, `"maxCost":21`)...), `MaxCost`, ratelimit.ErrMaxCostAboveLimit},
+		{"gcra burst offset beyond 2^53", policyJSONText(replace(gcBase, `"rate":9`, `"period":"1ms"`, `"burst":9007199254733`, `"maxCost":1`)...), `Params.Burst`, ratelimit.ErrArithmeticRange},
 		{"sub-millisecond window", policyJSONText(replace(fwBase, `"window":"1500us"`)...), `window: "1500us" is not a whole number of milliseconds`, nil},
 		{"sub-millisecond grace", policyJSONText(replace(fwBase, `"cleanupGrace":"1.5ms"`)...), `cleanupGrace: "1.5ms" is not a whole number`, nil},
 		{"duration not a string", policyJSONText(replace(fwBase, `"window":60000`)...), "cannot unmarshal number", nil},

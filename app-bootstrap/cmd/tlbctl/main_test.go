@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -41,10 +42,10 @@ const testAPIKey = "tlbctl-test-api-key-0001"
 
 // testPolicies refill one token an hour, so the state a test reads does not
 // move while it runs (a fixed window could roll over between the requests
-// and the inspection).
+// and the inspection). "api" is GCRA (ADR 0021), "login" a token bucket.
 const testPolicies = `{"policies": [
-  {"id": "api", "revision": 1, "algorithm": "token_bucket",
-   "capacity": 100, "refillTokens": 1, "refillPeriod": "1h",
+  {"id": "api", "revision": 1, "algorithm": "gcra",
+   "rate": 1, "period": "1h", "burst": 100,
    "maxCost": 1, "cleanupGrace": "1m", "maxClockRegression": "2s",
    "failurePolicy": "fail-closed", "routes": ["GET /api/"]},
   {"id": "login", "revision": 3, "algorithm": "token_bucket",
@@ -275,8 +276,16 @@ func TestInspectIP(t *testing.T) {
 	require.Equal(t, http.StatusOK, serve(t, env, http.MethodGet, "/api/v1/ping", 3))
 	r := tlbctl(t, environ(env), "inspect", "--policy", "api", "--ip", "127.0.0.1")
 	require.Equal(t, exitOK, r.code, r.stderr)
-	assert.Contains(t, r.stdout, "policy      api (revision 1, token_bucket)")
+	assert.Contains(t, r.stdout, "policy      api (revision 1, gcra)")
 	assert.Contains(t, r.stdout, "remaining   97 of 100 (consumed 3)")
+	assert.Contains(t, r.stdout, "stored      algorithm=gcra revision=1 schema=2")
+	// Three admissions of one emission interval (1 h) each: the arrival
+	// time is 3 h after the first one, a few ms ago.
+	m := regexp.MustCompile(`arrival     (\S+) \(GCRA`).FindStringSubmatch(r.stdout)
+	require.Len(t, m, 2, r.stdout)
+	tat, err := time.Parse(time.RFC3339Nano, m[1])
+	require.NoError(t, err)
+	assert.WithinDuration(t, time.Now().Add(3*time.Hour), tat, time.Minute)
 }
 
 // TestBadInputChangesNothing: every bad input is one line on stderr, exit

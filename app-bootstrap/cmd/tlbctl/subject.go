@@ -374,8 +374,8 @@ func printState(w io.Writer, tg target, st state) {
 	} else {
 		fmt.Fprintf(w, "stored      algorithm=%s revision=%d schema=%d\n", algorithmName(fields[programs.FieldAlgorithm]), fields[programs.FieldRevision], fields[programs.FieldSchema])
 	}
-	nowMs := st.now.UnixMilli()
-	r, _ := programs.Evaluate(p, st.raw, nowMs, 1)
+	// At the server's microsecond: GCRA decides on it (ADR 0021).
+	r, _ := programs.EvaluateMicros(p, st.raw, st.now.UnixMicro(), 1)
 	switch r.Status {
 	case programs.StatusAllowed, programs.StatusDenied:
 		remaining := r.Remaining
@@ -398,6 +398,9 @@ func printState(w io.Writer, tg target, st state) {
 	}
 	if err == nil {
 		fmt.Fprintf(w, "fields      %s\n", formatFields(fields))
+		if tat, ok := arrival(p, fields); ok {
+			fmt.Fprintf(w, "arrival     %s (GCRA theoretical arrival time, to the µs)\n", tat.UTC().Format(time.RFC3339Nano))
+		}
 	}
 	fmt.Fprintf(w, "value       %d bytes %s\n", len(st.raw), bounded(hex.EncodeToString(st.raw)))
 }
@@ -436,13 +439,24 @@ func reset(ctx context.Context, c *redis.Client, who auditInfo, tg target, st st
 	return nil
 }
 
+// arrival is a GCRA state's theoretical arrival time, l*1000 + d/R µs
+// (rounded down to the µs), when the state holds GCRA fields and p is a
+// GCRA policy (its reduced rate R is the unit of d).
+func arrival(p ratelimit.Policy, f map[string]int64) (time.Time, bool) {
+	rate, _, _, ok := p.Emission()
+	if !ok || f[programs.FieldAlgorithm] != int64(ratelimit.AlgorithmGCRA) {
+		return time.Time{}, false
+	}
+	return time.UnixMicro(f[programs.FieldLastObserved]*1000 + f[programs.FieldArrival]/rate), true
+}
+
 func limitOf(p ratelimit.Policy) int64 {
 	r, _ := programs.Evaluate(p, nil, 1, 1)
 	return r.Limit
 }
 
 func algorithmName(a int64) string {
-	for _, alg := range []ratelimit.Algorithm{ratelimit.AlgorithmFixedWindow, ratelimit.AlgorithmSlidingWindowCounter, ratelimit.AlgorithmTokenBucket} {
+	for _, alg := range []ratelimit.Algorithm{ratelimit.AlgorithmFixedWindow, ratelimit.AlgorithmSlidingWindowCounter, ratelimit.AlgorithmTokenBucket, ratelimit.AlgorithmGCRA} {
 		if int64(alg) == a {
 			return alg.String()
 		}

@@ -17,8 +17,9 @@ import (
 // instances over one server do. It may register cleanups on t.
 type NewPort func(t *testing.T, policies []ratelimit.Policy) ratelimit.EdgePort
 
-// Policies returns the policies Run uses: one per algorithm, limit and
-// MaxCost 5, window or refill period one hour (a real clock cannot change a
+// Policies returns the policies Run uses: one per algorithm, limit (or
+// capacity, or burst) and MaxCost 5, window, refill period or period one
+// hour (a real clock cannot change a
 // decision while a case runs), at revision rev.
 func Policies(t testing.TB, rev int64) []ratelimit.Policy {
 	t.Helper()
@@ -26,6 +27,7 @@ func Policies(t testing.TB, rev int64) []ratelimit.Policy {
 		{ID: "c-fixed", Params: ratelimit.FixedWindow{Limit: 5, Window: time.Hour}},
 		{ID: "c-sliding", Params: ratelimit.SlidingWindowCounter{Limit: 5, Window: time.Hour}},
 		{ID: "c-bucket", Params: ratelimit.TokenBucket{Capacity: 5, RefillTokens: 1, RefillPeriod: time.Hour}},
+		{ID: "c-gcra", Params: ratelimit.GCRA{Rate: 1, Period: time.Hour, Burst: 5}},
 	}
 	out := make([]ratelimit.Policy, 0, len(specs))
 	for _, s := range specs {
