@@ -38,7 +38,7 @@ type Cache struct {
 	received atomic.Uint64
 	evicted  atomic.Uint64
 
-	mu        sync.Mutex
+	mu        sync.RWMutex
 	table     map[key]*entry
 	byState   map[string]key // state key -> table key, for invalidations
 	lastSweep time.Time
@@ -125,23 +125,17 @@ func (c *Cache) serve(ctx context.Context, pc *policyConf, req ratelimit.Request
 		return nil, false
 	}
 	k := key{id: req.PolicyID, revision: pc.policy.Revision(), subject: req.SubjectDigest}
-	c.mu.Lock()
+	// A read lock: the hits of a flood do not queue behind each other.
+	// An entry is never changed once in the table (a new denial replaces
+	// it), and an expired one is left to the next sweep or replacement.
+	c.mu.RLock()
 	e := c.table[k]
-	if e == nil || !c.live {
-		c.mu.Unlock()
-		return nil, false
-	}
-	if !now.Before(e.expires) {
-		c.remove(k, e)
-		c.mu.Unlock()
-		return nil, false
-	}
-	if req.Cost < e.cost {
-		c.mu.Unlock()
+	live := c.live
+	c.mu.RUnlock()
+	if e == nil || !live || !now.Before(e.expires) || req.Cost < e.cost {
 		return nil, false
 	}
 	d, sent, expires := e.decision, e.sent, e.expires
-	c.mu.Unlock()
 	d.RetryAfter = expires.Sub(now)
 	if !d.ServerNow.IsZero() {
 		d.ServerNow = d.ServerNow.Add(now.Sub(sent))
