@@ -84,13 +84,22 @@ do
 end
 
 if #KEYS ~= 1 or #ARGV ~= 7 then return {5, now, 0, 0, 0, 0, 0} end
-local rev, cost, reg, grace = int(ARGV[1]), int(ARGV[2]), int(ARGV[3]), int(ARGV[4])
-local burst, rate, per = int(ARGV[5]), int(ARGV[6]), int(ARGV[7])
-if not (rev and rev >= 1 and reg and reg <= H and grace and grace >= 1 and grace <= H
-    and rate and rate >= 1 and rate <= math.floor(M / 999) and per and per >= 1
-    and burst and burst >= 1 and burst <= math.floor((M - 999 * rate) / per)
+-- The ARGV that must be >= 1 are checked as int() does, inline: the pattern
+-- POS, then one conversion. A matching string longer than 16 characters is
+-- at least 10^16 > M, and each is bounded by M or less below (P too: B >= 1
+-- and B <= (M - 999*R)/P), so this accepts exactly what int() and the
+-- ranges accept.
+local rev, cost, reg, grace, burst, rate, per = ARGV[1], ARGV[2], int(ARGV[3]), ARGV[4], ARGV[5], ARGV[6], ARGV[7]
+if find(rev, POS) and find(cost, POS) and find(grace, POS) and find(burst, POS) and find(rate, POS) and find(per, POS) then
+  rev, cost, grace, burst, rate, per = rev + 0, cost + 0, grace + 0, burst + 0, rate + 0, per + 0
+else
+  rev = nil
+end
+if not (rev and rev <= M and reg and reg <= H and grace <= H
+    and rate <= math.floor(M / 999)
+    and burst <= math.floor((M - 999 * rate) / per)
     and ceil(ceil(burst * per, rate), 1000) + 1 <= H - grace
-    and cost and cost >= 1 and cost <= burst) then
+    and cost <= burst) then
   return {5, now, 0, 0, 0, 0, 0}
 end
 if future then return {3, 0, 0, 0, 0, 0, 0} end
