@@ -15,6 +15,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
+	"github.com/tech-log/tech-log-backend/adapter-outbound-cache-redis/programs/luasrc"
 	"github.com/tech-log/tech-log-backend/shared-contract/ratelimit"
 )
 
@@ -139,8 +140,8 @@ const miniTTLCap = 1 << 40
 
 // harness wraps redis.call for miniredis runs: a TIME test double for
 // instants SetTime cannot represent (UnixNano ends in 2262), and the
-// miniTTLCap clamp on SET ... PX. It also defines a test-only pure-Lua
-// struct.pack/struct.unpack for the big-endian unsigned formats the programs
+// miniTTLCap clamp on SET ... PX. It also defines (luasrc.StructShim) a
+// test-only pure-Lua struct.pack/struct.unpack for the big-endian unsigned formats the programs
 // use ('>B', '>I5'..'>I7'): miniredis's Lua preloads no struct library (ADR
 // 0010). The program text itself is unchanged; the real-server tests run it
 // with Redis's own struct library.
@@ -159,41 +160,7 @@ redis.call = function(c, ...)
   end
   return __call(c, ...)
 end
-local function __widths(f)
-  assert(string.sub(f, 1, 1) == '>', 'struct shim: big endian only')
-  local ws = {}
-  for c, d in string.gmatch(string.sub(f, 2), '([BI])(%%d*)') do
-    if c == 'B' then ws[#ws + 1] = 1 else ws[#ws + 1] = tonumber(d) end
-  end
-  return ws
-end
-rawset(_G, 'struct', {
-  pack = function(f, ...)
-    local args, out = {...}, {}
-    for i, w in ipairs(__widths(f)) do
-      local v, b = args[i], {}
-      assert(v >= 0 and v == math.floor(v) and v < 256 ^ w, 'struct shim: value out of range')
-      for j = w, 1, -1 do
-        b[j] = string.char(v %% 256)
-        v = math.floor(v / 256)
-      end
-      out[#out + 1] = table.concat(b)
-    end
-    return table.concat(out)
-  end,
-  unpack = function(f, s)
-    local res, pos = {}, 1
-    for i, w in ipairs(__widths(f)) do
-      assert(pos + w - 1 <= #s, 'struct shim: data string too short')
-      local v = 0
-      for j = pos, pos + w - 1 do v = v * 256 + string.byte(s, j) end
-      res[i], pos = v, pos + w
-    end
-    res[#res + 1] = pos
-    return unpack(res)
-  end,
-})
-`, tm, miniTTLCap, miniTTLCap)
+`, tm, miniTTLCap, miniTTLCap) + luasrc.StructShim
 }
 
 // mini is a miniredis server with a client, driving programs under a

@@ -15,6 +15,9 @@
 // programs.definitions (embed, name, argument count) and run go generate in
 // the programs package.
 //
+// StructShim (structshim.go) is the pure-Lua struct library the tests and
+// tools prepend to a program on miniredis, whose Lua has none.
+//
 // It depends on the standard library only; only tests and tools import it
 // (the product embeds the rendered files, not the templates).
 package luasrc
