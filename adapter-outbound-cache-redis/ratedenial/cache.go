@@ -156,8 +156,8 @@ func (c *Cache) record(pc *policyConf, req ratelimit.Request, d ratelimit.Decisi
 	// The program reads the server's clock in whole milliseconds (floor):
 	// the instant it allows again, eff + R, may lie up to 1 ms less than
 	// R after the real instant it read its clock at. One millisecond
-	// less keeps the entry's expiry before it.
-	expires := t0.Add(d.RetryAfter - time.Millisecond)
+	// less keeps the entry's expiry before it (two for GCRA: margin).
+	expires := t0.Add(d.RetryAfter - margin(pc.policy.Algorithm()))
 	now := c.now()
 	if !now.Before(expires) {
 		return
@@ -305,4 +305,16 @@ func knownID(id ratelimit.PolicyID) ratelimit.PolicyID {
 		return id
 	}
 	return ""
+}
+
+// margin is how much earlier than t0 + RetryAfter an entry expires: 1 ms
+// for the algorithms that decide on the server's millisecond. GCRA decides
+// on its microsecond (ADR 0021): it admits from an instant A with
+// ceil(A/1000 µs) = eff + R, so A > eff + R - 1 ms, and eff >= the real
+// instant sigma - 1 ms >= t0 - 1 ms: A > t0 + R - 2 ms.
+func margin(a ratelimit.Algorithm) time.Duration {
+	if a == ratelimit.AlgorithmGCRA {
+		return 2 * time.Millisecond
+	}
+	return time.Millisecond
 }

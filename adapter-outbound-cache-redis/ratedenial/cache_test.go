@@ -63,6 +63,8 @@ func algorithms(t *testing.T, rev int64) []ratelimit.Policy {
 		policy(t, "fixed", rev, ratelimit.FixedWindow{Limit: 4, Window: 200 * time.Millisecond}, 3),
 		policy(t, "sliding", rev, ratelimit.SlidingWindowCounter{Limit: 4, Window: 200 * time.Millisecond}, 3),
 		policy(t, "bucket", rev, ratelimit.TokenBucket{Capacity: 4, RefillTokens: 1, RefillPeriod: 70 * time.Millisecond}, 3),
+		// 3 per 200 ms: T = 66,666.7 µs, decided to the microsecond.
+		policy(t, "gcra", rev, ratelimit.GCRA{Rate: 3, Period: 200 * time.Millisecond, Burst: 4}, 3),
 	}
 }
 
@@ -331,7 +333,7 @@ func TestTableIsBounded(t *testing.T) {
 // TestExactAlgorithms: the three algorithms of v1 are exact; anything
 // else (an algorithm added later) is off until it is listed.
 func TestExactAlgorithms(t *testing.T) {
-	for _, a := range []ratelimit.Algorithm{ratelimit.AlgorithmFixedWindow, ratelimit.AlgorithmSlidingWindowCounter, ratelimit.AlgorithmTokenBucket} {
+	for _, a := range []ratelimit.Algorithm{ratelimit.AlgorithmFixedWindow, ratelimit.AlgorithmSlidingWindowCounter, ratelimit.AlgorithmTokenBucket, ratelimit.AlgorithmGCRA} {
 		assert.True(t, ratedenial.Exact(a), a.String())
 	}
 	assert.False(t, ratedenial.Exact(0))

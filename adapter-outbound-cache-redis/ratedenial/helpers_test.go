@@ -131,8 +131,10 @@ func (m *modelServer) Evaluate(_ context.Context, req ratelimit.Request) ratelim
 	m.calls++
 	p := m.pols[req.PolicyID]
 	k := string(req.PolicyID) + "/" + string(req.SubjectDigest)
-	serverNow := m.clock.Now().Add(m.latency()).UnixMilli()
-	r, next := programs.Evaluate(p, m.state[k], serverNow, req.Cost)
+	// The server's TIME to the microsecond (GCRA decides on it; the other
+	// algorithms on its millisecond).
+	serverNow := m.clock.Now().Add(m.latency()).UnixMicro()
+	r, next := programs.EvaluateMicros(p, m.state[k], serverNow, req.Cost)
 	if r.Status == programs.StatusAllowed {
 		m.state[k] = next
 	}
@@ -150,6 +152,6 @@ func (m *modelServer) wouldAllow(req ratelimit.Request, at time.Time) bool {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	k := string(req.PolicyID) + "/" + string(req.SubjectDigest)
-	r, _ := programs.Evaluate(m.pols[req.PolicyID], m.state[k], at.UnixMilli(), req.Cost)
+	r, _ := programs.EvaluateMicros(m.pols[req.PolicyID], m.state[k], at.UnixMicro(), req.Cost)
 	return r.Status == programs.StatusAllowed
 }

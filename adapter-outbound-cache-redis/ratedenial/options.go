@@ -86,6 +86,13 @@ func Exact(a ratelimit.Algorithm) bool {
 		// to the program (the program itself approximates a sliding
 		// window).
 		return true
+	case ratelimit.AlgorithmGCRA:
+		// A denial writes nothing and TAT only moves later with traffic;
+		// retry is the first whole millisecond at any microsecond of
+		// which the cost is admitted, and a larger cost needs a later
+		// one. GCRA decides to the microsecond: its entries keep a 2 ms
+		// margin (margin, ADR 0021).
+		return true
 	}
 	return false
 }

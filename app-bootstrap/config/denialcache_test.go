@@ -35,11 +35,11 @@ func TestParsePoliciesDenialCache(t *testing.T) {
 	set, err = ParsePolicies(strings.NewReader(head + `,"denialCache":true}]}`))
 	require.NoError(t, err)
 	assert.Empty(t, set.NoDenialCache, "true on an exact algorithm: on")
-	// GCRA is not (yet) cached (ADR 0021): true is refused by name.
+	// GCRA is exact too (with a 2 ms margin, ADR 0021): true is accepted.
 	const gcra = `{"policies":[{"id":"rr","revision":1,"algorithm":"gcra","rate":10,"period":"1s","burst":10,"maxCost":1,"cleanupGrace":"1m","maxClockRegression":"2s","failurePolicy":"fail-closed","denialCache":true}]}`
-	_, err = ParsePolicies(strings.NewReader(gcra))
-	require.ErrorIs(t, err, ErrPolicyFile)
-	assert.Contains(t, err.Error(), "the denial cache is not exact for gcra")
+	set, err = ParsePolicies(strings.NewReader(gcra))
+	require.NoError(t, err)
+	assert.Empty(t, set.NoDenialCache)
 	for _, tt := range []struct{ name, extra, want string }{
 		{"a string", `"denialCache":"false"`, "denialCache"},
 		{"a number", `"denialCache":0`, "denialCache"},
