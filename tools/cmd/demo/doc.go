@@ -3,7 +3,8 @@
 // instances of it sharing that Redis, drives bounded load at both from a
 // few clients, and prints what each instance allowed next to the policy's
 // global limit. A second phase stops Redis and shows the instances failing
-// closed (503). Everything it starts is stopped and its temporary
+// closed (503) for a client phase 1 never used (one it denied may get its
+// cached denial, 429, until an instance sees Redis gone: ADR 0022). Everything it starts is stopped and its temporary
 // directory removed when it ends, on error and on Ctrl-C too.
 //
 // Usage (from tools/, as `make demo` does):

@@ -31,6 +31,13 @@ type options struct {
 	fallback    bool
 }
 
+// outageClient is phase 2's client, one phase 1 never used: a client the
+// server denied in phase 1 may still be answered its denial locally (429,
+// the denial cache, ADR 0022) in the moment before an instance sees its
+// invalidation subscription drop, so only a client with no denial on
+// record shows that every undecidable request fails closed with 503.
+const outageClient = "demo-outage"
+
 func main() {
 	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
 }
@@ -171,7 +178,7 @@ func demo(ctx context.Context, o options, stdout, stderr io.Writer) (err error) 
 	// The clients are verified API keys (APP_WEB_IDENTITY=api-key): the
 	// keys file holds their SHA-256 digests.
 	keys := filepath.Join(dir, "api-keys")
-	if err := os.WriteFile(keys, []byte(apiKeysFile(append(clientNames(o.clients), recoveryClient))), 0o600); err != nil {
+	if err := os.WriteFile(keys, []byte(apiKeysFile(append(clientNames(o.clients), recoveryClient, outageClient))), 0o600); err != nil {
 		return err
 	}
 	redisAddr := ""
@@ -240,7 +247,7 @@ func demo(ctx context.Context, o options, stdout, stderr io.Writer) (err error) 
 	}
 	outage := runLoad(ctx, loadSpec{
 		targets:     instances,
-		clients:     clientNames(1),
+		clients:     []string{outageClient},
 		requests:    30,
 		duration:    10 * time.Second,
 		rate:        20,
