@@ -18,7 +18,8 @@
 //
 // Files: suite.go (Config, Run: the phases), runner.go (one measured run,
 // paired repetitions), limiters.go (the limiters under test), flood.go
-// (the flood phase: its limiters, runs, medians, targets and section),
+// (the flood phase: its limiters, runs, medians, targets, section and
+// chart bench/flood.png),
 // targets.go
 // (the targets, judged), micro.go (the Go micro-benchmarks),
 // redisbench.go (redis-benchmark), server.go (the private redis-server

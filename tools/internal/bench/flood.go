@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -13,6 +14,11 @@ import (
 	"github.com/go-redis/redis_rate/v10"
 	ulule "github.com/ulule/limiter/v3"
 	ulredis "github.com/ulule/limiter/v3/drivers/store/redis"
+	"gonum.org/v1/plot"
+	"gonum.org/v1/plot/plotter"
+	"gonum.org/v1/plot/vg"
+	"gonum.org/v1/plot/vg/draw"
+	"gonum.org/v1/plot/vg/vgimg"
 
 	"github.com/tech-log/tech-log-backend/adapter-outbound-cache-redis/ratedenial"
 	"github.com/tech-log/tech-log-backend/adapter-outbound-cache-redis/redisinfo"
@@ -531,6 +537,7 @@ func floodTargets(res *Results) []Target {
 func renderFlood(b *strings.Builder, res *Results) {
 	fmt.Fprintf(b, "One subject over its limit (token bucket, %d per hour, spent first) hammered by %d workers, beside %d well-behaved subjects asked round robin by %d workers; each limiter over its own client; medians of %d repetitions of %.1f s per phase: the flood alone (closed loop: the limiter's ceiling), the well-behaved subjects alone, both (the flood offered at %d requests/s, the same for every limiter; one slower than that runs behind).\n\n",
 		floodLimit, floodConcurrency, floodWellBehaved, floodWellWorkers, res.Settings.Reps, res.Settings.RunSeconds, floodOfferedRate)
+	fmt.Fprintf(b, "![The flood: denials per second, and the well-behaved p99 alone and during the flood](%s)\n\n", FloodChartDocPath)
 	fmt.Fprintf(b, "| limiter | denied/s (flood alone) | Redis commands per denied (script calls; inner commands included) | redis-server CPU (s/s) during the flood | well-behaved p99 alone | during the flood | ratio |\n|---|---|---|---|---|---|---|\n")
 	rr, rrOK := res.floodSummary(FamilyRedisRate)
 	for _, s := range res.FloodSummaries {
@@ -541,4 +548,69 @@ func renderFlood(b *strings.Builder, res *Results) {
 		fmt.Fprintf(b, "| %s | %.0f | %.4f (%.4f) | %s | %.1f µs | %.1f µs | %.2fx |\n",
 			s.Limiter, s.DeniedPerSec, s.ScriptCallsPerDenied, s.CommandsPerDenied, cpu, s.WellP99Micros, s.WellP99MicrosFlooded, s.WellP99Ratio)
 	}
+}
+
+// FloodChartFile is the flood's chart inside the output directory, and
+// FloodChartDocPath how docs/performance.md links it.
+const (
+	FloodChartFile    = "flood.png"
+	FloodChartDocPath = "../bench/flood.png"
+)
+
+// RenderFloodChart draws the flood's two figures per limiter as bars:
+// denials per second of the flood alone and the well-behaved subjects'
+// p99 alone and during the flood.
+func RenderFloodChart(res *Results) ([]byte, error) {
+	if len(res.FloodSummaries) == 0 {
+		return nil, errors.New("bench: flood chart: no flood summaries")
+	}
+	var denied, alone, flooded plotter.Values
+	var names []string
+	for _, s := range res.FloodSummaries {
+		names = append(names, s.Limiter)
+		denied = append(denied, s.DeniedPerSec)
+		alone = append(alone, s.WellP99Micros/1000)
+		flooded = append(flooded, s.WellP99MicrosFlooded/1000)
+	}
+	width := vg.Points(18)
+	left := plot.New()
+	left.Title.Text = fmt.Sprintf("Flood alone: denials per second (one subject, %d workers)", floodConcurrency)
+	left.Y.Label.Text = "denied requests per second (median)"
+	bars, err := plotter.NewBarChart(denied, width)
+	if err != nil {
+		return nil, fmt.Errorf("bench: flood chart: %w", err)
+	}
+	bars.Color = colorToken
+	left.Add(bars, plotter.NewGrid())
+	left.NominalX(names...)
+
+	right := plot.New()
+	right.Title.Text = fmt.Sprintf("Well-behaved p99, alone and beside a flood of %d req/s", floodOfferedRate)
+	right.Y.Label.Text = "p99 latency, ms (median)"
+	a, err := plotter.NewBarChart(alone, width)
+	if err != nil {
+		return nil, fmt.Errorf("bench: flood chart: %w", err)
+	}
+	f, err := plotter.NewBarChart(flooded, width)
+	if err != nil {
+		return nil, fmt.Errorf("bench: flood chart: %w", err)
+	}
+	a.Color, f.Color = colorFixed, colorUlule
+	a.Offset, f.Offset = -width/2, width/2
+	right.Add(a, f, plotter.NewGrid())
+	right.Legend.Add("alone", a)
+	right.Legend.Add("during the flood", f)
+	right.Legend.Top = true
+	right.NominalX(names...)
+
+	img := vgimg.New(12*vg.Inch, 5*vg.Inch)
+	dc := draw.New(img)
+	tiles := draw.Tiles{Rows: 1, Cols: 2, PadX: vg.Points(20), PadY: vg.Points(10), PadTop: vg.Points(4), PadBottom: vg.Points(4), PadLeft: vg.Points(4), PadRight: vg.Points(4)}
+	left.Draw(tiles.At(dc, 0, 0))
+	right.Draw(tiles.At(dc, 1, 0))
+	var buf bytes.Buffer
+	if _, err := (vgimg.PngCanvas{Canvas: img}).WriteTo(&buf); err != nil {
+		return nil, fmt.Errorf("bench: flood chart png: %w", err)
+	}
+	return buf.Bytes(), nil
 }

@@ -30,6 +30,12 @@ func TestFloodSummaryAndTargets(t *testing.T) {
 	assert.InDelta(t, 200, c.WellP99Micros, 1e-9)
 	assert.InDelta(t, 1.1, c.WellP99Ratio, 1e-9)
 
+	chart, err := RenderFloodChart(&Results{FloodSummaries: sums})
+	require.NoError(t, err)
+	require.NoError(t, validatePNG(FloodChartFile, chart))
+	_, err = RenderFloodChart(&Results{})
+	require.Error(t, err, "no flood, no chart")
+
 	ts := floodTargets(&Results{FloodSummaries: sums})
 	want := map[string]string{TargetFloodCommands: StatusMet, TargetFloodVsRedisRate: StatusMet, TargetFloodVsUlule: StatusMissed, TargetFloodWellP99: StatusMet}
 	require.Len(t, ts, len(want))

@@ -22,7 +22,7 @@ type Outputs struct {
 	DocOut string
 }
 
-// WriteOutputs writes results.json and the chart into o.Dir and the
+// WriteOutputs writes results.json and the charts into o.Dir and the
 // regenerated document to o.DocOut, then checks what it wrote.
 func WriteOutputs(res *Results, o Outputs) error {
 	data, err := json.MarshalIndent(res, "", "  ")
@@ -31,6 +31,10 @@ func WriteOutputs(res *Results, o Outputs) error {
 	}
 	data = append(data, '\n')
 	chart, err := RenderChart(res)
+	if err != nil {
+		return err
+	}
+	floodChart, err := RenderFloodChart(res)
 	if err != nil {
 		return err
 	}
@@ -45,13 +49,17 @@ func WriteOutputs(res *Results, o Outputs) error {
 	if err := ValidateOutputs(res, data, chart, doc); err != nil {
 		return err
 	}
+	if err := validatePNG(FloodChartFile, floodChart); err != nil {
+		return err
+	}
 	if err := os.MkdirAll(o.Dir, 0o755); err != nil {
 		return fmt.Errorf("bench: output dir: %w", err)
 	}
 	for path, b := range map[string][]byte{
-		filepath.Join(o.Dir, ResultsFile): data,
-		filepath.Join(o.Dir, ChartFile):   chart,
-		o.DocOut:                          doc,
+		filepath.Join(o.Dir, ResultsFile):    data,
+		filepath.Join(o.Dir, ChartFile):      chart,
+		filepath.Join(o.Dir, FloodChartFile): floodChart,
+		o.DocOut:                             doc,
 	} {
 		if err := os.WriteFile(path, b, 0o644); err != nil {
 			return fmt.Errorf("bench: write %s: %w", path, err)

@@ -160,6 +160,19 @@ func Validate(res *Results) error {
 	return errors.Join(errs...)
 }
 
+// validatePNG checks that b, the chart named name, is a PNG of a
+// readable size.
+func validatePNG(name string, b []byte) error {
+	cfg, err := png.DecodeConfig(bytes.NewReader(b))
+	if err != nil {
+		return fmt.Errorf("bench: %s is not a PNG: %w", name, err)
+	}
+	if cfg.Width < 200 || cfg.Height < 200 {
+		return fmt.Errorf("bench: %s is %dx%d", name, cfg.Width, cfg.Height)
+	}
+	return nil
+}
+
 // ValidateOutputs checks the written files: results.json decodes to what
 // was measured, the chart is a PNG, the document has every generated
 // section filled.
