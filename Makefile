@@ -35,7 +35,16 @@ test: test-prereq arch-check ## unit tests + Redis service lane (real redis-serv
 		(cd $$m && REDIS_REQUIRED=1 go test $(GO_TEST_FLAGS) ./...) || exit 1; \
 	done
 	@$(MAKE) --no-print-directory request-path
+	@$(MAKE) --no-print-directory alloc-budget
 	@$(MAKE) --no-print-directory test-gowork-off
+
+.PHONY: alloc-budget
+alloc-budget: ## the provider's allocation budget on a real redis-server, without the race detector (under it sync.Pool drops items at random); fails unless the test ran and passed
+	@echo "== allocation budget (no race detector)"
+	@cd adapter-outbound-cache-redis && \
+	out=$$(REDIS_REQUIRED=1 go test -count=1 -run '^TestServiceEvaluateAllocationBudget$$' -v ./redisrate/ 2>&1); rc=$$?; \
+	echo "$$out" | grep -E -- '--- |allocs per call|^(ok|FAIL)'; \
+	[ $$rc -eq 0 ] && echo "$$out" | grep -q -- '--- PASS: TestServiceEvaluateAllocationBudget'
 
 .PHONY: request-path
 request-path: ## the Go files one admitted request runs in, measured with coverage (app-bootstrap/cmd/requestpath); fails unless docs/architecture.md marks exactly those

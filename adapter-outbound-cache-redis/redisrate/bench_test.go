@@ -61,7 +61,14 @@ func (h *hotPath) evalSha() error {
 
 // TestServiceEvaluateAllocationBudget: the provider's hot path allocates at
 // most 4 more objects than a bare EvalSha of the same program.
+//
+// Under the race detector sync.Pool drops items at random (measured: the
+// provider 18-20 allocations a call there, 16 without), so the budget is
+// checked without it: make test runs it through make alloc-budget.
 func TestServiceEvaluateAllocationBudget(t *testing.T) {
+	if raceEnabled {
+		t.Skip("allocation counts are random under the race detector (sync.Pool drops items): make alloc-budget runs this without it")
+	}
 	h := newHotPath(t)
 	bare := testing.AllocsPerRun(200, func() {
 		if err := h.evalSha(); err != nil {
