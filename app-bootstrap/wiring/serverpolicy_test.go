@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"net/http"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -19,15 +20,37 @@ import (
 )
 
 // startGraph runs the whole graph on kv and returns the server and the log.
-func startGraph(t *testing.T, kv ...string) (*Server, *bytes.Buffer) {
+// The log is written by the graph's background goroutines (the denial
+// cache's subscription among them) while the test reads it: a locked buffer.
+func startGraph(t *testing.T, kv ...string) (*Server, *lockedBuffer) {
 	t.Helper()
-	var logs bytes.Buffer
+	var logs lockedBuffer
 	cfg := loadConfig(t, kv...)
 	var srv *Server
 	app := fxtest.New(t, Options(cfg, slog.New(slog.NewTextHandler(&logs, nil))), fx.Populate(&srv))
 	app.RequireStart()
 	t.Cleanup(app.RequireStop)
 	return srv, &logs
+}
+
+// lockedBuffer is a bytes.Buffer safe for concurrent writers and readers.
+type lockedBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+// Write appends p under the lock.
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.buf.Write(p)
+}
+
+// String returns what was written so far.
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.buf.String()
 }
 
 func readyErr(t *testing.T, kv ...string) error {
