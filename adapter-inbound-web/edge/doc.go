@@ -4,12 +4,13 @@
 // subject.Identifier (the client IP by default; an identity error is 401,
 // 400 or 500 without asking the port) and derives its digest, asks the port
 // with cost 1 (or a CostFunc) and a bounded deadline, and turns the outcome
-// into a response (serve.go):
+// into a response (serve.go: Wrap, one request, its fields and the
+// Observation; Config and New are edge.go's):
 //
 //   - allowed: the next handler runs, with the RateLimit and RateLimit-Policy
 //     fields of the current draft and, unless switched off, the older
-//     RateLimit-Limit, RateLimit-Remaining and RateLimit-Reset (fields.go;
-//     the syntax is owned by internal/fields);
+//     RateLimit-Limit, RateLimit-Remaining and RateLimit-Reset (the syntax
+//     is owned by internal/fields);
 //   - denied: 429 with Retry-After and the same fields;
 //   - Unavailable, Indeterminate, Incompatible, or a nil or unknown outcome:
 //     fail closed with 503, Retry-After and an application/problem+json body

@@ -191,13 +191,3 @@ func New(cfg Config) (*Middleware, error) {
 	}
 	return m, nil
 }
-
-// Wrap returns next behind the middleware.
-func (m *Middleware) Wrap(next http.Handler) http.Handler {
-	if next == nil {
-		panic("edge: Wrap with a nil next handler")
-	}
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		m.serve(w, r, next)
-	})
-}

@@ -8,6 +8,16 @@ import (
 	"github.com/tech-log/tech-log-backend/shared-contract/ratelimit"
 )
 
+// Wrap returns next behind the middleware.
+func (m *Middleware) Wrap(next http.Handler) http.Handler {
+	if next == nil {
+		panic("edge: Wrap with a nil next handler")
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		m.serve(w, r, next)
+	})
+}
+
 // serve is one request: route to policy, identity, digest, evaluation, then
 // the answer for the outcome.
 func (m *Middleware) serve(w http.ResponseWriter, r *http.Request, next http.Handler) {
@@ -118,3 +128,55 @@ func (m *Middleware) observe(o Observation) {
 		m.observer.Observe(o)
 	}
 }
+
+// setDecisionFields writes the RateLimit fields of an evaluated decision
+// (package fields owns their syntax). The time to reset is the decision's
+// own server-time span, ResetAt - ServerNow, so a skew between this host's
+// clock and the coordination server's does not shift it; only a port that
+// does not report ServerNow falls back to ResetAt - now on this host's
+// clock.
+func (m *Middleware) setDecisionFields(h http.Header, t *target, d ratelimit.Decision, now time.Time) {
+	reset, ok := d.ResetAfter()
+	if !ok {
+		reset = d.ResetAt.Sub(now)
+	}
+	fields.Set(h, fields.Bucket{
+		Policy:    string(t.policy),
+		Quota:     d.Limit,
+		Remaining: d.Remaining,
+		Reset:     reset,
+		Window:    t.window,
+	}, m.legacy)
+}
+
+// Observation describes one request the middleware handled, for metrics. It
+// holds no subject.
+type Observation struct {
+	// Policy is the policy the request was mapped to.
+	Policy ratelimit.PolicyID
+	// Kind is the outcome kind, KindUnknown for a nil or foreign outcome,
+	// and "" when the port was not called (the identity could not be read).
+	Kind ratelimit.OutcomeKind
+	// Category is the failed outcome's category ("" for Evaluated).
+	Category ratelimit.Category
+	// Admitted is true when the next handler ran.
+	Admitted bool
+	// Status is what the middleware answered (429, 503, 400, 500), or 0
+	// when it passed the request on.
+	Status int
+	// Latency is the time spent in EdgePort.Evaluate (0 if not called).
+	Latency time.Duration
+}
+
+// Observer receives one Observation per rate-limited request, synchronously,
+// before the response is written. Implementations must be safe for concurrent
+// use and fast (count, do not block).
+type Observer interface {
+	Observe(Observation)
+}
+
+// ObserverFunc adapts a function to Observer.
+type ObserverFunc func(Observation)
+
+// Observe calls f(o).
+func (f ObserverFunc) Observe(o Observation) { f(o) }
