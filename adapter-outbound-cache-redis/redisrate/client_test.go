@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
-	"github.com/redis/go-redis/v9/maintnotifications"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -99,8 +98,11 @@ func TestClientConfigNeverPrintsPassword(t *testing.T) {
 	assert.Contains(t, c.String(), "limiter")
 }
 
-// TestNewClientOptions pins every go-redis option failure certainty depends
-// on, as go-redis normalizes them.
+// TestNewClientOptions: NewClient maps cfg onto the adapter's one option
+// set under the rate profile. The options every profile fixes (no retries,
+// one dial attempt, no pipeline pool, no client-side caching, no
+// maintenance notifications, ...) are pinned in internal/redisclient; here,
+// what cfg and the rate profile decide.
 func TestNewClientOptions(t *testing.T) {
 	cfg := validClientConfig()
 	cfg.Username, cfg.Password, cfg.ClientName = "u", "p", "tlb-coordination"
@@ -113,27 +115,15 @@ func TestNewClientOptions(t *testing.T) {
 	assert.Equal(t, "tcp", o.Network)
 	assert.Equal(t, ProtocolRESP2, o.Protocol, "protocol is explicit")
 	assert.Equal(t, 0, o.MaxRetries, "MaxRetries -1 normalizes to 0 retries (0 would mean 3)")
-	assert.Equal(t, time.Duration(0), o.MinRetryBackoff)
-	assert.Equal(t, time.Duration(0), o.MaxRetryBackoff)
-	assert.Equal(t, 1, o.DialerRetries, "one dial attempt")
 	assert.Equal(t, cfg.DialTimeout, o.DialTimeout)
 	assert.LessOrEqual(t, o.DialTimeout, cfg.CommandTimeout)
 	assert.Equal(t, cfg.CommandTimeout, o.ReadTimeout)
 	assert.Equal(t, cfg.CommandTimeout, o.WriteTimeout)
-	assert.False(t, o.ContextTimeoutEnabled)
+	assert.False(t, o.ContextTimeoutEnabled, "rate profile: the caller's deadline is never a socket deadline")
 	assert.Equal(t, cfg.PoolSize, o.PoolSize)
+	assert.Equal(t, 0, o.MaxActiveConns, "rate profile: dials are not capped beyond the pool")
 	assert.Equal(t, cfg.PoolTimeout, o.PoolTimeout)
-	assert.Equal(t, -1, o.PipelinePoolSize, "no dedicated pipeline pool")
-	assert.Equal(t, 0, o.MinIdleConns, "no background pre-dialing")
-	assert.True(t, o.DisableIdentity, "no CLIENT SETINFO traffic")
-	require.NotNil(t, o.MaintNotificationsConfig)
-	assert.Equal(t, maintnotifications.ModeDisabled, o.MaintNotificationsConfig.Mode)
-	assert.Nil(t, o.ClientSideCache)
-	assert.Nil(t, o.ClientSideCacheConfig)
-	assert.Nil(t, o.Limiter)
-	assert.Nil(t, o.TLSConfig, "TLS is done by the dialer")
-	assert.NotNil(t, o.Dialer)
-	assert.NotNil(t, o.OnConnect, "handshake probe")
+	assert.NotNil(t, o.OnConnect, "rate profile: handshake probe")
 	assert.Equal(t, "u", o.Username)
 	assert.Equal(t, "p", o.Password)
 	assert.Equal(t, "tlb-coordination", o.ClientName)
@@ -144,6 +134,11 @@ func TestNewClientOptions(t *testing.T) {
 	require.NoError(t, p.Close())
 }
 
+// TestNewRejectsUnsafeClients: New applies the adapter's shared option
+// checks (internal/redisclient tests every one of them; one case here proves
+// they are applied), the rate profile's own (the caller's deadline is never
+// a socket deadline; dial and pool waits fit in one command timeout) and
+// its Options as the limits (CommandTimeout, MaxInFlight).
 func TestNewRejectsUnsafeClients(t *testing.T) {
 	base := func() *redis.Options { cfg := validClientConfig(); return clientOptions(cfg).Simple(cfg.Addr) }
 	opts := Options{CommandTimeout: 250 * time.Millisecond, MaxInFlight: 8}
@@ -152,17 +147,12 @@ func TestNewRejectsUnsafeClients(t *testing.T) {
 		modify func(*redis.Options)
 		want   string
 	}{
-		{"default retries", func(o *redis.Options) { o.MaxRetries = 0 }, "MaxRetries"},
-		{"explicit retries", func(o *redis.Options) { o.MaxRetries = 2 }, "MaxRetries"},
-		{"default dial retries", func(o *redis.Options) { o.DialerRetries = 0 }, "DialerRetries"},
-		{"context timeouts", func(o *redis.Options) { o.ContextTimeoutEnabled = true }, "ContextTimeoutEnabled"},
-		{"read timeout differs", func(o *redis.Options) { o.ReadTimeout = time.Second }, "ReadTimeout"},
-		{"write timeout differs", func(o *redis.Options) { o.WriteTimeout = time.Second }, "WriteTimeout"},
-		{"dial timeout too long", func(o *redis.Options) { o.DialTimeout = time.Second }, "DialTimeout"},
-		{"pool timeout too long", func(o *redis.Options) { o.PoolTimeout = time.Second }, "PoolTimeout"},
-		{"pool smaller than in-flight", func(o *redis.Options) { o.PoolSize = 4 }, "PoolSize"},
-		{"client-side cache", func(o *redis.Options) { o.ClientSideCacheConfig = &redis.ClientSideCacheConfig{} }, "client-side"},
-		{"maint notifications", func(o *redis.Options) { o.MaintNotificationsConfig = nil }, "maintenance"},
+		{"shared check: retries", func(o *redis.Options) { o.MaxRetries = 2 }, "MaxRetries"},
+		{"rate profile: context timeouts", func(o *redis.Options) { o.ContextTimeoutEnabled = true }, "ContextTimeoutEnabled must be false"},
+		{"rate profile: dial timeout too long", func(o *redis.Options) { o.DialTimeout = time.Second }, "DialTimeout"},
+		{"rate profile: pool timeout too long", func(o *redis.Options) { o.PoolTimeout = time.Second }, "PoolTimeout"},
+		{"limits: read timeout differs from CommandTimeout", func(o *redis.Options) { o.ReadTimeout = time.Second }, "ReadTimeout"},
+		{"limits: pool smaller than MaxInFlight", func(o *redis.Options) { o.PoolSize = 4 }, "PoolSize"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

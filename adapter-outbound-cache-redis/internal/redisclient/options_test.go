@@ -51,6 +51,7 @@ func assertFixed(t *testing.T, o *redis.Options, in Options) {
 	assert.Equal(t, in.PoolSize, o.PoolSize)
 	assert.Equal(t, in.PoolTimeout, o.PoolTimeout)
 	assert.Equal(t, -1, o.PipelinePoolSize, "no dedicated pipeline pool")
+	assert.Equal(t, 0, o.MinIdleConns, "no background pre-dialing")
 	assert.True(t, o.DisableIdentity, "no CLIENT SETINFO traffic")
 	require.NotNil(t, o.MaintNotificationsConfig)
 	assert.Equal(t, maintnotifications.ModeDisabled, o.MaintNotificationsConfig.Mode)
