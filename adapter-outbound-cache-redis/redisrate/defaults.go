@@ -35,3 +35,16 @@ func EvaluationTimeout(commandTimeout time.Duration, dedup bool) time.Duration {
 	}
 	return EvaluationTimeoutFactor * commandTimeout
 }
+
+// Retry-after hints of failed outcomes (docs/failure-certainty.md).
+const (
+	// MinFailureRetryAfter is the least RetryAfter of an Unavailable or
+	// Indeterminate outcome; the hint is max(MinFailureRetryAfter,
+	// CommandTimeout): a retry sooner than one command timeout would meet
+	// the same condition.
+	MinFailureRetryAfter = time.Second
+	// MaxClockRetryAfter caps the hint of Unavailable{clock_unsafe}, which
+	// is otherwise the wait until the server clock is back within the
+	// tolerated regression.
+	MaxClockRetryAfter = time.Minute
+)

@@ -13,28 +13,31 @@
 // holds the table and the reasoning; internal/certainty holds the rules
 // (error to verdict, the refusals a sender follows).
 //
-// One request reads Evaluate (evaluate.go: precheck, in-flight bound) ->
-// the send loop (internal/send: the key's target, its breaker, batcher and
-// qualification, NOSCRIPT and the cluster's redirects followed, one typed
-// result) -> outcome (outcome.go, one case per result variant). The send
+// One request reads Evaluate (evaluate.go: precheck, the state key) ->
+// the send loop (internal/send: the key's target, its in-flight bound,
+// breaker, batcher and qualification, NOSCRIPT and the cluster's redirects
+// followed, one typed result) -> outcome (evaluate.go again, one case per
+// result variant). The send
 // path never names the provider: it gets a qualification function and
 // returns values.
 //
 // Files: doc.go; provider.go (New, Options, per-policy state); evaluate.go
-// (Evaluate, precheck, the dedup retry); outcome.go (send result to
-// outcome, one case per variant); sendpath.go (the send path's public
+// (one request: Evaluate, precheck, the state key, send result to outcome,
+// one case per variant); dedup.go (the retry of a lost reply for a request
+// with an evaluation ID, DedupRetries); sendpath.go (the send path's public
 // names: breaker options and states, PipelineStats, the breaker
 // accessors); serverpolicy.go (server-policy checks, ServerStatus);
 // lifecycle.go (Start, Ready, Close, qualification of a target);
 // client.go (ClientConfig, NewClient, the coordination client's profile
 // and its mapping to internal/redisclient's one option set, the client
 // option checks); topology.go (SentinelConfig, NewFailoverClient,
-// NewClusterClient, the cluster option checks); defaults.go (the service defaults and the derived evaluation
-// timeout); charge.go (EvaluateAfterCharge and Charge: the exported
+// NewClusterClient, the cluster option checks); defaults.go (the service
+// defaults, the derived evaluation timeout, the retry-after hints);
+// charge.go (EvaluateAfterCharge and Charge: the exported
 // charges the local fallback, package ratefallback, reconciles through;
 // the charge itself is pipelined by the send loop, internal/send
 // precharge.go); errors.go (sentinels, CallError, ServerRefusalReason);
-// keys.go (the state key, the per-policy state).
+// keys.go (the key format: StateKey, DedupKey; the per-policy state).
 //
 // The option literal, dialer, TLS and topology construction are
 // internal/redisclient's, shared with the cache; the coordination client's

@@ -2,32 +2,24 @@ package redisrate
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"math"
 	"time"
 
+	"github.com/tech-log/tech-log-backend/adapter-outbound-cache-redis/internal/certainty"
 	"github.com/tech-log/tech-log-backend/adapter-outbound-cache-redis/internal/send"
+	"github.com/tech-log/tech-log-backend/adapter-outbound-cache-redis/programs"
 	"github.com/tech-log/tech-log-backend/shared-contract/keyspace"
 	"github.com/tech-log/tech-log-backend/shared-contract/ratelimit"
 )
 
-// Retry-after hints of failed outcomes (docs/failure-certainty.md).
-const (
-	// MinFailureRetryAfter is the least RetryAfter of an Unavailable or
-	// Indeterminate outcome; the hint is max(MinFailureRetryAfter,
-	// CommandTimeout): a retry sooner than one command timeout would meet
-	// the same condition.
-	MinFailureRetryAfter = time.Second
-	// MaxClockRetryAfter caps the hint of Unavailable{clock_unsafe}, which
-	// is otherwise the wait until the server clock is back within the
-	// tolerated regression.
-	MaxClockRetryAfter = time.Minute
-)
-
 // Evaluate implements ratelimit.EdgePort. It never panics and never returns
-// nil. It reads precheck → call → outcome: precheck refuses without sending
-// anything, the executor makes one program call (EVALSHA, one EVAL on
-// NOSCRIPT), and outcome maps its result as docs/failure-certainty.md
-// describes.
+// nil. It reads precheck → call → outcome, all in this file but the send
+// loop: precheck refuses without sending anything, the send loop makes one
+// program call (EVALSHA, one EVAL on NOSCRIPT), and outcome maps its result
+// as docs/failure-certainty.md describes. A request with an evaluation ID
+// goes through evaluateDedup (dedup.go), the retry of a lost reply.
 func (p *Provider) Evaluate(ctx context.Context, req ratelimit.Request) ratelimit.Outcome {
 	return p.evaluate(ctx, req, nil)
 }
@@ -62,38 +54,6 @@ func (p *Provider) evaluate(ctx context.Context, req ratelimit.Request, pre *pre
 		return p.outcome(c.policy, res)
 	}
 	return p.evaluateDedup(ctx, c, req, sp)
-}
-
-// evaluateDedup runs the policy's dedup program for a request with an
-// evaluation ID and, when that call is Indeterminate because its reply was
-// lost (timeout, connection lost), sends it once more with the same ID if
-// the caller's deadline leaves a command timeout for it: the program
-// answers the recorded decision if the first call admitted (using one of
-// the ID's replays), so the request is charged at most once
-// (docs/degraded-mode.md). A policy whose DedupMaxReplays is 0 is never
-// retried: its program would charge the retry again. A retry that gets no
-// decision leaves the first call's Indeterminate.
-func (p *Provider) evaluateDedup(ctx context.Context, c checked, req ratelimit.Request, pre *send.PreCharge) ratelimit.Outcome {
-	ps := c.policy
-	run := func(pre *send.PreCharge) ratelimit.Outcome {
-		return p.outcome(ps, p.exec.RunAfter(ctx, pre, ps.dedup, c.key, c.dedupKey, string(req.EvaluationID), ps.dedupArgv, req.Cost, c.sendBy))
-	}
-	out := run(pre) // the charge, if any, goes with the first call only
-	ind, ok := out.(ratelimit.Indeterminate)
-	if !ok || (ind.Category != ratelimit.CategoryTimeout && ind.Category != ratelimit.CategoryConnectionLost) ||
-		p.acks > 0 || ps.policy.DedupMaxReplays() == 0 || ctx.Err() != nil || p.now().After(c.sendBy) {
-		return out
-	}
-	retried := run(nil)
-	switch retried.(type) {
-	case ratelimit.Evaluated, ratelimit.Incompatible:
-		p.dedupRetries.decided.Add(1)
-		return retried
-	default: // Unavailable, Indeterminate (outcome returns nothing else)
-		// The first call may have run: its Indeterminate stands.
-		p.dedupRetries.failed.Add(1)
-		return out
-	}
 }
 
 // checked is a request that passed the precheck.
@@ -164,6 +124,15 @@ func (p *Provider) precheck(ctx context.Context, req ratelimit.Request) (checked
 	return checked{policy: ps, key: key, sendBy: sendBy, dedupKey: dk}, nil
 }
 
+// stateKey is the one key derivation (the key format is keys.go's;
+// StateKey there is its exported form); the precheck calls it with the
+// per-policy strings precomputed. The slot tag is derived from the subject
+// digest alone, so every key of one subject (other policies, future
+// per-subject keys) shares one Redis Cluster slot.
+func stateKey(keys *keyspace.Builder, id, revision, algorithm string, subject ratelimit.SubjectDigest) (string, error) {
+	return keys.TaggedKey(KeyCapability, id, KeyKind, string(subject), id, revision, algorithm, string(subject))
+}
+
 // knownID returns id when it is a syntactically valid PolicyID and ""
 // otherwise, so that an invalid request cannot put arbitrary text into an
 // outcome's PolicyID (a metric label).
@@ -174,9 +143,145 @@ func knownID(id ratelimit.PolicyID) ratelimit.PolicyID {
 	return ""
 }
 
-// DedupRetries returns how many Indeterminate calls with an evaluation ID
-// were retried with the same ID and got a decision (decided) or did not
-// (failed), since New.
-func (p *Provider) DedupRetries() (decided, failed uint64) {
-	return p.dedupRetries.decided.Load(), p.dedupRetries.failed.Load()
+// outcome maps the send loop's result, one case per variant: a call not
+// sent by its reason, one that may have run through the classifier
+// (Indeterminate), a reply through programs.Decode and its status (an
+// error reply through the classifier).
+func (p *Provider) outcome(ps *policyState, res send.Sent) ratelimit.Outcome {
+	switch r := res.(type) {
+	case send.NotSent:
+		return p.notSentOutcome(ps, r)
+	case send.MayHaveRun:
+		return p.failed(ps, r.Command, true, r.Cause)
+	case send.Replied:
+		if r.Err != nil {
+			return p.failed(ps, r.Command, true, r.Err)
+		}
+		return p.replyOutcome(ps, r)
+	}
+	panic(fmt.Sprintf("redisrate: unknown send result %T", res))
+}
+
+// notSentOutcome maps a call that was not sent: nothing ran.
+func (p *Provider) notSentOutcome(ps *policyState, r send.NotSent) ratelimit.Outcome {
+	id := ps.policy.ID()
+	//exhaustive:enforce
+	switch r.Reason {
+	case send.ReasonDeadline:
+		return p.unavailable(id, ratelimit.CategoryDeadline, fmt.Errorf("redisrate: %w", r.Cause))
+	case send.ReasonBreakerOpen:
+		return p.unavailable(id, ratelimit.CategoryCircuitOpen, r.Cause)
+	case send.ReasonInFlight:
+		return p.unavailable(id, ratelimit.CategoryAdmission, r.Cause)
+	case send.ReasonPreSend:
+		switch {
+		case errors.Is(r.Cause, ErrServerVersion), errors.Is(r.Cause, ErrScriptDigest):
+			// A cluster node met after Start failed qualification.
+			return ratelimit.Incompatible{PolicyID: id, Category: ratelimit.CategoryServerVersion, Cause: r.Cause}
+		case isServerPolicyRefusal(r.Cause):
+			// A cluster primary met after Start failed the server-policy
+			// checks.
+			return p.unavailable(id, ratelimit.CategoryServerRejected, r.Cause)
+		}
+		return p.failed(ps, r.Command, false, r.Cause)
+	}
+	panic(fmt.Sprintf("redisrate: unknown not-sent reason %d", r.Reason))
+}
+
+// replyOutcome maps the program's reply.
+func (p *Provider) replyOutcome(ps *policyState, res send.Replied) ratelimit.Outcome {
+	id := ps.policy.ID()
+	r, err := programs.Decode(res.Reply, ps.policy)
+	if err != nil {
+		return ratelimit.Incompatible{PolicyID: id, Category: ratelimit.CategoryMalformedReply, Cause: err}
+	}
+	//exhaustive:enforce
+	switch r.Status {
+	case programs.StatusReplayed:
+		if p.acks > 0 {
+			// WAIT behind a replay (which writes nothing) cannot vouch for
+			// the recorded write's replication.
+			return ratelimit.Indeterminate{PolicyID: id, RetryAfter: p.retryHint, Category: ratelimit.CategoryReplication, Cause: fmt.Errorf("redisrate: %w: %w", ErrReplicationShortfall, errReplayUnreplicated)}
+		}
+		d := p.decision(ps, r)
+		d.Allowed, d.Replayed = true, true
+		return ratelimit.Evaluated{Decision: d}
+	case programs.StatusDedupConflict:
+		return ratelimit.Incompatible{PolicyID: id, Category: ratelimit.CategoryDedupConflict, Cause: errDedupConflict}
+	case programs.StatusAllowed, programs.StatusDenied:
+		if r.Status == programs.StatusAllowed && p.acks > 0 && (res.AckErr != nil || res.Acked < p.acks) {
+			// Admitted by the primary, not acknowledged by enough replicas:
+			// a failover could lose it. Not admitted; stays counted.
+			cause := fmt.Errorf("redisrate: %w: WAIT %d: %d acknowledged", ErrReplicationShortfall, p.acks, res.Acked)
+			if res.AckErr != nil {
+				cause = fmt.Errorf("redisrate: %w: WAIT %d: %w", ErrReplicationShortfall, p.acks, res.AckErr)
+			}
+			return ratelimit.Indeterminate{PolicyID: id, RetryAfter: p.retryHint, Category: ratelimit.CategoryReplication, Cause: cause}
+		}
+		d := p.decision(ps, r)
+		d.Allowed = r.Status == programs.StatusAllowed
+		return ratelimit.Evaluated{Decision: d}
+	case programs.StatusClockUnsafe:
+		return ratelimit.Unavailable{PolicyID: id, RetryAfter: p.clockHint(r), Category: ratelimit.CategoryClockUnsafe, Cause: errClockUnsafe}
+	case programs.StatusStateIncompatible:
+		return ratelimit.Incompatible{PolicyID: id, Category: ratelimit.CategoryStateIncompatible, Cause: errStateIncompatible}
+	default: // programs.StatusInvalid: Decode admits no other status
+		return ratelimit.Incompatible{PolicyID: id, Category: ratelimit.CategoryInvalidArguments, Cause: errInvalidArguments}
+	}
+}
+
+// decision is the Decision of a reply with a decision (its Allowed and
+// Replayed are for the caller to set).
+func (p *Provider) decision(ps *policyState, r programs.Reply) ratelimit.Decision {
+	return ratelimit.Decision{
+		Limit:          r.Limit,
+		Remaining:      r.Remaining,
+		RetryAfter:     millis(r.RetryAfterMillis),
+		ResetAt:        time.UnixMilli(r.ResetAtMillis),
+		ServerNow:      time.UnixMilli(r.ServerNowMillis),
+		PolicyID:       ps.policy.ID(),
+		PolicyRevision: ps.policy.Revision(),
+		Source:         ratelimit.GlobalRedis,
+		Certainty:      ps.certainty,
+	}
+}
+
+func (p *Provider) unavailable(id ratelimit.PolicyID, cat ratelimit.Category, cause error) ratelimit.Outcome {
+	return ratelimit.Unavailable{PolicyID: id, RetryAfter: p.retryHint, Category: cat, Cause: cause}
+}
+
+// failed maps a failed program call through the classifier; written says
+// whether go-redis may have begun writing command.
+func (p *Provider) failed(ps *policyState, command string, written bool, err error) ratelimit.Outcome {
+	v := certainty.Classify(err, written)
+	cause := &CallError{Command: command, Program: ps.script.Name(), Written: written, Err: err}
+	id := ps.policy.ID()
+	switch v.Kind {
+	case ratelimit.KindUnavailable:
+		return ratelimit.Unavailable{PolicyID: id, RetryAfter: p.retryHint, Category: v.Category, Cause: cause}
+	case ratelimit.KindIndeterminate:
+		return ratelimit.Indeterminate{PolicyID: id, RetryAfter: p.retryHint, Category: v.Category, Cause: cause}
+	default:
+		return ratelimit.Incompatible{PolicyID: id, Category: v.Category, Cause: cause}
+	}
+}
+
+// clockHint is the RetryAfter of Unavailable{clock_unsafe}: the program's
+// wait until the regression is tolerated again, within
+// [retryHint, MaxClockRetryAfter]; MaxClockRetryAfter when the server clock
+// is past MaxServerMillis (no wait heals that).
+func (p *Provider) clockHint(r programs.Reply) time.Duration {
+	if r.EffectiveNowMillis == 0 {
+		return MaxClockRetryAfter
+	}
+	return min(max(millis(r.RetryAfterMillis), p.retryHint), MaxClockRetryAfter)
+}
+
+// millis converts ms to a Duration, saturating instead of overflowing (a
+// policy horizon may exceed the ~292 years a Duration holds).
+func millis(ms int64) time.Duration {
+	if ms > math.MaxInt64/int64(time.Millisecond) {
+		return time.Duration(math.MaxInt64)
+	}
+	return time.Duration(ms) * time.Millisecond
 }

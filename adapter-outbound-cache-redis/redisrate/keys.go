@@ -34,14 +34,6 @@ func StateKey(keys *keyspace.Builder, p ratelimit.Policy, subject ratelimit.Subj
 	return stateKey(keys, id, strconv.FormatInt(p.Revision(), 10), p.Algorithm().String(), subject)
 }
 
-// stateKey is the one key derivation; the Provider calls it with the
-// per-policy strings precomputed. The slot tag is derived from the subject
-// digest alone, so every key of one subject (other policies, future
-// per-subject keys) shares one Redis Cluster slot.
-func stateKey(keys *keyspace.Builder, id, revision, algorithm string, subject ratelimit.SubjectDigest) (string, error) {
-	return keys.TaggedKey(KeyCapability, id, KeyKind, string(subject), id, revision, algorithm, string(subject))
-}
-
 // DedupKey returns the physical key of subject's dedup hash: capability
 // "rate", region and kind "dedup", digest over ("dedup", subject digest),
 // and the same slot tag as every state key of the subject, so that a dedup
