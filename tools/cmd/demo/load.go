@@ -226,3 +226,19 @@ func problemCategory(body string) string {
 	}
 	return p.Category
 }
+
+// outageLoad is phase 2's load, the same in every mode: client's 30
+// requests at 20/s, 2 at a time, spread over instances, while Redis is
+// down. The error is ctx's, when the run was stopped.
+func outageLoad(ctx context.Context, instances []*instance, client string) (loadResult, error) {
+	outage := runLoad(ctx, loadSpec{
+		targets:     instances,
+		clients:     []string{client},
+		requests:    30,
+		duration:    10 * time.Second,
+		rate:        20,
+		concurrency: 2,
+		path:        demoPath,
+	})
+	return outage, ctx.Err()
+}

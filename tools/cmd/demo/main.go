@@ -245,17 +245,9 @@ func demo(ctx context.Context, o options, stdout, stderr io.Writer) (err error) 
 		say("phase 2: redis-server stopped; every limited request must now fail closed (after 5 connection failures per instance the circuit breaker answers at once: circuit_open)")
 		rs.stop()
 	}
-	outage := runLoad(ctx, loadSpec{
-		targets:     instances,
-		clients:     []string{outageClient},
-		requests:    30,
-		duration:    10 * time.Second,
-		rate:        20,
-		concurrency: 2,
-		path:        demoPath,
-	})
-	if ctx.Err() != nil {
-		return ctx.Err()
+	outage, err := outageLoad(ctx, instances, outageClient)
+	if err != nil {
+		return err
 	}
 	printPhase2(stdout, o, outage)
 

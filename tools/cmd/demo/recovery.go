@@ -93,24 +93,16 @@ func fallbackPhases(ctx context.Context, o options, rs *redisServer, instances [
 	}
 	say("phase 2: redis-server stopped (state saved); each instance decides locally on half the limit (connection failures, then the open breaker)")
 	rs.stop()
-	outage := runLoad(ctx, loadSpec{
-		targets:     instances,
-		clients:     []string{recoveryClient},
-		requests:    30,
-		duration:    10 * time.Second,
-		rate:        20,
-		concurrency: 2,
-		path:        demoPath,
-	})
-	if ctx.Err() != nil {
-		return ctx.Err()
+	outage, err := outageLoad(ctx, instances, recoveryClient)
+	if err != nil {
+		return err
 	}
 	res.outage = outage.responses
 	res.pendingOutage, res.pendingErr = pendingSum(ctx, instances)
 	printPhase2(stdout, o, outage)
 
 	restartCtx, cancel := context.WithTimeout(ctx, redisReadyWait)
-	err := rs.proc.Restart(restartCtx)
+	err = rs.proc.Restart(restartCtx)
 	cancel()
 	if err != nil {
 		return fmt.Errorf("restart redis-server on %s: %w", rs.addr, err)
