@@ -267,38 +267,6 @@ func (c *Cache) Stats() Stats {
 		Invalidations: c.received.Load(), Evicted: c.evicted.Load(), Live: c.live}
 }
 
-// Start starts the subscription when the cache has a client (once; it
-// never fails: the subscription retries by itself). The ctx argument is
-// unused, for an fx hook.
-func (c *Cache) Start(context.Context) error {
-	c.startOnce.Do(func() {
-		select {
-		case <-c.stop:
-			return
-		default:
-		}
-		if c.client != nil {
-			c.wg.Add(1)
-			go c.subscribe(c.client, c.heartbeat)
-		}
-	})
-	return nil
-}
-
-// Close stops the subscription and waits for it. It does not close the
-// decorated port or the client.
-func (c *Cache) Close() {
-	c.stopOnce.Do(func() {
-		close(c.stop)
-		c.psMu.Lock()
-		if c.closer != nil {
-			_ = c.closer()
-		}
-		c.psMu.Unlock()
-	})
-	c.wg.Wait()
-}
-
 // knownID returns id when it is a valid PolicyID, else "".
 func knownID(id ratelimit.PolicyID) ratelimit.PolicyID {
 	if id.Validate() == nil {

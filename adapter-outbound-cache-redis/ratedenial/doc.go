@@ -14,10 +14,10 @@
 // at once. While a cache is not subscribed it neither serves nor records
 // anything, and a lost subscription clears it (ADR 0022).
 //
-// Files: options.go (Options, New, Exact, errors), cache.go (Cache, Start,
+// Files: options.go (Options, New, Exact, errors), cache.go (Cache,
 // Evaluate: the lookup, the recording and the bounded table, Invalidate,
-// Stats, Close), pubsub.go (Channel, Publish, the subscription loop and
-// its heartbeat).
+// Stats), pubsub.go (Channel, Publish, Start and Close of the
+// subscription, its loop and its heartbeat).
 //
 // It uses only the exported API of the port it decorates and
 // redisrate.StateKey. It must never import the provider's internal

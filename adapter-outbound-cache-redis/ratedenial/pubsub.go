@@ -166,3 +166,35 @@ func (c *Cache) session(client redis.UniversalClient, heartbeat time.Duration) (
 		}
 	}
 }
+
+// Start starts the subscription when the cache has a client (once; it
+// never fails: the subscription retries by itself). The ctx argument is
+// unused, for an fx hook.
+func (c *Cache) Start(context.Context) error {
+	c.startOnce.Do(func() {
+		select {
+		case <-c.stop:
+			return
+		default:
+		}
+		if c.client != nil {
+			c.wg.Add(1)
+			go c.subscribe(c.client, c.heartbeat)
+		}
+	})
+	return nil
+}
+
+// Close stops the subscription and waits for it. It does not close the
+// decorated port or the client.
+func (c *Cache) Close() {
+	c.stopOnce.Do(func() {
+		close(c.stop)
+		c.psMu.Lock()
+		if c.closer != nil {
+			_ = c.closer()
+		}
+		c.psMu.Unlock()
+	})
+	c.wg.Wait()
+}

@@ -49,6 +49,23 @@ func newBatcher(x *Executor, client pipeliner, slots, maxBatch int) *batcher {
 	return &batcher{x: x, client: client, maxBatch: maxBatch, free: slots}
 }
 
+// batcherOf returns t's batcher when batching is on and t's client can
+// pipeline, creating it on first use; nil otherwise.
+func (x *Executor) batcherOf(t *Target) *batcher {
+	if x.maxBatch <= 1 {
+		return nil
+	}
+	if b := t.batch.Load(); b != nil {
+		return b
+	}
+	pl, ok := t.client.(pipeliner)
+	if !ok {
+		return nil
+	}
+	t.batchOnce.Do(func() { t.batch.Store(newBatcher(x, pl, x.slots, x.maxBatch)) })
+	return t.batch.Load()
+}
+
 // do sends c's EVALSHA, alone if a slot is free, else in the next batch,
 // and returns its result. req holds what the call needs to be sent.
 func (b *batcher) do(ctx context.Context, c *call, req batchReq) Sent {
@@ -195,29 +212,5 @@ func (b *batcher) sendBatch(ctx context.Context, calls []*call) {
 	}
 }
 
-// BatchStats counts one target's pipelined program calls: batches
-// written, the calls in them (a call sent alone is in neither), and the
-// calls queued right now.
-func (b *batcher) stats() (batches, calls int64, queued int) {
-	b.mu.Lock()
-	queued = len(b.queue)
-	b.mu.Unlock()
-	return b.batches.Load(), b.batched.Load(), queued
-}
-
-// PipelineStats sums the batching counters over the targets serving now:
-// batches written, the calls in them, and the calls queued right now;
-// zero with batching off.
-func (x *Executor) PipelineStats() (batches, calls int64, queued int) {
-	for _, t := range x.route.targets() {
-		if b := t.batch.Load(); b != nil {
-			n, k, q := b.stats()
-			batches, calls, queued = batches+n, calls+k, queued+q
-		}
-	}
-	return batches, calls, queued
-}
-
-// Batching reports the batching settings: connection turns per target and
 // calls per batch (0, 0: off).
 func (x *Executor) Batching() (slots, maxBatch int) { return x.slots, x.maxBatch }

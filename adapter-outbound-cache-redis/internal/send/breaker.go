@@ -8,54 +8,11 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/redis/go-redis/v9"
 	"github.com/sony/gobreaker/v2"
-)
 
-// Bounds of BreakerOptions.
-const (
-	// MaxBreakerThreshold bounds BreakerOptions.Threshold.
-	MaxBreakerThreshold = 1000
-	// MinProbeInterval and MaxProbeInterval bound
-	// BreakerOptions.ProbeInterval.
-	MinProbeInterval = 10 * time.Millisecond
-	MaxProbeInterval = time.Minute
-)
-
-// BreakerOptions configures the provider's circuit breaker. The zero value
-// turns it off (every call is sent, as in R1).
-type BreakerOptions struct {
-	// Threshold is the number of consecutive program calls failing with a
-	// connection failure or a timeout (Unavailable{connection},
-	// Indeterminate{timeout}, Indeterminate{connection_lost}) that opens the
-	// breaker; 0 turns the breaker off, else 1..MaxBreakerThreshold. Any
-	// answer of the server (a decision, a refusal, an Incompatible reply)
-	// ends the run; other failures (admission, deadline, cancelled, closed)
-	// neither count nor end it.
-	Threshold int
-	// ProbeInterval is the longest wait between two recovery probes while
-	// the breaker is open, in MinProbeInterval..MaxProbeInterval. Each wait
-	// is drawn uniformly from [ProbeInterval/2, ProbeInterval] (jitter, so
-	// that instances do not probe in step).
-	ProbeInterval time.Duration
-}
-
-// BreakerState is the state of the provider's circuit breaker, as reported
-// by Provider.BreakerState. The values are stable: metrics and readiness
-// use them.
-type BreakerState string
-
-// The breaker states.
-const (
-	// BreakerDisabled: the provider has no breaker.
-	BreakerDisabled BreakerState = "disabled"
-	// BreakerClosed: calls are sent.
-	BreakerClosed BreakerState = "closed"
-	// BreakerOpen: calls are answered Unavailable{circuit_open} unsent; a
-	// background probe is scheduled.
-	BreakerOpen BreakerState = "open"
-	// BreakerHalfOpen: calls are still answered Unavailable{circuit_open};
-	// the one recovery probe is in flight.
-	BreakerHalfOpen BreakerState = "half_open"
+	"github.com/tech-log/tech-log-backend/adapter-outbound-cache-redis/internal/certainty"
+	"github.com/tech-log/tech-log-backend/shared-contract/ratelimit"
 )
 
 // Sentinel results the breaker records for a call (gobreaker's done takes
@@ -243,4 +200,68 @@ func (b *breaker) shutdown() {
 	}
 	b.mu.Unlock()
 	b.wg.Wait()
+}
+
+// breakerSignal maps what one send reported to what its target's breaker
+// records: a failure for a connection failure or a timeout, success for
+// anything the server answered (a reply, an error reply, a refusal at
+// qualification), and nothing (excluded) for the rest (the caller's
+// deadline or cancellation, the pool, a closed client).
+func breakerSignal(s Sent) error {
+	switch r := s.(type) {
+	case Replied:
+		return nil
+	case MayHaveRun:
+		switch certainty.Classify(r.Cause, true).Category {
+		case ratelimit.CategoryTimeout, ratelimit.CategoryConnectionLost:
+			return errBreakerFailure
+		}
+	case NotSent:
+		if r.Reason != ReasonPreSend {
+			return errBreakerExcluded
+		}
+		if errors.Is(r.Cause, ErrQualificationRefused) {
+			return nil // the server answered; it is refused for what it said
+		}
+		switch certainty.Classify(r.Cause, false).Category {
+		case ratelimit.CategoryConnection:
+			return errBreakerFailure
+		case ratelimit.CategoryServerRejected:
+			return nil
+		}
+	}
+	return errBreakerExcluded
+}
+
+// breakerOf returns t's circuit breaker, creating it on first use; nil
+// when breakers are off. Its prober PINGs t's client.
+func (x *Executor) breakerOf(t *Target) *breaker {
+	if x.breakerOpts.Threshold == 0 {
+		return nil
+	}
+	if b := t.breaker.Load(); b != nil {
+		return b
+	}
+	t.breakerOnce.Do(func() {
+		probe := func(ctx context.Context) error {
+			ctx, cancel := context.WithTimeout(ctx, x.timeout)
+			defer cancel()
+			ping := redis.NewStatusCmd(ctx, "ping")
+			_ = t.client.Process(ctx, ping)
+			return ping.Err()
+		}
+		b := newBreaker(x.breakerOpts, probe, x.breakerChanged)
+		t.breaker.Store(b)
+		if x.breakersShut.Load() {
+			b.shutdown() // met after ShutdownBreakers: it never starts a prober
+		}
+	})
+	return t.breaker.Load()
+}
+
+// breakerChanged tells the registered functions a target's change.
+func (x *Executor) breakerChanged(s BreakerState) {
+	for _, f := range x.onBreakerChange {
+		f(s)
+	}
 }

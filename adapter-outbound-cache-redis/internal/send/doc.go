@@ -16,13 +16,20 @@
 //
 // Files: doc.go; sent.go (the typed result); errors.go (the errors it
 // reports); executor.go (Executor, Script, the wire argument, one command
-// sent and collected); loop.go (the send loop); route.go (Target, its
-// in-flight bound, the route interface, the fixed route); cluster.go (ClusterRouter: the slot map,
-// node clients, qualification); cluster_route.go (the cluster as a route);
-// batch.go (the per-target batcher); breaker.go (one circuit breaker and
-// its prober); breakers.go (a breaker per target, what a send counts for,
-// the breaker states); precharge.go (a charge pipelined ahead of a
-// program call, first attempt only).
+// sent and collected); loop.go (the send loop, Target, its in-flight
+// bound, the route interface, the fixed route); cluster.go
+// (ClusterRouter: the slot map, node clients, qualification);
+// cluster_route.go (the cluster as a route); batch.go (the per-target
+// batcher); breaker.go (a breaker per target: one circuit breaker, its
+// prober, what a send counts for); precharge.go (a charge pipelined ahead
+// of a program call, first attempt only); settings.go (New, the settings
+// the provider makes before the first call, what it reads back: pipeline
+// counters, the breaker options, states and trips, Target.Addr and
+// Client; ShutdownBreakers).
+//
+// On the shipped defaults one call without a charge runs statements of
+// loop.go, breaker.go, batch.go and executor.go only (docs/architecture.md,
+// make request-path).
 //
 // It imports go-redis, gobreaker, internal/certainty, programs (a Script is
 // built from a programs.Program) and shared-contract (ratelimit categories,

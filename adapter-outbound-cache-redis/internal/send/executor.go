@@ -9,9 +9,8 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/tech-log/tech-log-backend/adapter-outbound-cache-redis/programs"
-
 	"github.com/tech-log/tech-log-backend/adapter-outbound-cache-redis/internal/certainty"
+	"github.com/tech-log/tech-log-backend/adapter-outbound-cache-redis/programs"
 )
 
 // Commander is the adapter's own view of go-redis: the one call the
@@ -101,7 +100,7 @@ type call struct {
 }
 
 // Executor sends program calls: the send loop (loop.go) over the targets
-// its route gives (route.go: one fixed target, or the cluster's
+// its route gives (loop.go: one fixed target, or the cluster's
 // primaries), each command written by send below. It is the only place
 // that sends a program.
 type Executor struct {
@@ -117,9 +116,9 @@ type Executor struct {
 	// batch.
 	maxBatch, slots int
 	// maxInFlight bounds the program calls on the wire per target
-	// (route.go; 0: no bound).
+	// (loop.go; 0: no bound).
 	maxInFlight int
-	// breakerOpts configures every target's circuit breaker (breakers.go;
+	// breakerOpts configures every target's circuit breaker (breaker.go;
 	// Threshold 0: none); onBreakerChange is told their changes; timeout
 	// bounds a probe.
 	breakerOpts     BreakerOptions
@@ -130,34 +129,20 @@ type Executor struct {
 	breakersShut atomic.Bool
 }
 
-// New returns an executor over one fixed target, client; now is
-// the clock sendBy is compared with.
-func New(client Commander, now func() time.Time) *Executor {
-	x := &Executor{now: now}
-	x.route = &fixedRoute{t: newTarget(0, "", client)}
-	x.calls.New = func() any { return &call{ready: make(chan bool, 1)} }
-	return x
-}
-
-// EnableBatching turns batching on with at most maxBatch calls per batch
-// and slots connection turns per target; maxBatch <= 1 leaves it off, as
-// does a target client that cannot pipeline (then every call is sent
-// alone).
-func (x *Executor) EnableBatching(slots, maxBatch int) {
-	if maxBatch <= 1 || slots < 1 {
-		return
-	}
-	x.maxBatch, x.slots = maxBatch, slots
-}
-
 // send writes one command on to and reports what happened. With asking (a
 // cluster ASK redirect), to must be a *redis.Client: ASKING and the
 // command go in one pipeline, so on one connection, as the redirect
 // requires.
 func (x *Executor) send(ctx context.Context, to Commander, c *call, command string, program []byte, text string, argv []any, asking bool) Sent {
 	cmd := x.command(ctx, c, command, program, text, argv)
-	pc, pre := x.takePre(ctx, c)
-	defer collectPre(pc, pre)
+	var pre *redis.Cmd
+	if c.pre != nil {
+		// A charge goes with the call's first send only (precharge.go):
+		// takePre clears c.pre.
+		var pc *PreCharge
+		pc, pre = x.takePre(ctx, c)
+		defer collectPre(pc, pre)
+	}
 	var wait *redis.IntCmd
 	if cl, ok := to.(*redis.Client); ok && (asking || x.acks > 0 || pre != nil) {
 		pipe := cl.Pipeline()
@@ -256,18 +241,5 @@ func (s *Script) SHA() string { return s.shaHex }
 // Source is the exact embedded source EVAL sends (SCRIPT LOAD loads it).
 func (s *Script) Source() []byte { return s.source }
 
-// SetReplicationAcks makes every program command carry WAIT acks
-// timeoutMs pipelined right behind it on the same connection; 0 is off.
-func (x *Executor) SetReplicationAcks(acks, timeoutMs int64) {
-	x.acks, x.ackTimeoutMs = acks, timeoutMs
-}
-
-// SetBreakers gives every target a circuit breaker built from opts
-// (Threshold 0: none); timeout bounds each recovery probe.
-func (x *Executor) SetBreakers(opts BreakerOptions, timeout time.Duration) {
-	x.breakerOpts, x.timeout = opts, timeout
-}
-
-// UseCluster routes calls through r (the cluster's slot map) instead of
 // the one fixed target.
 func (x *Executor) UseCluster(r *ClusterRouter) { x.route = r }

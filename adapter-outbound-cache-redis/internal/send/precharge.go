@@ -28,11 +28,8 @@ type PreCharge struct {
 	Err   error
 }
 
-// command builds pc's EVAL on key (or nil when pc is nil).
+// command builds pc's EVAL on key.
 func (pc *PreCharge) command(ctx context.Context, key string) *redis.Cmd {
-	if pc == nil {
-		return nil
-	}
 	args := make([]any, 0, 4+len(pc.Argv))
 	args = append(args, CmdEval, pc.Script.source, programs.NumKeys, key)
 	n := len(args)
@@ -41,13 +38,12 @@ func (pc *PreCharge) command(ctx context.Context, key string) *redis.Cmd {
 	return redis.NewCmd(ctx, args...)
 }
 
-// takePre returns c's charge command, once: the first send of c carries
-// it, later sends of c (EVAL after NOSCRIPT, redirects) do not.
+// takePre returns c's charge (c.pre, not nil) and its command, once: the
+// first send of c carries it, later sends of c (EVAL after NOSCRIPT,
+// redirects) do not. send calls it only when c carries a charge, so a call
+// without one never runs this file.
 func (x *Executor) takePre(ctx context.Context, c *call) (*PreCharge, *redis.Cmd) {
 	pc := c.pre
-	if pc == nil {
-		return nil, nil
-	}
 	c.pre = nil
 	pc.Sent = true
 	return pc, pc.command(ctx, c.key)
@@ -56,9 +52,6 @@ func (x *Executor) takePre(ctx context.Context, c *call) (*PreCharge, *redis.Cmd
 // collectPre records the charge's reply or error once go-redis has
 // processed it.
 func collectPre(pc *PreCharge, cmd *redis.Cmd) {
-	if pc == nil {
-		return
-	}
 	pc.Reply, pc.Err = cmd.Result()
 	if arr, ok := pc.Reply.([]any); ok && arr != nil && pc.Err != nil && !certainty.IsServerReply(pc.Err) {
 		// Its whole reply was read before a failure behind it, which

@@ -21,7 +21,7 @@ const (
 	// ReasonBreakerOpen: the target's circuit breaker is open.
 	ReasonBreakerOpen
 	// ReasonInFlight: the target already has its in-flight bound of calls
-	// on the wire (route.go).
+	// on the wire (loop.go).
 	ReasonInFlight
 	// ReasonPreSend: an error before any byte of the command was
 	// serialized (pool, dial, handshake, a target that failed
