@@ -31,7 +31,8 @@
 // (WithTLS and its certificates), stats.go (CommandStats: INFO
 // commandstats through redisinfo, summed over a topology's nodes), keys.go
 // (RandomKeys: a test's own keyspace prefix), load.go (Load: the one
-// bounded concurrent load loop). Subpackage redisserver is the launcher
+// bounded concurrent load loop), acl.go (DocumentedACLUser: the ACL users
+// of docs/operations.md, word for word). Subpackage redisserver is the launcher
 // without a testing.TB (also used by the demo and the benchmark);
 // subpackage rediscluster joins cluster nodes and waits until the cluster
 // is healthy (also used by the demo's cluster).

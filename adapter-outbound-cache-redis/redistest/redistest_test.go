@@ -365,3 +365,24 @@ func TestProcessBadConfigShowsLog(t *testing.T) {
 	assert.Contains(t, err.Error(), "server log")
 	assert.Contains(t, err.Error(), "no-such-directive")
 }
+
+// TestDocumentedACLUser: the users of docs/operations.md are found, word
+// for word, with the test's password; a missing user or a line without
+// one password is refused.
+func TestDocumentedACLUser(t *testing.T) {
+	for _, user := range []string{"tlb-rate", "tlb-ctl", "tlb-cache"} {
+		args := DocumentedACLUser(t, user, "test-pass")
+		require.Greater(t, len(args), 4, user)
+		assert.Equal(t, []any{"ACL", "SETUSER", user}, args[:3])
+		assert.Contains(t, args, ">test-pass", user)
+	}
+	_, err := aclUserLine("ACL SETUSER a on >x\nACL SETUSER a on >y\n", "a", "p")
+	assert.ErrorContains(t, err, "2 lines")
+	_, err = aclUserLine("ACL SETUSER a on\n", "a", "p")
+	assert.ErrorContains(t, err, "0 password words")
+	_, err = aclUserLine("ACL SETUSER b on >x\n", "a", "p")
+	assert.ErrorContains(t, err, "0 lines")
+	args, err := aclUserLine("  ACL SETUSER a reset on >x ~k:* &ch*\n", "a", "p")
+	require.NoError(t, err)
+	assert.Equal(t, []any{"ACL", "SETUSER", "a", "reset", "on", ">p", "~k:*", "&ch*"}, args)
+}

@@ -20,20 +20,19 @@ import (
 	"github.com/tech-log/tech-log-backend/shared-contract/ratelimit"
 )
 
-// The least-privilege ACL users of docs/operations.md, word for word
-// (passwords are test values). Every command the Lua programs run is
+// aclRateUser and aclCacheUser are the least-privilege ACL users of
+// docs/operations.md, word for word (redistest.DocumentedACLUser; the
+// passwords are test values). Every command the Lua programs run is
 // checked against the caller's ACL too, hence GET/SET/TIME (the state) and
-// the dedup hash's commands for the rate user and GETRANGE/SET for the cache user's script.
-var (
-	aclRateUser = []any{"ACL", "SETUSER", "tlb-rate", "reset", "on", ">rate-test-pass",
-		"~tlb:rate:*", "resetchannels", "-@all",
-		"+evalsha", "+eval", "+script|load", "+script|exists", "+ping", "+info", "+config|get", "+hello", "+auth", "+client|setname",
-		"+get", "+set", "+time", "+hgetall", "+hset", "+pexpire", "+hget", "+hlen", "+hdel", "+pttl",
-		"&tlb-denial-cache-invalidate*", "+subscribe", "+publish"}
-	aclCacheUser = []any{"ACL", "SETUSER", "tlb-cache", "reset", "on", ">cache-test-pass",
-		"~tlb:cache:*", "resetchannels", "-@all",
-		"+getrange", "+set", "+del", "+evalsha", "+eval", "+ping", "+hello", "+auth", "+client|setname"}
-)
+// the dedup hash's commands for the rate user and GETRANGE/SET for the
+// cache user's script.
+func aclRateUser(t testing.TB) []any {
+	return redistest.DocumentedACLUser(t, "tlb-rate", "rate-test-pass")
+}
+
+func aclCacheUser(t testing.TB) []any {
+	return redistest.DocumentedACLUser(t, "tlb-cache", "cache-test-pass")
+}
 
 func userClient(t *testing.T, addr, user, pass string) *redis.Client {
 	t.Helper()
@@ -55,8 +54,8 @@ func TestACLLeastPrivilegeUsers(t *testing.T) {
 	srv := redistest.Start(t)
 	ownServer(t, srv)
 	admin := srv.Client()
-	require.NoError(t, admin.Do(adminCtx(t), aclRateUser...).Err())
-	require.NoError(t, admin.Do(adminCtx(t), aclCacheUser...).Err())
+	require.NoError(t, admin.Do(adminCtx(t), aclRateUser(t)...).Err())
+	require.NoError(t, admin.Do(adminCtx(t), aclCacheUser(t)...).Err())
 	t.Cleanup(func() { _ = admin.Do(context.Background(), "ACL", "DELUSER", "tlb-rate", "tlb-cache").Err() })
 
 	secret, err := keyspace.NewSecret([]byte("acl-lane-secret-0123456789abcdef"))

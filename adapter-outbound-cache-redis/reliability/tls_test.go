@@ -42,8 +42,8 @@ func applyACLUsers(t *testing.T, srv *redistest.Server) {
 			break
 		}
 	}
-	require.NoError(t, srv.Client().Do(adminCtx(t), aclRateUser...).Err())
-	require.NoError(t, srv.Client().Do(adminCtx(t), aclCacheUser...).Err())
+	require.NoError(t, srv.Client().Do(adminCtx(t), aclRateUser(t)...).Err())
+	require.NoError(t, srv.Client().Do(adminCtx(t), aclCacheUser(t)...).Err())
 }
 
 // tlsKeys is a keyspace under the deployed prefix "tlb", which the ACL

@@ -39,7 +39,7 @@ func TestReadyzDetail(t *testing.T) {
 	rs := redistest.Start(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	require.NoError(t, rs.Client().Do(ctx, aclRateUser...).Err())
+	require.NoError(t, rs.Client().Do(ctx, aclRateUser(t)...).Err())
 	kv := append(enabledKV(rs.Addr()), "APP_RATE_LIMIT_REDIS_USERNAME", "tlb-rate", "APP_RATE_LIMIT_REDIS_PASSWORD", "rate-test-pass")
 	srv, _ := startGraph(t, kv...)
 

@@ -6,6 +6,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"strings"
 	"testing"
 	"time"
 
@@ -15,21 +16,21 @@ import (
 	"go.uber.org/fx/fxtest"
 
 	"github.com/tech-log/tech-log-backend/adapter-outbound-cache-redis/redistest"
+	"github.com/tech-log/tech-log-backend/app-bootstrap/metrics"
 	"github.com/tech-log/tech-log-backend/shared-contract/ratelimit"
 )
 
-// aclRateUser is the provider's least-privilege user of docs/operations.md
-// (test password).
-var aclRateUser = []any{"ACL", "SETUSER", "tlb-rate", "reset", "on", ">rate-test-pass",
-	"~tlb:rate:*", "resetchannels", "-@all",
-	"+evalsha", "+eval", "+script|load", "+script|exists", "+ping", "+info", "+config|get", "+hello", "+auth", "+client|setname",
-	"+get", "+set", "+time", "+hgetall", "+hset", "+pexpire", "+hget", "+hlen", "+hdel", "+pttl"}
+// aclRateUser is the provider's least-privilege user of docs/operations.md,
+// word for word (test password).
+func aclRateUser(t testing.TB) []any {
+	return redistest.DocumentedACLUser(t, "tlb-rate", "rate-test-pass")
+}
 
 func setRateUser(t *testing.T, rs *redistest.Server) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	require.NoError(t, rs.Client().Do(ctx, aclRateUser...).Err())
+	require.NoError(t, rs.Client().Do(ctx, aclRateUser(t)...).Err())
 }
 
 // tlsKV configures the limiter for the TLS server rs as tlb-rate with a
@@ -52,8 +53,11 @@ func tlsKV(t *testing.T, rs *redistest.Server) []string {
 	)
 }
 
-// TestTLSServiceReadyAndLimits: over mutual TLS as tlb-rate, the whole
-// graph becomes ready and admits.
+// TestTLSServiceReadyAndLimits: over mutual TLS as tlb-rate (the user
+// docs/operations.md documents), the whole graph becomes ready and admits,
+// and the denial cache subscribes to its invalidations and heartbeat
+// channel (the documented channel permission is enough: without it the
+// cache stays off, tlb_ratelimit_denial_cache_live 0).
 func TestTLSServiceReadyAndLimits(t *testing.T) {
 	rs := redistest.Start(t, redistest.WithTLS(redistest.TLSOptions{}))
 	setRateUser(t, rs)
@@ -68,6 +72,14 @@ func TestTLSServiceReadyAndLimits(t *testing.T) {
 	resp, body = do(t, http.MethodGet, base+PathPing)
 	assert.Equal(t, http.StatusOK, resp.StatusCode, body)
 	assert.Equal(t, "100", resp.Header.Get("RateLimit-Limit"))
+	live := metrics.DenialCacheLive + " 1\n"
+	var m string
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		if _, m = do(t, http.MethodGet, base+PathMetrics); strings.Contains(m, live) {
+			break
+		}
+	}
+	assert.Contains(t, m, live, "the denial cache did not become live as the documented tlb-rate user")
 }
 
 // TestTLSFailuresNameTheVariable: each TLS misconfiguration makes the

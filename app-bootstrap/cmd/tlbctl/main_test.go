@@ -17,26 +17,20 @@ import (
 	"go.uber.org/fx/fxtest"
 
 	"github.com/tech-log/tech-log-backend/adapter-inbound-web/subject"
-	"github.com/tech-log/tech-log-backend/adapter-outbound-cache-redis/ratedenial"
 	"github.com/tech-log/tech-log-backend/adapter-outbound-cache-redis/redistest"
 	"github.com/tech-log/tech-log-backend/app-bootstrap/config"
 	"github.com/tech-log/tech-log-backend/app-bootstrap/wiring"
 )
 
-// The ACL users of docs/operations.md (test passwords): the provider's and
-// tlbctl's.
-var (
-	aclRateUser = []any{"ACL", "SETUSER", "tlb-rate", "reset", "on", ">rate-test-pass",
-		"~tlb:rate:*", "resetchannels", "-@all",
-		"+evalsha", "+eval", "+script|load", "+script|exists", "+ping", "+info", "+config|get", "+hello", "+auth", "+client|setname",
-		"+get", "+set", "+time", "+hgetall", "+hset", "+pexpire", "+hget", "+hlen", "+hdel", "+pttl",
-		"&" + ratedenial.Channel + "*", "+subscribe", "+publish"}
-	aclCtlUser = []any{"ACL", "SETUSER", "tlb-ctl", "reset", "on", ">ctl-test-pass",
-		"~tlb:rate:*", "resetchannels", "-@all",
-		"+ping", "+hello", "+auth", "+client|setname", "+info", "+config|get", "+script|load", "+acl|dryrun",
-		"+get", "+pttl", "+time", "+del",
-		"&" + ratedenial.Channel, "+publish"}
-)
+// aclRateUser and aclCtlUser are the ACL users of docs/operations.md,
+// word for word (test passwords): the provider's and tlbctl's.
+func aclRateUser(t testing.TB) []any {
+	return redistest.DocumentedACLUser(t, "tlb-rate", "rate-test-pass")
+}
+
+func aclCtlUser(t testing.TB) []any {
+	return redistest.DocumentedACLUser(t, "tlb-ctl", "ctl-test-pass")
+}
 
 const testAPIKey = "tlbctl-test-api-key-0001"
 
@@ -66,8 +60,8 @@ func ctxT(t *testing.T) context.Context {
 func setup(t *testing.T) (*redistest.Server, map[string]string) {
 	t.Helper()
 	rs := redistest.Start(t)
-	require.NoError(t, rs.Client().Do(ctxT(t), aclRateUser...).Err())
-	require.NoError(t, rs.Client().Do(ctxT(t), aclCtlUser...).Err())
+	require.NoError(t, rs.Client().Do(ctxT(t), aclRateUser(t)...).Err())
+	require.NoError(t, rs.Client().Do(ctxT(t), aclCtlUser(t)...).Err())
 	keysFile := filepath.Join(t.TempDir(), "api-keys")
 	require.NoError(t, os.WriteFile(keysFile, []byte(subject.DigestAPIKey(testAPIKey).String()+"\n"), 0o600))
 	policies := filepath.Join(t.TempDir(), "policies.json")

@@ -18,8 +18,8 @@ import (
 func withACLUsers(t *testing.T, servers []*redistest.Server, extra ...any) {
 	t.Helper()
 	for _, s := range servers {
-		require.NoError(t, s.Client().Do(ctxT(t), append(append([]any{}, aclRateUser...), extra...)...).Err(), s.Addr())
-		require.NoError(t, s.Client().Do(ctxT(t), append(append([]any{}, aclCtlUser...), extra...)...).Err(), s.Addr())
+		require.NoError(t, s.Client().Do(ctxT(t), append(append([]any{}, aclRateUser(t)...), extra...)...).Err(), s.Addr())
+		require.NoError(t, s.Client().Do(ctxT(t), append(append([]any{}, aclCtlUser(t)...), extra...)...).Err(), s.Addr())
 	}
 }
 
