@@ -17,8 +17,8 @@ const (
 	// ArgLimit is the window limit, the bucket capacity or the GCRA burst
 	// (F1, S1, T1, G1).
 	ArgLimit
-	// ArgWindow is the window length in ms, fixed window and sliding
-	// counter (F2, S2, S3).
+	// ArgWindow is the window length in ms, fixed window, sliding counter
+	// and sliding log (F2, S2, S3, L2).
 	ArgWindow
 )
 
@@ -42,7 +42,7 @@ const (
 
 // Argument counts (ARGV length) per program.
 const (
-	ArgCountWindow      = ArgWindow + 1       // fixed window, sliding counter
+	ArgCountWindow      = ArgWindow + 1       // fixed window, sliding counter, sliding log
 	ArgCountTokenBucket = ArgRefillPeriod + 1 // token bucket
 	ArgCountGCRA        = ArgPeriodMicros + 1 // gcra
 )

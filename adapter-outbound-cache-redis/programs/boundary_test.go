@@ -38,7 +38,12 @@ func extremePolicies(t testing.TB) map[string]ratelimit.Policy {
 	sw := ratelimit.AlgorithmSlidingWindowCounter
 	tb := ratelimit.AlgorithmTokenBucket
 	gc := ratelimit.AlgorithmGCRA
+	sl := ratelimit.AlgorithmSlidingLog
 	return map[string]ratelimit.Policy{
+		// L1: the cap; L2: window + grace = H.
+		"log: largest limit, largest window":   mustPolicy(t, sl, ratelimit.SlidingLog{Limit: ratelimit.MaxSlidingLogLimit, Window: msd(horizon - 1)}, ratelimit.MaxSlidingLogLimit, msd(1), msd(horizon)),
+		"log: largest limit, 1ms window":       mustPolicy(t, sl, ratelimit.SlidingLog{Limit: ratelimit.MaxSlidingLogLimit, Window: msd(1)}, 7, msd(horizon-1), msd(horizon)),
+		"log: limit 3, 7ms window":             mustPolicy(t, sl, ratelimit.SlidingLog{Limit: 3, Window: msd(7)}, 3, msd(1), msd(10)),
 		"fixed: largest limit, largest window": mustPolicy(t, fw, ratelimit.FixedWindow{Limit: maxExact / 2, Window: msd(horizon - 1)}, maxExact/2, msd(1), msd(horizon)),
 		"fixed: largest limit, 1ms window":     mustPolicy(t, fw, ratelimit.FixedWindow{Limit: maxExact / 2, Window: msd(1)}, maxExact/2, msd(horizon-1), msd(horizon)),
 		"sliding: largest limit and window":    mustPolicy(t, sw, ratelimit.SlidingWindowCounter{Limit: qmax, Window: msd(qmax)}, qmax, msd(horizon-2*qmax), msd(horizon)),
@@ -94,6 +99,9 @@ func worstCase(p ratelimit.Policy) map[string]*big.Int {
 	case ratelimit.AlgorithmGCRA:
 		out["G1: d, D + cost*P, frac*R + D <= B*P + 999*R"] = add(mul(b(n.limit), b(n.per)), mul(b(999), b(n.rate)))
 		out["G2: reset + grace <= S + horizon + grace"] = add(srv, b(n.horizon()), grace)
+	case ratelimit.AlgorithmSlidingLog:
+		out["L1: sum + cost <= 2*limit"] = mul(b(2), b(n.limit))
+		out["L2: newest + window + grace <= S + window + grace"] = add(srv, b(n.win), grace)
 	}
 	return out
 }
@@ -194,6 +202,21 @@ func adversarialStates(p ratelimit.Policy, base int64) []State {
 			encodeState(n.alg, SchemaVersion, alg, rev, base, n.fullScaled),
 			encodeState(n.alg, SchemaVersion, alg, rev, base, 1),
 			encodeState(n.alg, SchemaVersion, alg, rev, base/2, top))
+	case ratelimit.AlgorithmSlidingLog:
+		// A full log of (up to 500, so that the pure-Lua struct shim on
+		// miniredis stays fast under -race) cost-1 entries and one
+		// carrying the rest of the limit, the oldest about to leave; one
+		// entry of the whole limit; a full log that left long ago.
+		k := min(n.limit, 500)
+		ones := make([]LogEntry, k)
+		for i := range ones {
+			ones[i] = LogEntry{max(0, base-n.win+1) + int64(i)*min(n.win-1, base)/k, 1}
+		}
+		ones[k-1].Cost += n.limit - k
+		out = append(out,
+			encodeLog(rev, base, ones),
+			encodeLog(rev, base, []LogEntry{{base, n.limit}}),
+			encodeLog(rev, base/2, []LogEntry{{base / 4, n.limit - 1}, {base / 2, 1}}))
 	}
 	return out
 }
@@ -247,7 +270,9 @@ func TestArgValidationMatchesNewPolicy(t *testing.T) {
 	gc := func(rate, per, burst int64) ratelimit.Params {
 		return ratelimit.GCRA{Rate: rate, Period: msd(per), Burst: burst}
 	}
+	sl := func(limit, win int64) ratelimit.Params { return ratelimit.SlidingLog{Limit: limit, Window: msd(win)} }
 	FW, SW, TB, GC := ratelimit.AlgorithmFixedWindow, ratelimit.AlgorithmSlidingWindowCounter, ratelimit.AlgorithmTokenBucket, ratelimit.AlgorithmGCRA
+	SL := ratelimit.AlgorithmSlidingLog
 	edges := []edge{
 		{"fixed limit M/2", FW, fw(maxExact/2, 1000), 1, 1, 0, 1},
 		{"fixed limit M/2+1", FW, fw(maxExact/2+1, 1000), 1, 1, 0, 1},
@@ -282,6 +307,11 @@ func TestArgValidationMatchesNewPolicy(t *testing.T) {
 		{"gcra horizon + grace = H", GC, gc(1, 1_000_000_000_000, 1), 1, horizon - 1_000_000_000_001, 0, 1},
 		{"gcra horizon + grace = H + 1", GC, gc(1, 1_000_000_000_000, 1), 1, horizon - 1_000_000_000_000, 0, 1},
 		{"gcra cost burst", GC, gc(3, 1000, 4), 4, 1, 0, 1},
+		{"log limit cap", SL, sl(ratelimit.MaxSlidingLogLimit, 1000), 1, 1, 0, 1},
+		{"log limit cap+1", SL, sl(ratelimit.MaxSlidingLogLimit+1, 1000), 1, 1, 0, 1},
+		{"log window H-grace", SL, sl(5, horizon-1), 1, 1, 0, 1},
+		{"log window H-grace+1", SL, sl(5, horizon), 1, 1, 0, 1},
+		{"log cost limit", SL, sl(4, 10), 4, 1, 0, 1},
 	}
 	m := newMini(t)
 	accepted, rejected := 0, 0
@@ -297,6 +327,8 @@ func TestArgValidationMatchesNewPolicy(t *testing.T) {
 				limit = q.Capacity
 			case ratelimit.GCRA:
 				limit = q.Burst
+			case ratelimit.SlidingLog:
+				limit = q.Limit
 			}
 			_, err := ratelimit.NewPolicy(ratelimit.PolicySpec{
 				ID: "edge", Revision: e.rev, Algorithm: e.alg, Params: e.params, MaxCost: min(limit, max(e.cost, 1)),
@@ -315,6 +347,8 @@ func TestArgValidationMatchesNewPolicy(t *testing.T) {
 			case ratelimit.GCRA:
 				rate, per := q.Emission()
 				args = append(args, q.Burst, rate, per)
+			case ratelimit.SlidingLog:
+				args = append(args, q.Limit, q.Window.Milliseconds())
 			}
 			key := "argedge:" + strconv.Itoa(i)
 			v, rerr := m.run(mustProgram(t, e.alg), t0, key, args...)

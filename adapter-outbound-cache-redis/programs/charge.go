@@ -10,7 +10,9 @@ import "github.com/tech-log/tech-log-backend/shared-contract/ratelimit"
 // StatusClockUnsafe replies, nothing written), and then consumes without
 // denying, saturating at the limit: the fixed window and the sliding
 // counter add units to the current window's count, at most the limit; the
-// token bucket takes units from the refilled level, at least 0. The reply
+// token bucket takes units from the refilled level, at least 0; the sliding
+// log appends one entry of min(units, limit - kept sum) unless that is 0.
+// The reply
 // is always StatusAllowed ("charged") with RetryAfterMillis 0; its TTL is
 // Reply.ExpiryMillis, as for an allowed decision.
 func Charge(p ratelimit.Policy, st State, serverNowMillis, units int64) (Reply, State) {
@@ -67,6 +69,11 @@ func charge(p ratelimit.Policy, st State, now, frac, units int64, c *calc) (Repl
 		r = Reply{StatusAllowed, now, eff, n.limit, remaining, 0, reset}
 	case ratelimit.AlgorithmGCRA:
 		r, next = n.gcra(f, now, eff, gcraFrac(now, eff, frac), units, rev, true, c)
+	case ratelimit.AlgorithmSlidingLog:
+		r, next = n.slidingLog(st, f, now, eff, units, rev, true, c)
+		if next == nil {
+			return r, st
+		}
 	default:
 		full := c.mul(n.limit, n.per)
 		s := full

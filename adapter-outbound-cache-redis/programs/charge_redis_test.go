@@ -17,7 +17,7 @@ import (
 func TestChargeProgramsInManifest(t *testing.T) {
 	require.NoError(t, Verify())
 	charges := Charges()
-	require.Len(t, charges, 4)
+	require.Len(t, charges, len(algorithms))
 	for _, alg := range algorithms {
 		ch, ok := ChargeFor(alg)
 		require.True(t, ok)
@@ -28,7 +28,7 @@ func TestChargeProgramsInManifest(t *testing.T) {
 		assert.Contains(t, ch.Name, "-charge-v1")
 		assert.True(t, len(ch.Source) > 6 && ch.Source[:6] == "#!lua\n")
 	}
-	assert.Len(t, All(), 4, "decision programs only")
+	assert.Len(t, All(), len(algorithms), "decision programs only")
 }
 
 // TestChargeModelNeverDeniesAndSaturates: on every algorithm, charging any

@@ -251,6 +251,7 @@ var algorithms = []ratelimit.Algorithm{
 	ratelimit.AlgorithmSlidingWindowCounter,
 	ratelimit.AlgorithmTokenBucket,
 	ratelimit.AlgorithmGCRA,
+	ratelimit.AlgorithmSlidingLog,
 }
 
 // smallPolicy is a simple valid policy for algorithm a.
@@ -263,6 +264,8 @@ func smallPolicy(t testing.TB, a ratelimit.Algorithm, regression time.Duration) 
 		return mustPolicy(t, a, ratelimit.SlidingWindowCounter{Limit: 5, Window: time.Second}, 5, time.Second, regression)
 	case ratelimit.AlgorithmGCRA:
 		return mustPolicy(t, a, ratelimit.GCRA{Rate: 3, Period: time.Second, Burst: 5}, 5, time.Second, regression)
+	case ratelimit.AlgorithmSlidingLog:
+		return mustPolicy(t, a, ratelimit.SlidingLog{Limit: 5, Window: time.Second}, 5, time.Second, regression)
 	default:
 		return mustPolicy(t, a, ratelimit.TokenBucket{Capacity: 5, RefillTokens: 3, RefillPeriod: time.Second}, 5, time.Second, regression)
 	}

@@ -28,7 +28,7 @@ func TestManifestMatchesSources(t *testing.T) {
 	require.Equal(t, string(want), string(onDisk))
 
 	all := All()
-	require.Len(t, all, 4)
+	require.Len(t, all, len(algorithms))
 	for i, p := range all {
 		file, err := os.ReadFile(p.Name + ".lua")
 		require.NoError(t, err)
@@ -44,7 +44,7 @@ func TestManifestMatchesSources(t *testing.T) {
 	}
 	_, ok := ForAlgorithm(0)
 	require.False(t, ok)
-	_, ok = ForAlgorithm(ratelimit.AlgorithmGCRA + 1)
+	_, ok = ForAlgorithm(ratelimit.AlgorithmSlidingLog + 1)
 	require.False(t, ok)
 }
 
@@ -146,7 +146,15 @@ func TestProgramSourceRules(t *testing.T) {
 			assert.Contains(t, code, fmt.Sprintf("sunpack('%s', g)", format), "the stored layout is read")
 			assert.Contains(t, code, fmt.Sprintf("spack('%s', %d, ", format, hdr), "the stored layout is written")
 			assert.Contains(t, code, fmt.Sprintf("fh == %d", hdr), "schema and algorithm are checked")
-			assert.Contains(t, code, ") .. ARGV[1],", "the revision is written as sent")
+			assert.Regexp(t, `(\)|kept) \.\. ARGV\[1\],\n`, code, "the revision is written as sent")
+			if p.Algorithm == ratelimit.AlgorithmSlidingLog {
+				// The revision follows the n entries (ADR 0024).
+				assert.Contains(t, code, fmt.Sprintf("limit <= %d", ratelimit.MaxSlidingLogLimit), "L1")
+				assert.Contains(t, code, fmt.Sprintf("sub(g, %d + %d * fn) == ARGV[1]", FixedStateBytes(p.Algorithm)+1, LogEntryBytes), "the stored revision must be the one sent")
+				assert.Contains(t, code, fmt.Sprintf("#g < %d + #ARGV[1]", FixedStateBytes(p.Algorithm)+LogEntryBytes), "the length is checked first")
+				assert.Contains(t, code, fmt.Sprintf("#g == %d + %d * fn + #ARGV[1]", FixedStateBytes(p.Algorithm), LogEntryBytes), "the length holds the entries")
+				return
+			}
 			assert.Contains(t, code, "sub(g, n) == ARGV[1]", "the stored revision must be the one sent")
 			assert.Contains(t, code, fmt.Sprintf("#g ~= %d + #ARGV[1]", FixedStateBytes(p.Algorithm)), "the length is checked first")
 		})

@@ -143,6 +143,8 @@ func evaluate(p ratelimit.Policy, st State, now, frac, cost int64, c *calc) (Rep
 		r, next = n.slidingCounter(f, now, eff, cost, p.Revision(), c)
 	case ratelimit.AlgorithmGCRA:
 		r, next = n.gcra(f, now, eff, gcraFrac(now, eff, frac), cost, p.Revision(), false, c)
+	case ratelimit.AlgorithmSlidingLog:
+		r, next = n.slidingLog(st, f, now, eff, cost, p.Revision(), false, c)
 	default:
 		r, next = n.tokenBucket(f, now, eff, cost, p.Revision(), c)
 	}
@@ -171,6 +173,10 @@ func (n numbers) validState(f map[string]int64, rev int64, c *calc) bool {
 			f[FieldCount] >= 1 && f[FieldCount] <= n.limit && f[FieldPrevious] <= n.limit
 	case ratelimit.AlgorithmGCRA:
 		return f[FieldArrival] <= c.add(n.fullScaled, c.mul(999, n.rate))
+	case ratelimit.AlgorithmSlidingLog:
+		// The header's ranges here; the newest entry's instant (at most l)
+		// in slidingLog, which reads the entries.
+		return f[FieldEntries] >= 1 && f[FieldEntries] <= f[FieldSum] && f[FieldSum] <= n.limit
 	default:
 		return f[FieldTokens] < n.limit && f[FieldRemainder] < n.per
 	}
@@ -327,4 +333,67 @@ func (n numbers) gcra(f map[string]int64, now, eff, frac, cost, rev int64, charg
 	reset := resetAt(after)
 	next := encodeState(n.alg, SchemaVersion, int64(n.alg), rev, eff, c.add(after, c.mul(frac, n.rate)))
 	return Reply{StatusAllowed, now, eff, n.limit, left(after), 0, reset}, next
+}
+
+// slidingLog decides (or, with charge, charges) one request on the sliding
+// log st (ADR 0024): prune the entries at or before eff - window from the
+// front, keeping the sum (L1 bounds every sum by 2*limit), then admit iff
+// the kept sum plus cost is at most the limit, appending one entry; a
+// denial's retry is the instant the oldest entries whose costs cover the
+// excess have left. L2 bounds the reset instant (newest entry + window)
+// and the TTL. A state whose entries contradict its header (newest entry
+// after l, a kept sum below the kept entries, a scan that runs out) is
+// StatusStateIncompatible, as in the programs.
+func (n numbers) slidingLog(st State, f map[string]int64, now, eff, cost, rev int64, charge bool, c *calc) (Reply, State) {
+	var entries []LogEntry
+	var sum, newest int64
+	first := 0
+	if f != nil {
+		entries = st.logEntries(f[FieldEntries])
+		newest = entries[len(entries)-1].AtMillis
+		if newest > f[FieldLastObserved] {
+			return fail(StatusStateIncompatible, now), nil
+		}
+		cut := c.sub(eff, n.win)
+		first = len(entries)
+		if newest > cut {
+			first, sum = 0, f[FieldSum]
+			for entries[first].AtMillis <= cut {
+				sum = c.sub(sum, entries[first].Cost)
+				first++
+			}
+			if sum < int64(len(entries)-first) {
+				return fail(StatusStateIncompatible, now), nil
+			}
+		}
+	}
+	kept := append([]LogEntry(nil), entries[first:]...)
+	if !charge {
+		if c.add(sum, cost) > n.limit {
+			need := c.sub(c.add(sum, cost), n.limit)
+			var freed int64
+			for i := first; ; i++ {
+				if i >= len(entries) {
+					return fail(StatusStateIncompatible, now), nil
+				}
+				freed = c.add(freed, entries[i].Cost)
+				if freed >= need {
+					retry := c.sub(c.add(entries[i].AtMillis, n.win), eff)
+					return Reply{StatusDenied, now, eff, n.limit, c.sub(n.limit, sum), retry, c.add(newest, n.win)}, nil
+				}
+			}
+		}
+		kept = append(kept, LogEntry{eff, cost})
+		next := encodeLogRaw(rev, eff, c.add(sum, cost), int64(len(kept)), kept)
+		return Reply{StatusAllowed, now, eff, n.limit, c.sub(c.sub(n.limit, sum), cost), 0, c.add(eff, n.win)}, next
+	}
+	charged := min(cost, c.sub(n.limit, sum))
+	reset := c.add(eff, n.win)
+	if charged > 0 {
+		kept = append(kept, LogEntry{eff, charged})
+	} else {
+		reset = c.add(newest, n.win)
+	}
+	next := encodeLogRaw(rev, eff, c.add(sum, charged), int64(len(kept)), kept)
+	return Reply{StatusAllowed, now, eff, n.limit, c.sub(c.sub(n.limit, sum), charged), 0, reset}, next
 }

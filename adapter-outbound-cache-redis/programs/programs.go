@@ -37,6 +37,12 @@ var (
 	gcraChargeSource string
 	//go:embed rate-gcra-dedup-v2.lua
 	gcraDedupSource string
+	//go:embed rate-sliding-log-v1.lua
+	slidingLogSource string
+	//go:embed rate-sliding-log-charge-v1.lua
+	slidingLogChargeSource string
+	//go:embed rate-sliding-log-dedup-v2.lua
+	slidingLogDedupSource string
 	//go:embed rate-fixed-window-charge-v1.lua
 	fixedWindowChargeSource string
 	//go:embed rate-sliding-counter-charge-v1.lua
@@ -99,14 +105,17 @@ func definitions() []definition {
 		{"rate-sliding-counter-v1", 1, ratelimit.AlgorithmSlidingWindowCounter, ArgCountWindow, slidingCounterSource, false, false},
 		{"rate-token-bucket-v1", 1, ratelimit.AlgorithmTokenBucket, ArgCountTokenBucket, tokenBucketSource, false, false},
 		{"rate-gcra-v1", 1, ratelimit.AlgorithmGCRA, ArgCountGCRA, gcraSource, false, false},
+		{"rate-sliding-log-v1", 1, ratelimit.AlgorithmSlidingLog, ArgCountWindow, slidingLogSource, false, false},
 		{"rate-fixed-window-charge-v1", 1, ratelimit.AlgorithmFixedWindow, ArgCountWindow, fixedWindowChargeSource, true, false},
 		{"rate-sliding-counter-charge-v1", 1, ratelimit.AlgorithmSlidingWindowCounter, ArgCountWindow, slidingCounterChargeSource, true, false},
 		{"rate-token-bucket-charge-v1", 1, ratelimit.AlgorithmTokenBucket, ArgCountTokenBucket, tokenBucketChargeSource, true, false},
 		{"rate-gcra-charge-v1", 1, ratelimit.AlgorithmGCRA, ArgCountGCRA, gcraChargeSource, true, false},
+		{"rate-sliding-log-charge-v1", 1, ratelimit.AlgorithmSlidingLog, ArgCountWindow, slidingLogChargeSource, true, false},
 		{"rate-fixed-window-dedup-v2", 2, ratelimit.AlgorithmFixedWindow, ArgCountWindow + ArgCountDedup, fixedWindowDedupSource, false, true},
 		{"rate-sliding-counter-dedup-v2", 2, ratelimit.AlgorithmSlidingWindowCounter, ArgCountWindow + ArgCountDedup, slidingCounterDedupSource, false, true},
 		{"rate-token-bucket-dedup-v2", 2, ratelimit.AlgorithmTokenBucket, ArgCountTokenBucket + ArgCountDedup, tokenBucketDedupSource, false, true},
 		{"rate-gcra-dedup-v2", 2, ratelimit.AlgorithmGCRA, ArgCountGCRA + ArgCountDedup, gcraDedupSource, false, true},
+		{"rate-sliding-log-dedup-v2", 2, ratelimit.AlgorithmSlidingLog, ArgCountWindow + ArgCountDedup, slidingLogDedupSource, false, true},
 	}
 }
 

@@ -123,6 +123,7 @@ func requireExpiryAt(t *testing.T, at int64, p ratelimit.Policy, r Reply) {
 func differentialPolicies(t *testing.T) map[string]ratelimit.Policy {
 	ms := func(n int64) time.Duration { return time.Duration(n) * time.Millisecond }
 	fw, sw, tb := ratelimit.AlgorithmFixedWindow, ratelimit.AlgorithmSlidingWindowCounter, ratelimit.AlgorithmTokenBucket
+	sl := ratelimit.AlgorithmSlidingLog
 	return map[string]ratelimit.Policy{
 		"fixed 5/40ms":           mustPolicy(t, fw, ratelimit.FixedWindow{Limit: 5, Window: ms(40)}, 5, ms(500), ms(1000)),
 		"fixed 3/7ms":            mustPolicy(t, fw, ratelimit.FixedWindow{Limit: 3, Window: ms(7)}, 2, ms(500), 0),
@@ -131,6 +132,9 @@ func differentialPolicies(t *testing.T) map[string]ratelimit.Policy {
 		"token 5, 1 per 20ms":    mustPolicy(t, tb, ratelimit.TokenBucket{Capacity: 5, RefillTokens: 1, RefillPeriod: ms(20)}, 5, ms(500), ms(1000)),
 		"token 7, 3 per 101ms":   mustPolicy(t, tb, ratelimit.TokenBucket{Capacity: 7, RefillTokens: 3, RefillPeriod: ms(101)}, 7, ms(500), 0),
 		"token 1000, 7 per 13ms": mustPolicy(t, tb, ratelimit.TokenBucket{Capacity: 1000, RefillTokens: 7, RefillPeriod: ms(13)}, 400, ms(500), ms(5)),
+		"log 5/40ms":             mustPolicy(t, sl, ratelimit.SlidingLog{Limit: 5, Window: ms(40)}, 5, ms(500), ms(1000)),
+		"log 4/9ms":              mustPolicy(t, sl, ratelimit.SlidingLog{Limit: 4, Window: ms(9)}, 3, ms(500), ms(20)),
+		"log 20/70ms":            mustPolicy(t, sl, ratelimit.SlidingLog{Limit: 20, Window: ms(70)}, 7, ms(500), 0),
 	}
 }
 
@@ -248,7 +252,7 @@ func pushLastObserved(n numbers, st State, now, ahead int64) State {
 	out := maps.Clone(f)
 	l := max(f[FieldLastObserved], now+ahead)
 	out[FieldLastObserved] = l
-	if n.alg != ratelimit.AlgorithmTokenBucket && n.alg != ratelimit.AlgorithmGCRA {
+	if n.alg != ratelimit.AlgorithmTokenBucket && n.alg != ratelimit.AlgorithmGCRA && n.alg != ratelimit.AlgorithmSlidingLog {
 		w := f[FieldWindow]
 		if nw := l / n.win; nw != w {
 			out[FieldWindow] = nw
@@ -261,7 +265,7 @@ func pushLastObserved(n numbers, st State, now, ahead int64) State {
 			}
 		}
 	}
-	return encodeFields(out)
+	return reencode(st, out)
 }
 
 // TestRedisExactBoundaryAfterDenial: on the real server, a denied request
@@ -278,6 +282,7 @@ func TestRedisExactBoundaryAfterDenial(t *testing.T) {
 		ratelimit.AlgorithmSlidingWindowCounter: mustPolicy(t, ratelimit.AlgorithmSlidingWindowCounter, ratelimit.SlidingWindowCounter{Limit: 5, Window: time.Hour}, 5, time.Second, time.Second),
 		ratelimit.AlgorithmTokenBucket:          mustPolicy(t, ratelimit.AlgorithmTokenBucket, ratelimit.TokenBucket{Capacity: 5, RefillTokens: 1, RefillPeriod: time.Hour}, 5, time.Second, time.Second),
 		ratelimit.AlgorithmGCRA:                 mustPolicy(t, ratelimit.AlgorithmGCRA, ratelimit.GCRA{Rate: 1, Period: time.Hour, Burst: 5}, 5, time.Second, time.Second),
+		ratelimit.AlgorithmSlidingLog:           mustPolicy(t, ratelimit.AlgorithmSlidingLog, ratelimit.SlidingLog{Limit: 5, Window: time.Hour}, 5, time.Second, time.Second),
 	}
 	for _, a := range algorithms {
 		t.Run(a.String(), func(t *testing.T) {
@@ -678,7 +683,7 @@ func TestRedisStateFootprint(t *testing.T) {
 	key := "tlb:rate:api.default:s2:{AAA}" + strings.Repeat("A", 22)
 	for _, a := range algorithms {
 		p, prog := smallPolicy(t, a, time.Second), mustProgram(t, a)
-		k := key + a.String()[:1]
+		k := key + strconv.Itoa(int(a))
 		v, err := runRedis(ctx, c, prog, k, Args(p, 1)...)
 		require.NoError(t, err)
 		require.Equal(t, StatusAllowed, toReply(t, v).Status)
@@ -687,7 +692,11 @@ func TestRedisStateFootprint(t *testing.T) {
 		require.Equal(t, "embstr", enc)
 		n, err := c.StrLen(ctx, k).Result()
 		require.NoError(t, err)
-		require.Equal(t, int64(FixedStateBytes(a)+len(strconv.FormatInt(p.Revision(), 10))), n)
+		want := FixedStateBytes(a) + len(strconv.FormatInt(p.Revision(), 10))
+		if a == ratelimit.AlgorithmSlidingLog {
+			want += LogEntryBytes // one admission, one entry
+		}
+		require.Equal(t, int64(want), n)
 		usage, err := c.MemoryUsage(ctx, k).Result()
 		require.NoError(t, err)
 		t.Logf("%v: MEMORY USAGE %d bytes (key %d bytes, value %d bytes)", a, usage, len(k), n)

@@ -253,6 +253,12 @@ func (r Reply) checkDecision(n numbers) error {
 		if reset != (k+2)*n.win && (r.Status == StatusAllowed || reset != (k+1)*n.win) {
 			return malformed("resetAt %d is not a window end after window %d", reset, k)
 		}
+	case ratelimit.AlgorithmSlidingLog:
+		// An admission's entry leaves one window after eff (a full log's
+		// charge appends none: its newest entry is earlier).
+		if r.Status == StatusAllowed && reset != eff+n.win && r.Remaining != 0 {
+			return malformed("allowed resetAt %d, want effectiveNow + window %d", reset, eff+n.win)
+		}
 	}
 	return nil
 }
@@ -289,8 +295,8 @@ func numbersOf(p ratelimit.Policy) numbers {
 	return n
 }
 
-// horizon bounds resetAt - effectiveNow: one window (F2), two windows (S3),
-// the time to fill from empty (T2), the time to full plus 1 ms (G2).
+// horizon bounds resetAt - effectiveNow: one window (F2, L2), two windows
+// (S3), the time to fill from empty (T2), the time to full plus 1 ms (G2).
 func (n numbers) horizon() int64 { return n.horizonMs }
 
 // ReplyError reports a program reply that is not exactly ReplyLen integers

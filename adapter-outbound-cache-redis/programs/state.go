@@ -30,7 +30,23 @@ const (
 	// FieldArrival is GCRA's theoretical arrival time as its offset from
 	// l*1000 µs in 1/R µs (R the reduced rate): TAT = l*1000 + d/R µs.
 	FieldArrival = "d"
+	// FieldSum is the sliding log's sum of its entries' costs.
+	FieldSum = "s"
+	// FieldEntries is the sliding log's number of entries; the entries
+	// themselves are LogEntries.
+	FieldEntries = "n"
 )
+
+// LogEntryBytes is the size of one sliding-log entry: the admission's
+// millisecond (6 bytes) and its cost (2 bytes), big-endian (ADR 0024).
+const LogEntryBytes = 8
+
+// LogEntry is one admission a sliding log holds: its effective millisecond
+// and its cost.
+type LogEntry struct {
+	AtMillis int64
+	Cost     int64
+}
 
 // field is one packed field: its name and width in bytes.
 type field struct {
@@ -40,10 +56,14 @@ type field struct {
 
 // stateLayout is each algorithm's packed fields after the header byte, in
 // order (the programs' struct format: fixed window `>B I6 I6 I7`, sliding
-// counter `>B I6 I6 I5 I5`, token bucket `>B I6 I7 I6`, GCRA `>B I6 I7`).
+// counter `>B I6 I6 I5 I5`, token bucket `>B I6 I7 I6`, GCRA `>B I6 I7`,
+// sliding log `>B I6 I2 I2`, then its FieldEntries entries of
+// LogEntryBytes before the revision).
 // Every width covers the field's bound: l, w <= S < 2^48; fixed-window
 // c <= M/2 < 2^56; sliding c, p <= M/Q < 2^40; t < C <= M < 2^56;
-// m < P <= H < 2^48; d <= B*P + 999*R <= M < 2^56 (G1).
+// m < P <= H < 2^48; d <= B*P + 999*R <= M < 2^56 (G1); the log's
+// n <= s <= limit <= MaxSlidingLogLimit < 2^16 (L1), and each entry's
+// millisecond <= S < 2^48 and cost <= limit < 2^16.
 func stateLayout(a ratelimit.Algorithm) []field {
 	switch a {
 	case ratelimit.AlgorithmFixedWindow:
@@ -54,6 +74,8 @@ func stateLayout(a ratelimit.Algorithm) []field {
 		return []field{{FieldLastObserved, 6}, {FieldTokens, 7}, {FieldRemainder, 6}}
 	case ratelimit.AlgorithmGCRA:
 		return []field{{FieldLastObserved, 6}, {FieldArrival, 7}}
+	case ratelimit.AlgorithmSlidingLog:
+		return []field{{FieldLastObserved, 6}, {FieldSum, 2}, {FieldEntries, 2}}
 	}
 	return nil
 }
@@ -73,8 +95,8 @@ func stateFields(a ratelimit.Algorithm) []string {
 }
 
 // FixedStateBytes is the length of algorithm a's state value without the
-// revision (the header byte and the packed fields); 0 for an unknown
-// algorithm.
+// revision (the header byte and the packed fields; for the sliding log
+// without its entries either); 0 for an unknown algorithm.
 func FixedStateBytes(a ratelimit.Algorithm) int {
 	lay := stateLayout(a)
 	if lay == nil {
@@ -111,9 +133,10 @@ func parseInt(s string) (int64, bool) {
 }
 
 // Decode returns the fields of a state value by name (FieldSchema,
-// FieldAlgorithm, FieldRevision and the algorithm's fields). It checks only
-// the encoding: a known schema and algorithm in the header, the length, and
-// a canonical decimal revision; the ranges are the programs' (Evaluate).
+// FieldAlgorithm, FieldRevision and the algorithm's fields; a sliding log's
+// entries are LogEntries). It checks only the encoding: a known schema and
+// algorithm in the header, the length, and a canonical decimal revision;
+// the ranges are the programs' (Evaluate).
 func (st State) Decode() (map[string]int64, error) {
 	if len(st) == 0 {
 		return nil, fmt.Errorf("state: empty value")
@@ -140,12 +163,71 @@ func (st State) Decode() (map[string]int64, error) {
 		f[fl.name] = int64(v) // widths <= 7 bytes: never negative
 		pos += fl.width
 	}
+	if alg == ratelimit.AlgorithmSlidingLog {
+		fixed += LogEntryBytes * int(f[FieldEntries])
+		if len(st) <= fixed {
+			return nil, fmt.Errorf("state: %d bytes, want more than %d for %d log entries", len(st), fixed, f[FieldEntries])
+		}
+	}
 	rev, ok := parseInt(string(st[fixed:]))
 	if !ok {
 		return nil, fmt.Errorf("state: revision %q is not a canonical decimal", st[fixed:])
 	}
 	f[FieldRevision] = rev
 	return f, nil
+}
+
+// LogEntries returns a sliding-log state's entries, oldest first. It
+// checks the encoding as Decode does.
+func (st State) LogEntries() ([]LogEntry, error) {
+	f, err := st.Decode()
+	if err != nil {
+		return nil, err
+	}
+	if f[FieldAlgorithm] != int64(ratelimit.AlgorithmSlidingLog) {
+		return nil, fmt.Errorf("state: algorithm %v has no log entries", ratelimit.Algorithm(f[FieldAlgorithm]))
+	}
+	return st.logEntries(f[FieldEntries]), nil
+}
+
+// logEntries unpacks n entries after the sliding log's header; st must
+// hold them (Decode checked its length).
+func (st State) logEntries(n int64) []LogEntry {
+	out := make([]LogEntry, n)
+	pos := FixedStateBytes(ratelimit.AlgorithmSlidingLog)
+	for i := range out {
+		var at uint64
+		for _, b := range st[pos : pos+6] {
+			at = at<<8 | uint64(b)
+		}
+		out[i] = LogEntry{AtMillis: int64(at), Cost: int64(st[pos+6])<<8 | int64(st[pos+7])}
+		pos += LogEntryBytes
+	}
+	return out
+}
+
+// encodeLog packs a sliding-log state: the header (l, the entries' cost
+// sum, their count), the entries and the revision. Each value is
+// truncated to its width.
+func encodeLog(rev, last int64, entries []LogEntry) State {
+	var sum int64
+	for _, e := range entries {
+		sum += e.Cost
+	}
+	return encodeLogRaw(rev, last, sum, int64(len(entries)), entries)
+}
+
+// encodeLogRaw is encodeLog with the header's sum and count given (tests
+// encode inconsistent headers this way).
+func encodeLogRaw(rev, last, sum, n int64, entries []LogEntry) State {
+	st := encodeState(ratelimit.AlgorithmSlidingLog, SchemaVersion, int64(ratelimit.AlgorithmSlidingLog), rev, last, sum, n)
+	rs := strconv.FormatInt(rev, 10)
+	st = st[:len(st)-len(rs)]
+	for _, e := range entries {
+		at := uint64(e.AtMillis)
+		st = append(st, byte(at>>40), byte(at>>32), byte(at>>24), byte(at>>16), byte(at>>8), byte(at), byte(e.Cost>>8), byte(e.Cost))
+	}
+	return append(st, rs...)
 }
 
 // fields decodes st for algorithm a; false when it does not decode or holds

@@ -29,7 +29,7 @@ func malformedStates(p ratelimit.Policy, valid State) map[string]State {
 	with := func(name string, v int64) State {
 		g := maps.Clone(f)
 		g[name] = v
-		return encodeFields(g)
+		return reencode(valid, g)
 	}
 	header := func(b byte) State {
 		st := cloneState(valid)
@@ -88,8 +88,36 @@ func malformedStates(p ratelimit.Policy, valid State) map[string]State {
 		out["arrival = B*P + 999*R + 1"] = with(FieldArrival, n.fullScaled+999*n.rate+1)
 		out["arrival 2^53+1"] = with(FieldArrival, 1<<53+1)
 		out["arrival 2^56-1"] = with(FieldArrival, 1<<56-1)
+	case ratelimit.AlgorithmSlidingLog:
+		entries, err := valid.LogEntries()
+		if err != nil {
+			panic(err)
+		}
+		l, r := f[FieldLastObserved], f[FieldRevision]
+		out["sum 0"] = with(FieldSum, 0)
+		out["sum > limit"] = with(FieldSum, n.limit+1)
+		out["sum 2^16-1"] = with(FieldSum, 1<<16-1)
+		out["entries 0"] = with(FieldEntries, 0)
+		out["entries one more"] = with(FieldEntries, f[FieldEntries]+1)
+		out["entries one fewer"] = with(FieldEntries, f[FieldEntries]-1)
+		out["entries > sum"] = encodeLogRaw(r, l, 1, 2, []LogEntry{{l, 1}, {l, 1}})
+		out["newest entry after l"] = encodeLogRaw(r, l, f[FieldSum], f[FieldEntries], append(entries[:len(entries)-1:len(entries)-1], LogEntry{l + 1, entries[len(entries)-1].Cost}))
+		out["entries without a header"] = append(cloneState(valid[:1]), valid[fixed:]...)
 	}
 	return out
+}
+
+// reencode packs decoded fields f back into a value; a sliding log keeps
+// orig's entries (and f's header, even where it contradicts them).
+func reencode(orig State, f map[string]int64) State {
+	if f[FieldAlgorithm] != int64(ratelimit.AlgorithmSlidingLog) {
+		return encodeFields(f)
+	}
+	entries, err := orig.LogEntries()
+	if err != nil {
+		panic(err)
+	}
+	return encodeLogRaw(f[FieldRevision], f[FieldLastObserved], f[FieldSum], f[FieldEntries], entries)
 }
 
 // encodeFields packs decoded fields (Decode's map) back into a value.

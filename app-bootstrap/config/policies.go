@@ -328,6 +328,13 @@ func (p policyJSON) spec() (ratelimit.PolicySpec, []error) {
 		problems = append(problems, fmt.Errorf("algorithm: %w", err))
 		return spec, problems
 	}
+	if alg == ratelimit.AlgorithmSlidingLog {
+		// The programs and the model have the sliding log (ADR 0024); the
+		// policy file takes it once fallback, conformance and tlbctl have
+		// it too.
+		problems = append(problems, fmt.Errorf("algorithm: %w: %q is not accepted in a policy file yet (fixed_window, sliding_window_counter, token_bucket or gcra)", ratelimit.ErrUnsupported, *p.Algorithm))
+		return spec, problems
+	}
 	spec.Algorithm = alg
 	present := map[string]bool{
 		"limit": p.Limit != nil, "window": p.Window != nil,

@@ -140,7 +140,7 @@ func FuzzNewPolicy(f *testing.F) {
 		}
 		d, grace, regression = int64(dur(d)), int64(dur(grace)), int64(dur(regression))
 		spec := ratelimit.PolicySpec{
-			ID: "fuzz", Revision: revision, Algorithm: ratelimit.Algorithm(alg % 5), MaxCost: maxCost,
+			ID: "fuzz", Revision: revision, Algorithm: ratelimit.Algorithm(alg % 6), MaxCost: maxCost,
 			CleanupGrace: time.Duration(grace), MaxClockRegression: time.Duration(regression),
 			FailurePolicy: ratelimit.FailClosed,
 		}
@@ -157,7 +157,7 @@ func FuzzNewPolicy(f *testing.F) {
 			n := b%20 - 2
 			spec.DedupMaxReplays = &n
 		}
-		switch alg % 5 {
+		switch alg % 6 {
 		case 1:
 			spec.Params = ratelimit.FixedWindow{Limit: a, Window: time.Duration(d)}
 		case 2:
@@ -169,6 +169,8 @@ func FuzzNewPolicy(f *testing.F) {
 			}
 		case 4:
 			spec.Params = ratelimit.GCRA{Rate: b, Period: time.Duration(d), Burst: a}
+		case 5:
+			spec.Params = ratelimit.SlidingLog{Limit: a, Window: time.Duration(d)}
 		}
 		if mismatchAlgo {
 			spec.Algorithm = ratelimit.Algorithm(alg%3 + 1)

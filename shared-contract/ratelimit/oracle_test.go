@@ -72,7 +72,7 @@ type intermediate struct {
 // shape is the raw numbers of a policy, valid or not, in milliseconds.
 type shape struct {
 	alg                           ratelimit.Algorithm
-	limit, window                 int64 // fixed window and sliding counter
+	limit, window                 int64 // fixed window, sliding counter, sliding log
 	capacity, refill, period      int64 // token bucket
 	burst, rate, periodMicros     int64 // GCRA, as written (not reduced)
 	maxCost, grace, reg, revision int64
@@ -100,6 +100,8 @@ func withParams(sh shape, p ratelimit.Params) shape {
 		sh.capacity, sh.refill, sh.period = q.Capacity, q.RefillTokens, q.RefillPeriod.Milliseconds()
 	case ratelimit.GCRA:
 		sh.burst, sh.rate, sh.periodMicros = q.Burst, q.Rate, q.Period.Microseconds()
+	case ratelimit.SlidingLog:
+		sh.limit, sh.window = q.Limit, q.Window.Milliseconds()
 	}
 	return sh
 }
@@ -199,6 +201,19 @@ func worstCase(sh shape) []intermediate {
 			intermediate{"G2 horizon + G", add(horizon, g), bigHorizon},
 			intermediate{"G2 ttl (reset - now) + G", add(horizon, reg, g), bigMaxExact},
 			intermediate{"G2 expire-at eff + horizon + G", add(bigNow, horizon, g), bigMaxExact},
+		)
+	case ratelimit.AlgorithmSlidingLog:
+		l, w := bi(sh.limit), bi(sh.window)
+		out = append(out,
+			intermediate{"A4 cost", maxCost, l},
+			intermediate{"L1 limit (entries per subject)", l, bi(ratelimit.MaxSlidingLogLimit)},
+			intermediate{"L1 sum + cost", add(l, l), bigMaxExact},
+			// An entry's instant is at most eff; it leaves at t + W.
+			intermediate{"L2 reset newest + W", add(bigNow, w), bigMaxExact},
+			intermediate{"L2 retry t + W - eff", w, bigHorizon},
+			intermediate{"L2 W + G", add(w, g), bigHorizon},
+			intermediate{"L2 ttl (reset - now) + G", add(w, reg, g), bigMaxExact},
+			intermediate{"L2 expire-at eff + W + G", add(bigNow, w, g), bigMaxExact},
 		)
 	}
 	return out
@@ -309,6 +324,11 @@ func oracleAccepts(s ratelimit.PolicySpec) bool {
 		full := ceilQuo(bp, r)
 		return le(add(bp, mul(bi(999), r)), bigMaxExact) && // G1
 			le(add(ceilQuo(full, bi(1000)), bi(1), g), bigHorizon) // G2
+	case ratelimit.SlidingLog:
+		w, ok := wholeMillis(q.Window, 1)
+		return ok && s.Algorithm == ratelimit.AlgorithmSlidingLog && q.Limit >= 1 && s.MaxCost <= q.Limit &&
+			q.Limit <= ratelimit.MaxSlidingLogLimit && // L1
+			le(add(w, g), bigHorizon) // L2
 	}
 	return false
 }

@@ -101,7 +101,7 @@ func TestOutcomeSwitchIsExhaustive(t *testing.T) {
 // the policy tests construct.
 func TestParamsVariantsAreCovered(t *testing.T) {
 	var covered []string
-	for _, p := range []ratelimit.Params{ratelimit.FixedWindow{}, ratelimit.SlidingWindowCounter{}, ratelimit.TokenBucket{}, ratelimit.GCRA{}} {
+	for _, p := range []ratelimit.Params{ratelimit.FixedWindow{}, ratelimit.SlidingWindowCounter{}, ratelimit.TokenBucket{}, ratelimit.GCRA{}, ratelimit.SlidingLog{}} {
 		covered = append(covered, reflect.TypeOf(p).Name())
 	}
 	assert.ElementsMatch(t, sealedVariants(t, "sealedParams"), covered)
@@ -244,6 +244,7 @@ func TestStableNames(t *testing.T) {
 	algs := map[ratelimit.Algorithm]string{
 		ratelimit.AlgorithmFixedWindow: "fixed_window", ratelimit.AlgorithmSlidingWindowCounter: "sliding_window_counter",
 		ratelimit.AlgorithmTokenBucket: "token_bucket", ratelimit.AlgorithmGCRA: "gcra",
+		ratelimit.AlgorithmSlidingLog: "sliding_log",
 	}
 	for a, want := range algs {
 		assert.Equal(t, want, a.String())

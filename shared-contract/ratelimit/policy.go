@@ -68,6 +68,7 @@ var (
 	ErrUnsupported       = errors.New("not supported in v1")
 	ErrDedupWindow       = errors.New("dedup window above the maximum")
 	ErrDedupMaxReplays   = errors.New("dedup max replays out of range")
+	ErrLimitAboveCap     = errors.New("limit above the algorithm's cap")
 )
 
 // PolicyError names the PolicySpec field at fault and why.
@@ -93,8 +94,8 @@ type PolicySpec struct {
 	// state key and of the stored state).
 	Revision  int64
 	Algorithm Algorithm
-	// Params is a FixedWindow, SlidingWindowCounter, TokenBucket or GCRA
-	// value (not a pointer) and must match Algorithm.
+	// Params is a FixedWindow, SlidingWindowCounter, TokenBucket, GCRA or
+	// SlidingLog value (not a pointer) and must match Algorithm.
 	Params Params
 	// MaxCost is the largest Request.Cost accepted, 1..limit (or capacity,
 	// or burst).
@@ -156,7 +157,7 @@ type Policy struct {
 
 // NewPolicy validates spec and freezes it. It returns every violation joined
 // (each a *PolicyError); the integer bounds it enforces are formulas A2-A4,
-// F1-F2, S1-S3, T1-T2 and G1-G2 of docs/arithmetic.md.
+// F1-F2, S1-S3, T1-T2, G1-G2 and L1-L2 of docs/arithmetic.md.
 func NewPolicy(spec PolicySpec) (Policy, error) {
 	v := &policyValidator{}
 	if err := spec.ID.Validate(); err != nil {
@@ -205,7 +206,7 @@ func NewPolicy(spec PolicySpec) (Policy, error) {
 	}
 	v.positive("MaxCost", spec.MaxCost)
 	if !spec.Algorithm.Valid() {
-		v.fail("Algorithm", ErrUnsupported, "%v is not fixed_window, sliding_window_counter, token_bucket or gcra", spec.Algorithm)
+		v.fail("Algorithm", ErrUnsupported, "%v is not fixed_window, sliding_window_counter, token_bucket, gcra or sliding_log", spec.Algorithm)
 	}
 
 	var limit int64
@@ -224,10 +225,12 @@ func NewPolicy(spec PolicySpec) (Policy, error) {
 		params, paramsAlg = tb, AlgorithmTokenBucket
 	case GCRA:
 		limit, paramsAlg = v.gcra(p, grace), AlgorithmGCRA
+	case SlidingLog:
+		limit, paramsAlg = v.slidingLog(p, grace), AlgorithmSlidingLog
 	default:
 		// A pointer to a params type also satisfies Params; keeping it would
 		// let the caller mutate a frozen policy.
-		v.fail("Params", ErrUnsupported, "%T: parameters must be a FixedWindow, SlidingWindowCounter, TokenBucket or GCRA value", p)
+		v.fail("Params", ErrUnsupported, "%T: parameters must be a FixedWindow, SlidingWindowCounter, TokenBucket, GCRA or SlidingLog value", p)
 	}
 	if paramsAlg != 0 && spec.Algorithm.Valid() && spec.Algorithm != paramsAlg {
 		v.fail("Algorithm", ErrAlgorithmMismatch, "algorithm %v with %v parameters", spec.Algorithm, paramsAlg)
@@ -345,6 +348,21 @@ func (v *policyValidator) gcra(p GCRA, grace int64) int64 {
 	return p.Burst
 }
 
+// slidingLog checks formulas L1-L2 of docs/arithmetic.md.
+func (v *policyValidator) slidingLog(p SlidingLog, grace int64) int64 {
+	v.positive("Params.Limit", p.Limit)
+	w := v.millis("Params.Window", p.Window, false)
+	// L1: the log holds at most Limit entries; the cap bounds its bytes
+	// (and every sum, at most 2*Limit, is far below MaxExactInt).
+	if p.Limit > MaxSlidingLogLimit {
+		v.fail("Params.Limit", ErrLimitAboveCap, "%d > %d (the log's entries per subject)", p.Limit, MaxSlidingLogLimit)
+	}
+	// L2: reset (newest entry + window), retry and TTL: window + grace <=
+	// MaxHorizonMillis.
+	v.sumWithin("Params.Window", w, grace, MaxHorizonMillis)
+	return p.Limit
+}
+
 // ID is the policy's identifier.
 func (p Policy) ID() PolicyID { return p.id }
 
@@ -366,8 +384,8 @@ func (p Policy) Algorithm() Algorithm {
 // their greatest common divisor).
 func (p Policy) Params() Params { return p.params }
 
-// Limit is the fixed/sliding window limit, the token-bucket capacity or the
-// GCRA burst; 0 for the zero Policy.
+// Limit is the fixed/sliding window or sliding log limit, the token-bucket
+// capacity or the GCRA burst; 0 for the zero Policy.
 func (p Policy) Limit() int64 {
 	q, ok := p.params.(numbered)
 	if !ok {
@@ -379,7 +397,8 @@ func (p Policy) Limit() int64 {
 // WindowMillis is the policy's period in whole milliseconds: the window of a
 // fixed or sliding window, and for a token bucket the time to refill from
 // empty to full, ceil(Capacity * RefillPeriod / RefillTokens), and for GCRA
-// the time to full from empty, ceil(Burst * Period / Rate); 0 for the zero
+// the time to full from empty, ceil(Burst * Period / Rate), and for the
+// sliding log its window; 0 for the zero
 // Policy.
 func (p Policy) WindowMillis() int64 {
 	q, ok := p.params.(numbered)
@@ -392,7 +411,8 @@ func (p Policy) WindowMillis() int64 {
 // HorizonMillis bounds, in milliseconds, how far a decision's reset may lie
 // after the effective now: one window (fixed window, F2 of
 // docs/arithmetic.md), two windows (sliding counter, S3), the time to fill
-// (token bucket, T2), the time to full plus 1 ms (GCRA, G2); 0 for the zero
+// (token bucket, T2), the time to full plus 1 ms (GCRA, G2), one window
+// (sliding log, L2); 0 for the zero
 // Policy.
 func (p Policy) HorizonMillis() int64 {
 	q, ok := p.params.(numbered)
@@ -470,11 +490,11 @@ func (p Policy) FallbackShare() int64 {
 	return max(1, p.Limit()/p.fallbackInstances)
 }
 
-// Certainty is Certain for fixed window, token bucket and GCRA and
+// Certainty is Certain for fixed window, token bucket, GCRA and sliding log and
 // ApproximateAlgorithm for the sliding-window counter.
 func (p Policy) Certainty() Certainty {
 	switch p.Algorithm() {
-	case AlgorithmFixedWindow, AlgorithmTokenBucket, AlgorithmGCRA:
+	case AlgorithmFixedWindow, AlgorithmTokenBucket, AlgorithmGCRA, AlgorithmSlidingLog:
 		return Certain
 	case AlgorithmSlidingWindowCounter:
 		return ApproximateAlgorithm
@@ -543,6 +563,9 @@ const (
 	// AlgorithmGCRA is the generic cell rate algorithm (go-redis/redis_rate's
 	// limiter; ADR 0021).
 	AlgorithmGCRA
+	// AlgorithmSlidingLog is the exact sliding log: every admission is kept
+	// with its cost for one window (ADR 0024).
+	AlgorithmSlidingLog
 )
 
 var algorithmNames = [...]string{
@@ -550,6 +573,7 @@ var algorithmNames = [...]string{
 	AlgorithmSlidingWindowCounter: "sliding_window_counter",
 	AlgorithmTokenBucket:          "token_bucket",
 	AlgorithmGCRA:                 "gcra",
+	AlgorithmSlidingLog:           "sliding_log",
 }
 
 // String returns the stable wire name ("fixed_window", ...), used in the
@@ -563,21 +587,21 @@ func (a Algorithm) String() string {
 
 // Valid reports whether a is one of the supported algorithms.
 func (a Algorithm) Valid() bool {
-	return a >= AlgorithmFixedWindow && a <= AlgorithmGCRA
+	return a >= AlgorithmFixedWindow && a <= AlgorithmSlidingLog
 }
 
 // ParseAlgorithm maps a wire name to an Algorithm; unknown names are errors.
 func ParseAlgorithm(s string) (Algorithm, error) {
-	for a := AlgorithmFixedWindow; a <= AlgorithmGCRA; a++ {
+	for a := AlgorithmFixedWindow; a <= AlgorithmSlidingLog; a++ {
 		if algorithmNames[a] == s {
 			return a, nil
 		}
 	}
-	return 0, fmt.Errorf("%w: algorithm %q is not fixed_window, sliding_window_counter, token_bucket or gcra", ErrUnsupported, bounded(s))
+	return 0, fmt.Errorf("%w: algorithm %q is not fixed_window, sliding_window_counter, token_bucket, gcra or sliding_log", ErrUnsupported, bounded(s))
 }
 
 // Params is the sealed set of algorithm parameter types: FixedWindow,
-// SlidingWindowCounter, TokenBucket and GCRA. No other package can add a
+// SlidingWindowCounter, TokenBucket, GCRA and SlidingLog. No other package can add a
 // type.
 //
 //sumtype:decl
@@ -603,6 +627,7 @@ var (
 	_ numbered = SlidingWindowCounter{}
 	_ numbered = TokenBucket{}
 	_ numbered = GCRA{}
+	_ numbered = SlidingLog{}
 )
 
 // FixedWindow admits Limit units per aligned window of Window (whole
@@ -642,6 +667,25 @@ type GCRA struct {
 	Burst  int64
 }
 
+// MaxSlidingLogLimit caps SlidingLog.Limit: the log holds at most Limit
+// entries (every entry carries a cost of at least 1), so the cap bounds a
+// subject's state at 11 + 8*MaxSlidingLogLimit bytes plus the revision,
+// about 80 KB (L1 of docs/arithmetic.md, ADR 0024).
+const MaxSlidingLogLimit = 10_000
+
+// SlidingLog admits a request iff the costs admitted in the last Window of
+// server time (whole milliseconds) plus its cost are at most Limit: the
+// exact rolling window. Only admitted requests are stored, one entry per
+// admission carrying its cost, so a subject's state is bounded by Limit
+// (at most MaxSlidingLogLimit), never by its request rate (ADR 0024).
+type SlidingLog struct {
+	Limit  int64
+	Window time.Duration
+}
+
+// Algorithm implements Params.
+func (SlidingLog) Algorithm() Algorithm { return AlgorithmSlidingLog }
+
 // Algorithm implements Params.
 func (GCRA) Algorithm() Algorithm { return AlgorithmGCRA }
 
@@ -658,9 +702,15 @@ func (q FixedWindow) limit() int64          { return q.Limit }
 func (q SlidingWindowCounter) limit() int64 { return q.Limit }
 func (q TokenBucket) limit() int64          { return q.Capacity }
 func (q GCRA) limit() int64                 { return q.Burst }
+func (q SlidingLog) limit() int64           { return q.Limit }
 
 func (q FixedWindow) windowMillis() int64          { return q.Window.Milliseconds() }
 func (q SlidingWindowCounter) windowMillis() int64 { return q.Window.Milliseconds() }
+func (q SlidingLog) windowMillis() int64           { return q.Window.Milliseconds() }
+
+// horizonMillis: the log is empty one window after its newest entry, which
+// is at most the effective instant (L2).
+func (q SlidingLog) horizonMillis() int64 { return q.windowMillis() }
 
 // windowMillis of a token bucket is its time to fill from empty,
 // ceil(Capacity * RefillPeriod / RefillTokens) ms (T2 of docs/arithmetic.md;
@@ -711,6 +761,7 @@ func (FixedWindow) sealedParams()          {}
 func (SlidingWindowCounter) sealedParams() {}
 func (TokenBucket) sealedParams()          {}
 func (GCRA) sealedParams()                 {}
+func (SlidingLog) sealedParams()           {}
 
 // The integer edges every provider works within. The programs run in Redis
 // Lua, whose numbers are IEEE-754 doubles: integers are exact only up to

@@ -50,6 +50,10 @@ func gcraSpec(rate int64, period time.Duration, burst, maxCost int64) ratelimit.
 	return baseSpec(ratelimit.AlgorithmGCRA, ratelimit.GCRA{Rate: rate, Period: period, Burst: burst}, maxCost)
 }
 
+func logSpec(limit int64, window time.Duration, maxCost int64) ratelimit.PolicySpec {
+	return baseSpec(ratelimit.AlgorithmSlidingLog, ratelimit.SlidingLog{Limit: limit, Window: window}, maxCost)
+}
+
 func with(s ratelimit.PolicySpec, f func(*ratelimit.PolicySpec)) ratelimit.PolicySpec {
 	f(&s)
 	return s
@@ -119,6 +123,13 @@ func TestNewPolicyRejects(t *testing.T) {
 		{"gcra period 0", gcraSpec(10, 0, 5, 1), []violation{{"Params.Period", ratelimit.ErrNonPositive}}},
 		{"gcra period 1.5ms", gcraSpec(10, 1500*time.Microsecond, 5, 1), []violation{{"Params.Period", ratelimit.ErrNotWholeMillis}}},
 		{"gcra max cost above burst", gcraSpec(10, time.Second, 5, 6), []violation{{"MaxCost", ratelimit.ErrMaxCostAboveLimit}}},
+		{"sliding log limit 0", logSpec(0, time.Second, 1), []violation{{"Params.Limit", ratelimit.ErrNonPositive}}},
+		{"sliding log window 0", logSpec(5, 0, 1), []violation{{"Params.Window", ratelimit.ErrNonPositive}}},
+		{"sliding log window 1.5ms", logSpec(5, 1500*time.Microsecond, 1), []violation{{"Params.Window", ratelimit.ErrNotWholeMillis}}},
+		{"sliding log max cost above limit", logSpec(5, time.Second, 6), []violation{{"MaxCost", ratelimit.ErrMaxCostAboveLimit}}},
+		{"L1 sliding log limit = cap + 1", logSpec(ratelimit.MaxSlidingLogLimit+1, time.Second, 1), []violation{{"Params.Limit", ratelimit.ErrLimitAboveCap}}},
+		{"L2 sliding log W + G = H + 1", withGrace(logSpec(5, dms(maxM), 1), ms), []violation{{"Params.Window", ratelimit.ErrArithmeticRange}}},
+		{"sliding log algorithm, window params", alg(logSpec(5, time.Second, 1), ratelimit.AlgorithmFixedWindow), []violation{{"Algorithm", ratelimit.ErrAlgorithmMismatch}}},
 		{"G1 gcra burst offset + 999 rate = M + 1", gcraSpec(9, ms, 9007199254732+1, 1), []violation{{"Params.Burst", ratelimit.ErrArithmeticRange}}},
 		{"G1 gcra 999 * rate > M (rate coprime with 1000 us)", gcraSpec(9016215470213, ms, 1, 1), []violation{{"Params.Rate", ratelimit.ErrArithmeticRange}}},
 		{"G2 gcra horizon + G = H + 1", withGrace(gcraSpec(1, dms(1e12), 1, 1), dms(maxM-1e12)), []violation{{"Params.Period", ratelimit.ErrArithmeticRange}}},
@@ -270,6 +281,9 @@ func TestNewPolicyAcceptsExtremes(t *testing.T) {
 		{"G1 gcra B*P' + 999*R' = MaxExactInt", gcraSpec(9, ms, 9007199254732, 9007199254732)},
 		{"G1 gcra largest rate coprime with 1000 us", gcraSpec(9016215470209, ms, 1, 1)},
 		{"G2 gcra horizon + G = horizon", withGrace(gcraSpec(1, dms(1e12), 1, 1), dms(maxM-1e12-1))},
+		{"smallest sliding log", withGrace(logSpec(1, ms, 1), ms)},
+		{"L1 sliding log limit = cap", logSpec(ratelimit.MaxSlidingLogLimit, time.Hour, ratelimit.MaxSlidingLogLimit)},
+		{"L2 sliding log W + G = horizon", withGrace(logSpec(100, dms(maxM-1), 1), ms)},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -398,13 +412,13 @@ func TestPolicyCertaintyAndLimit(t *testing.T) {
 }
 
 func TestParseAlgorithm(t *testing.T) {
-	for _, a := range []ratelimit.Algorithm{ratelimit.AlgorithmFixedWindow, ratelimit.AlgorithmSlidingWindowCounter, ratelimit.AlgorithmTokenBucket, ratelimit.AlgorithmGCRA} {
+	for _, a := range []ratelimit.Algorithm{ratelimit.AlgorithmFixedWindow, ratelimit.AlgorithmSlidingWindowCounter, ratelimit.AlgorithmTokenBucket, ratelimit.AlgorithmGCRA, ratelimit.AlgorithmSlidingLog} {
 		got, err := ratelimit.ParseAlgorithm(a.String())
 		require.NoError(t, err)
 		assert.Equal(t, a, got)
 		assert.True(t, a.Valid())
 	}
-	for _, s := range []string{"", "fixed-window", "Fixed_Window", "FIXED_WINDOW", "token_bucket ", "sliding_log", "GCRA", "gcra ", "leaky_bucket", "Algorithm(1)", "1"} {
+	for _, s := range []string{"", "fixed-window", "Fixed_Window", "FIXED_WINDOW", "token_bucket ", "sliding-log", "Sliding_Log", "GCRA", "gcra ", "leaky_bucket", "Algorithm(1)", "1"} {
 		t.Run("reject "+s, func(t *testing.T) {
 			a, err := ratelimit.ParseAlgorithm(s)
 			assert.ErrorIs(t, err, ratelimit.ErrUnsupported)
@@ -434,7 +448,7 @@ func TestParseFailurePolicy(t *testing.T) {
 func TestEnumZeroValuesInvalid(t *testing.T) {
 	var a ratelimit.Algorithm
 	assert.False(t, a.Valid())
-	assert.False(t, ratelimit.Algorithm(5).Valid())
+	assert.False(t, ratelimit.Algorithm(6).Valid())
 	assert.False(t, ratelimit.Algorithm(-1).Valid())
 	assert.Equal(t, "Algorithm(0)", a.String())
 	assert.Equal(t, "FailurePolicy(0)", ratelimit.FailurePolicy(0).String())

@@ -1,6 +1,6 @@
 // Package luasrc is the one source of every rate-limit program: per algorithm
 // one template file (fixed-window.lua.tmpl, sliding-counter.lua.tmpl,
-// token-bucket.lua.tmpl, gcra.lua.tmpl) holding its arguments, state checks and one step per
+// token-bucket.lua.tmpl, gcra.lua.tmpl, sliding-log.lua.tmpl) holding its arguments, state checks and one step per
 // variant, the parts all algorithms share (common.lua.tmpl), and per variant
 // one layout (variant-<name>.lua.tmpl) that composes them. Render produces
 // the program files byte for byte; the checked-in rate-*.lua files and
@@ -48,6 +48,7 @@ var Algorithms = []Algorithm{
 	{Slug: "sliding-counter", Args: 6},
 	{Slug: "token-bucket", Args: 7},
 	{Slug: "gcra", Args: 7},
+	{Slug: "sliding-log", Args: 6},
 }
 
 // Variant is one kind of program rendered for every algorithm.

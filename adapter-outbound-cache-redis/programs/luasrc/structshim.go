@@ -1,7 +1,8 @@
 package luasrc
 
 // StructShim is a Lua chunk that defines a global struct.pack/struct.unpack
-// for the big-endian unsigned formats the programs use ('>B', '>I5'..'>I7'),
+// for the big-endian unsigned formats the programs use ('>B', '>I2'..'>I7'),
+// unpack with its optional start position,
 // for a Lua runtime without Redis's struct library (miniredis, ADR 0010).
 // Test harnesses prepend it to a program's body; the programs themselves
 // never contain it, and on Redis the built-in library is used.
@@ -27,8 +28,8 @@ rawset(_G, 'struct', {
     end
     return table.concat(out)
   end,
-  unpack = function(f, s)
-    local res, pos = {}, 1
+  unpack = function(f, s, init)
+    local res, pos = {}, init or 1
     for i, w in ipairs(__widths(f)) do
       assert(pos + w - 1 <= #s, 'struct shim: data string too short')
       local v = 0

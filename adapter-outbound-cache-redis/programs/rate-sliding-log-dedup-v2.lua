@@ -1,0 +1,276 @@
+#!lua
+--[[ rate-sliding-log-dedup-v2: one sliding-log admission decision that
+records each admitted evaluation ID, so that a retry is charged once, and
+answers at most maxReplays repeats of it free.
+Spec: docs/programs.md and CONTRACT.md 4/4a. Bounds cite ratelimit/policy.go.
+M = 2^53-1 (MaxExactInt), S = 2^45 (MaxServerMillis), H = MaxHorizonMillis.
+An entry is in the window at eff iff its instant is after eff - window.
+KEYS[1]  the state value, a string (one key, nothing else is touched)
+ARGV[1]  policy revision             1..M                       (A2)
+ARGV[2]  cost                        1..limit                   (A4)
+ARGV[3]  maxClockRegressionMillis    0..H                       (A3)
+ARGV[4]  cleanupGraceMillis          1..H
+ARGV[5]  limit                       1..10000                   (L1)
+ARGV[6]  windowMillis                1..H-grace                 (L2)
+Every ARGV is a canonical decimal integer (no sign, no leading zero).
+Stored value (ADR 0010, ADR 0024): one string, '>BI6I2I2', n entries
+'>I6I2', then the revision:
+  v  schema version, 2 (high 4 bits of the first byte)
+  a  algorithm, 5 (low 4 bits of the first byte; sliding_log)
+  l  lastObservedMillis, 0..S: the effective instant of the last write
+  s  the sum of the entries' costs, n..limit
+  n  the number of entries, 1..s
+  entries, oldest first: (t, c), the millisecond t <= l of one admission
+     and its cost c, in the order admitted
+  r  policy revision, = ARGV[1] (the bytes after the entries)
+Only admissions are stored, one entry each; entries that left the window
+are dropped by the next write. A missing key is an empty log.
+Work per call: the header and the newest entry are read in O(1); pruning
+unpacks the dropped entries only (none once the newest has left: the log
+is then empty); the sum is kept, never recomputed; only a denial scans
+the oldest entries for the retry. The value is copied once per write.
+Reply, 7 integers: status, serverNowMillis, effectiveNowMillis, limit,
+  remaining, retryAfterMillis, resetAtMillis
+  1 ALLOWED / 2 DENIED: every field set; a denial writes nothing.
+  3 CLOCK_UNSAFE: server time beyond S: all fields 0 but the status; clock
+    behind l by more than the tolerated regression: serverNow, effectiveNow = l,
+    retryAfter = l - serverNow - regression, the rest 0. Nothing written.
+  4 STATE_INCOMPATIBLE: serverNow (0 beyond S), the rest 0. Nothing written.
+  5 INVALID (KEYS/ARGV count, syntax or range): as 4. Nothing written.
+Write (ALLOWED only): SET the value with PX (resetAt - serverNow) + grace.
+Dedup (the decision above is exactly rate-sliding-log-v1's):
+KEYS[2]  the subject's dedup hash (same slot tag as KEYS[1]); field = an
+         evaluation ID, value = "<policy> <revision> <cost> <expiresAt>
+         <serverNow> <effectiveNow> <remaining> <resetAt> <replays>"
+         (a v1 record, without <replays>, reads as replays 0)
+ARGV[n-4] evaluation ID               [A-Za-z0-9._-], 1..64 characters
+ARGV[n-3] policy ID                   [a-z0-9._-], 1..64 characters
+ARGV[n-2] dedupWindowMillis           1..86400000
+ARGV[n-1] maxReplays                  0..16
+ARGV[n]   maxEntries (per subject)    1..1024
+  (n = #ARGV = 11.) After the server-time check and before the state is
+  read: a record of this ID with expiresAt > now and another policy,
+  revision or cost answers 7 DEDUP_CONFLICT {7, now, 0, 0, 0, 0, 0},
+  nothing written. With this request's policy, revision and cost and
+  replays < maxReplays it answers 6 REPLAYED, the recorded reply {6,
+  serverNow, effectiveNow, limit, remaining, 0, resetAt}, and writes only
+  the record's replays + 1 (expiresAt and the hash's TTL unchanged); with
+  replays >= maxReplays the record is spent: the request is decided and
+  charged like one without an ID, and the record stays as it is. A record
+  that does not parse (or a dedup key that is not a hash) is 4
+  STATE_INCOMPATIBLE. An expired record counts as absent.
+  On 1 ALLOWED of an ID without a live record only, the ID is recorded with
+  expiresAt = now + window and replays 0; when the hash already holds
+  maxEntries records and not this ID, every expired or unparsable record is
+  deleted first, or, if there is none, the one expiring first (ties: the
+  bytewise smallest ID). Then the hash's TTL is raised to the window if it
+  is shorter.
+]]
+local M = 9007199254740991
+local S = 35184372088832
+local H = 9223372036854    -- floor((2^63-1) / 1e6): the longest time.Duration in ms
+local SECMAX = 35184372088 -- floor(S / 1000)
+
+local find = string.find
+-- POS is int()'s pattern without its "0": a canonical integer >= 1.
+local POS = '^[1-9][0-9]*$'
+local sub, spack, sunpack = string.sub, struct.pack, struct.unpack
+
+-- int parses a canonical non-negative decimal integer <= M (digits only, no
+-- sign, no leading zero, at most 16 characters); nil otherwise, and for nil
+-- (a missing field). Every caller passes a string (an ARGV, TIME or
+-- dedup record element) or nil. Once the pattern has matched, s + 0 converts it exactly as
+-- tonumber(s) would, with one strtod instead of two.
+local function int(s)
+  if s == '0' then return 0 end
+  if s and #s <= 16 and find(s, '^[1-9][0-9]*$') then
+    local n = s + 0
+    if n <= M then return n end
+  end
+  return nil
+end
+
+local t = redis.call('TIME')
+local now, future = 0, true
+do
+  -- int() inline, one function call less per field.
+  local sec, usec = t[1], t[2]
+  if (sec == '0' or find(sec, POS)) and (usec == '0' or find(usec, POS)) then
+    sec, usec = sec + 0, usec + 0
+  else
+    sec = nil
+  end
+  if sec ~= nil and sec <= SECMAX and usec < 1000000 then
+    now = sec * 1000 + math.floor(usec / 1000)
+    future = now > S
+  end
+  if future then now = 0 end
+end
+
+if #KEYS ~= 2 or #ARGV ~= 11 then return {5, now, 0, 0, 0, 0, 0} end
+-- The ARGV that must be >= 1 are checked as int() does, inline: the pattern
+-- POS, then one conversion. A matching string longer than 16 characters is
+-- at least 10^16 > M, and every one of them is bounded by M or less below,
+-- so this accepts exactly what int() and the ranges accept.
+local rev, cost, reg, grace, limit, win = ARGV[1], ARGV[2], int(ARGV[3]), ARGV[4], ARGV[5], ARGV[6]
+if find(rev, POS) and find(cost, POS) and find(grace, POS) and find(limit, POS) and find(win, POS) then
+  rev, cost, grace, limit, win = rev + 0, cost + 0, grace + 0, limit + 0, win + 0
+else
+  rev = nil
+end
+if not (rev and rev <= M and reg and reg <= H and grace <= H
+    and limit <= 10000
+    and win <= H - grace
+    and cost <= limit) then
+  return {5, now, 0, 0, 0, 0, 0}
+end
+if future then return {3, 0, 0, 0, 0, 0, 0} end
+local dk, did, dpol = KEYS[2], ARGV[#ARGV - 4], ARGV[#ARGV - 3]
+local dwin, dmax, dcap = int(ARGV[#ARGV - 2]), int(ARGV[#ARGV - 1]), int(ARGV[#ARGV])
+if not (dwin and dwin >= 1 and dwin <= 86400000 and dcap and dcap >= 1 and dcap <= 1024
+    and dmax and dmax <= 16
+    and #did >= 1 and #did <= 64 and not find(did, '[^A-Za-z0-9._-]')
+    and #dpol >= 1 and #dpol <= 64 and not find(dpol, '[^a-z0-9._-]')) then
+  return {5, now, 0, 0, 0, 0, 0}
+end
+-- A record: the policy, eight integers, and " <replays>" or nothing (v1).
+local RECORD = '^([a-z0-9._-]+) ([0-9]+) ([0-9]+) ([0-9]+) ([0-9]+) ([0-9]+) ([0-9]+) ([0-9]+)( ?[0-9]*)$'
+local match = string.match
+-- replays is the replay count of a record's last capture: 0 for "", the
+-- integer after the space for " <n>", nil otherwise.
+local function replays(s)
+  if s == '' then return 0 end
+  if sub(s, 1, 1) == ' ' then return int(sub(s, 2)) end
+  return nil
+end
+-- expiry is the expiresAt of a well-formed record and nil otherwise.
+local function expiry(s)
+  local p, r, c, e, sn, ef, rm, rs, n = match(s, RECORD)
+  if p and int(r) and int(c) and int(sn) and int(ef) and int(rm) and int(rs) and replays(n) then return int(e) end
+  return nil
+end
+local drec = redis.pcall('HGET', dk, did)
+if type(drec) == 'table' then
+  if drec.err and find(drec.err, '^WRONGTYPE') then return {4, now, 0, 0, 0, 0, 0} end
+  return drec
+end
+-- spent: the ID has a live record whose replays are used up; the request
+-- is decided and charged, and the record is left as it is.
+local spent = false
+if drec then
+  local p, r, c, e, sn, ef, rm, rs, n = match(drec, RECORD)
+  r, c, e, sn, ef, rm, rs = int(r), int(c), int(e), int(sn), int(ef), int(rm), int(rs)
+  if n then n = replays(n) end
+  if not (p and r and c and e and sn and ef and rm and rs and n) then return {4, now, 0, 0, 0, 0, 0} end
+  if e > now then
+    if p ~= dpol or r ~= rev or c ~= cost then return {7, now, 0, 0, 0, 0, 0} end
+    if n < dmax then
+      redis.call('HSET', dk, did, p .. ' ' .. string.format('%d %d %d %d %d %d %d %d', r, c, e, sn, ef, rm, rs, n + 1))
+      return {6, sn, ef, int(ARGV[5]), rm, 0, rs}
+    end
+    spent = true
+  end
+end
+
+-- less is the bytewise order of two IDs (string < would use the server's
+-- collation locale).
+local function less(a, b)
+  for i = 1, math.min(#a, #b) do
+    local x, y = a:byte(i), b:byte(i)
+    if x ~= y then return x < y end
+  end
+  return #a < #b
+end
+
+-- record writes the ID's record when reply is ALLOWED and the ID has no
+-- live record, and returns reply.
+local function record(reply)
+  if reply[1] ~= 1 or spent then return reply end
+  if not drec and redis.call('HLEN', dk) >= dcap then
+    local all = redis.call('HGETALL', dk)
+    local freed, oldest, oldestExp = false, nil, nil
+    for i = 1, #all, 2 do
+      local e = expiry(all[i + 1])
+      if e == nil or e <= now then
+        redis.call('HDEL', dk, all[i])
+        freed = true
+      elseif oldestExp == nil or e < oldestExp or (e == oldestExp and less(all[i], oldest)) then
+        oldest, oldestExp = all[i], e
+      end
+    end
+    if not freed then redis.call('HDEL', dk, oldest) end
+  end
+  local fmt = string.format
+  redis.call('HSET', dk, did, dpol .. ' ' .. ARGV[1] .. ' ' .. ARGV[2] .. ' ' .. fmt('%d %d %d %d %d 0',
+    now + dwin, reply[2], reply[3], reply[5], reply[7]))
+  if redis.call('PTTL', dk) < dwin then redis.call('PEXPIRE', dk, dwin) end
+  return reply
+end
+
+-- One GET is the type check (WRONGTYPE: not a string) and the read. The
+-- value is an 11-byte header '>BI6I2I2' (16*schema+algorithm, l, s, n),
+-- n entries of 8 bytes '>I6I2' (t, c), then the policy revision exactly as
+-- ARGV[1]; the length checks come first, so unpack never reads past the
+-- end. The fields are unsigned, so only their ranges are checked.
+local g = redis.pcall('GET', KEYS[1])
+local fl, fs, fn, newest -- fl is nil when there is no state
+if g then
+  if type(g) == 'table' then -- an error reply
+    if g.err and find(g.err, '^WRONGTYPE') then return {4, now, 0, 0, 0, 0, 0} end
+    return g
+  end
+  if #g < 19 + #ARGV[1] then return {4, now, 0, 0, 0, 0, 0} end
+  local fh
+  fh, fl, fs, fn = sunpack('>BI6I2I2', g)
+  if not (fh == 37 and fn >= 1 and #g == 11 + 8 * fn + #ARGV[1]
+      and sub(g, 12 + 8 * fn) == ARGV[1] and fl <= S and fn <= fs and fs <= limit) then
+    return {4, now, 0, 0, 0, 0, 0}
+  end
+  -- Entry i (1-based) starts at byte 4 + 8*i; the newest is entry n.
+  newest = sunpack('>I6', g, 4 + 8 * fn)
+  if newest > fl then return {4, now, 0, 0, 0, 0, 0} end
+end
+
+local eff = now
+if fl and now < fl then
+  if fl - now > reg then return {3, now, fl, 0, 0, fl - now - reg, 0} end
+  eff = fl
+end
+
+-- Prune: an entry at or before eff - window has left the window. first is
+-- the oldest kept entry, sum the kept costs (the stored sum less the
+-- dropped ones: never recomputed).
+local first, sum = 1, 0
+if fl then
+  first, sum = fn + 1, 0
+  if newest > eff - win then
+    -- The newest entry is kept, so the loop ends at it at the latest.
+    first, sum = 1, fs
+    local at, c = sunpack('>I6I2', g, 12)
+    while at <= eff - win do
+      sum = sum - c
+      first = first + 1
+      at, c = sunpack('>I6I2', g, 4 + 8 * first)
+    end
+    if sum < fn - first + 1 then return {4, now, 0, 0, 0, 0, 0} end
+  end
+end
+-- kept is the kept entries as bytes ('' when none).
+local kept = ''
+if fl then kept = sub(g, 4 + 8 * first, 11 + 8 * fn) end
+if sum + cost > limit then
+  -- Admitted once enough of the oldest kept entries have left: the first
+  -- entry at which their costs reach sum + cost - limit leaves at t + window.
+  local need, freed, i, at, c = sum + cost - limit, 0, first - 1, 0, 0
+  repeat
+    i = i + 1
+    if i > fn then return {4, now, 0, 0, 0, 0, 0} end
+    at, c = sunpack('>I6I2', g, 4 + 8 * i)
+    freed = freed + c
+  until freed >= need
+  return record({2, now, eff, limit, limit - sum, at + win - eff, newest + win})
+end
+local reset = eff + win
+redis.call('SET', KEYS[1], spack('>BI6I2I2', 37, eff, sum + cost, #kept / 8 + 1) .. kept .. spack('>I6I2', eff, cost) .. ARGV[1],
+  'PX', reset - now + grace)
+return record({1, now, eff, limit, limit - sum - cost, 0, reset})
