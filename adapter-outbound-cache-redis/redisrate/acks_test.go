@@ -43,7 +43,7 @@ func replicatedPair(t *testing.T) (primary, replica *redistest.Server) {
 	primary = redistest.Start(t, redistest.WithConfig("repl-diskless-sync-delay", "0"))
 	primary.Require(t, redistest.CapReplicate, redistest.CapPause)
 	replica = redistest.Start(t)
-	ctx := adminCtx(t)
+	ctx := redistest.AdminCtx(t)
 	host, port, _ := net.SplitHostPort(primary.Addr())
 	require.NoError(t, replica.Client().Do(ctx, "replicaof", host, port).Err())
 	requireLinkUp(t, replica)

@@ -80,7 +80,7 @@ func TestReplicationAcksPipelined(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	require.NoError(t, p.Start(ctx))
-	require.NoError(t, primary.Client().ConfigResetStat(adminCtx(t)).Err())
+	require.NoError(t, primary.Client().ConfigResetStat(redistest.AdminCtx(t)).Err())
 
 	n := cfg.PoolSize // = MaxInFlight: no admission refusals
 	outs := make([]ratelimit.Outcome, n)

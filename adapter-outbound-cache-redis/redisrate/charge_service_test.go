@@ -42,7 +42,7 @@ func TestEvaluateAfterChargeCountsTheCharge(t *testing.T) {
 	assert.True(t, charged)
 	assert.Equal(t, int64(5), remaining(out), "10 - 4 charged - 1 decided")
 
-	require.NoError(t, srv.Client().ScriptFlush(adminCtx(t)).Err())
+	require.NoError(t, srv.Client().ScriptFlush(redistest.AdminCtx(t)).Err())
 	out, charged = p.EvaluateAfterCharge(context.Background(), req("fw", "", s), 3)
 	assert.True(t, charged)
 	assert.Equal(t, int64(1), remaining(out), "after SCRIPT FLUSH: 5 - 3 - 1")

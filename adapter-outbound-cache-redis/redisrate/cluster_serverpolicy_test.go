@@ -34,10 +34,10 @@ func TestClusterServerChecksRefuseEvictingPrimaries(t *testing.T) {
 	pol := fixedPolicy(t, "evicting", 10, time.Hour)
 
 	p := checkedClusterProvider(t, c.Addrs(), pol, ServerChecks{})
-	err := p.Start(adminCtx(t))
+	err := p.Start(redistest.AdminCtx(t))
 	require.ErrorIs(t, err, ErrEvictionPolicy)
 	assert.Contains(t, err.Error(), "allkeys-lru")
-	require.ErrorIs(t, p.Ready(adminCtx(t)), ErrEvictionPolicy)
+	require.ErrorIs(t, p.Ready(redistest.AdminCtx(t)), ErrEvictionPolicy)
 	c.ResetStats()
 	out, ok := ask(p, pol.ID(), randomSubject(t), 1).(ratelimit.Unavailable)
 	require.True(t, ok, "a refused primary is sent no program call: %v", out)
@@ -46,8 +46,8 @@ func TestClusterServerChecksRefuseEvictingPrimaries(t *testing.T) {
 	assert.Zero(t, programCalls(c))
 
 	accepted := checkedClusterProvider(t, c.Addrs(), pol, ServerChecks{AllowEviction: true})
-	require.NoError(t, accepted.Start(adminCtx(t)))
-	require.NoError(t, accepted.Ready(adminCtx(t)))
+	require.NoError(t, accepted.Start(redistest.AdminCtx(t)))
+	require.NoError(t, accepted.Ready(redistest.AdminCtx(t)))
 	st, ok := accepted.ServerStatus()
 	require.True(t, ok)
 	assert.Equal(t, "allkeys-lru", st.EvictionPolicy)
@@ -70,7 +70,7 @@ func TestClusterServerChecksPrimaryMetLater(t *testing.T) {
 	p, err := New(cc, keys, []ratelimit.Policy{pol}, Options{CommandTimeout: cfg.CommandTimeout, MaxInFlight: cfg.PoolSize, ServerChecks: &ServerChecks{}})
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = p.Close() })
-	require.NoError(t, p.Start(adminCtx(t)))
+	require.NoError(t, p.Start(redistest.AdminCtx(t)))
 
 	s := randomSubject(t)
 	key, err := StateKey(keys, pol, s)
@@ -107,5 +107,5 @@ func TestClusterServerChecksPrimaryMetLater(t *testing.T) {
 
 	_, ok = ask(p, pol.ID(), other, 1).(ratelimit.Evaluated)
 	assert.True(t, ok, "the other primaries keep deciding")
-	assert.ErrorIs(t, p.Ready(adminCtx(t)), ErrEvictionPolicy, "readiness names the refused primary's policy")
+	assert.ErrorIs(t, p.Ready(redistest.AdminCtx(t)), ErrEvictionPolicy, "readiness names the refused primary's policy")
 }

@@ -90,7 +90,7 @@ func TestClusterKeysOnEveryPrimary(t *testing.T) {
 	keys := randomKeys(t)
 	policies := conformancePolicies(t, 1)
 	p := clusterProvider(t, c.Addrs(), keys, policies)
-	ctx := adminCtx(t)
+	ctx := redistest.AdminCtx(t)
 	for _, n := range c.Primaries() {
 		for _, s := range p.scripts {
 			ok, err := n.Client().ScriptExists(ctx, s.SHA()).Result()
@@ -147,7 +147,7 @@ func TestClusterReshardingAskThenMoved(t *testing.T) {
 	keys := randomKeys(t)
 	pol := fixedPolicy(t, "reshard", 5, time.Hour)
 	p := clusterProvider(t, c.Addrs(), keys, []ratelimit.Policy{pol})
-	ctx := adminCtx(t)
+	ctx := redistest.AdminCtx(t)
 
 	old := randomSubject(t)
 	oldKey, err := StateKey(keys, pol, old)
@@ -210,7 +210,7 @@ func TestClusterDownIsUnavailable(t *testing.T) {
 	keys := randomKeys(t)
 	pol := fixedPolicy(t, "down", 5, time.Hour)
 	p := clusterProvider(t, c.Addrs(), keys, []ratelimit.Policy{pol})
-	ctx := adminCtx(t)
+	ctx := redistest.AdminCtx(t)
 	s := randomSubject(t)
 	key, err := StateKey(keys, pol, s)
 	require.NoError(t, err)
@@ -246,7 +246,7 @@ func TestClusterNewPrimaryAfterFailover(t *testing.T) {
 	keys := randomKeys(t)
 	pol := fixedPolicy(t, "failover", 100, time.Hour)
 	p := clusterProvider(t, c.Addrs(), keys, []ratelimit.Policy{pol})
-	ctx := adminCtx(t)
+	ctx := redistest.AdminCtx(t)
 	s := randomSubject(t)
 	key, err := StateKey(keys, pol, s)
 	require.NoError(t, err)
@@ -357,7 +357,7 @@ func fakeClusterProvider(t *testing.T, srv *respServer, pol ratelimit.Policy) *P
 	p, err := New(cc, testKeys(t), []ratelimit.Policy{pol}, Options{CommandTimeout: cfg.CommandTimeout, MaxInFlight: cfg.PoolSize})
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = p.Close() })
-	require.NoError(t, p.Start(adminCtx(t)))
+	require.NoError(t, p.Start(redistest.AdminCtx(t)))
 	return p
 }
 
@@ -559,7 +559,7 @@ func TestClusterReshardingUnderLoad(t *testing.T) {
 			break
 		}
 	}
-	ctx := adminCtx(t)
+	ctx := redistest.AdminCtx(t)
 	c.ResetStats()
 
 	var mu sync.Mutex

@@ -198,7 +198,7 @@ func TestClusterDedupSlotMigration(t *testing.T) {
 	pol := mustPolicy(t, ratelimit.PolicySpec{ID: "c-dedup-move", Params: ratelimit.TokenBucket{Capacity: capacity, RefillTokens: 1, RefillPeriod: time.Hour}, DedupWindow: time.Hour})
 	h := newRefusalHook()
 	p := hookedClusterProvider(t, c.Addrs(), keys, []ratelimit.Policy{pol}, h)
-	ctx := adminCtx(t)
+	ctx := redistest.AdminCtx(t)
 
 	s := randomSubject(t)
 	sk, err := StateKey(keys, pol, s)

@@ -37,7 +37,7 @@ func TestServiceDedup(t *testing.T) {
 	for _, alg := range []ratelimit.Algorithm{ratelimit.AlgorithmFixedWindow, ratelimit.AlgorithmSlidingWindowCounter, ratelimit.AlgorithmTokenBucket} {
 		prog, ok := programs.DedupFor(alg)
 		require.True(t, ok)
-		exists, err := admin.ScriptExists(adminCtx(t), prog.SHA1).Result()
+		exists, err := admin.ScriptExists(redistest.AdminCtx(t), prog.SHA1).Result()
 		require.NoError(t, err)
 		assert.Equal(t, []bool{true}, exists, "Start loaded %s", prog.Name)
 	}
@@ -84,7 +84,7 @@ func TestServiceDedup(t *testing.T) {
 			}
 			dk, err := DedupKey(keys, subject)
 			require.NoError(t, err)
-			ttl, err := admin.PTTL(adminCtx(t), dk).Result()
+			ttl, err := admin.PTTL(redistest.AdminCtx(t), dk).Result()
 			require.NoError(t, err)
 			assert.True(t, ttl > 0 && ttl <= time.Minute, "dedup hash TTL %v", ttl)
 		})

@@ -36,8 +36,8 @@ func TestServerChecksHealthyServer(t *testing.T) {
 	p := checkedProvider(t, srv, ServerChecks{}, nil)
 	_, ok := p.ServerStatus()
 	assert.False(t, ok, "no status before Start")
-	require.NoError(t, p.Start(adminCtx(t)))
-	require.NoError(t, p.Ready(adminCtx(t)))
+	require.NoError(t, p.Start(redistest.AdminCtx(t)))
+	require.NoError(t, p.Ready(redistest.AdminCtx(t)))
 	st, ok := p.ServerStatus()
 	require.True(t, ok)
 	assert.Equal(t, srv.Version(), st.Version)
@@ -61,13 +61,13 @@ func TestServerChecksEvictionPolicy(t *testing.T) {
 			srv := redistest.Start(t, redistest.WithConfig("maxmemory-policy", policy))
 			ownServer(t, srv)
 			p := checkedProvider(t, srv, ServerChecks{}, nil)
-			err := p.Start(adminCtx(t))
+			err := p.Start(redistest.AdminCtx(t))
 			require.ErrorIs(t, err, ErrEvictionPolicy)
 			assert.Contains(t, err.Error(), "maxmemory-policy is "+policy)
-			require.ErrorIs(t, p.Ready(adminCtx(t)), ErrEvictionPolicy)
+			require.ErrorIs(t, p.Ready(redistest.AdminCtx(t)), ErrEvictionPolicy)
 
 			allowed := checkedProvider(t, srv, ServerChecks{AllowEviction: true}, nil)
-			require.NoError(t, allowed.Start(adminCtx(t)))
+			require.NoError(t, allowed.Start(redistest.AdminCtx(t)))
 			st, _ := allowed.ServerStatus()
 			assert.Equal(t, policy, st.EvictionPolicy)
 			assert.True(t, st.EvictionAccepted)
@@ -77,11 +77,11 @@ func TestServerChecksEvictionPolicy(t *testing.T) {
 		srv := redistest.Start(t)
 		ownServer(t, srv)
 		p := checkedProvider(t, srv, ServerChecks{}, nil)
-		require.NoError(t, p.Start(adminCtx(t)))
-		require.NoError(t, srv.Client().ConfigSet(adminCtx(t), "maxmemory-policy", "volatile-lfu").Err())
-		require.ErrorIs(t, p.Ready(adminCtx(t)), ErrEvictionPolicy)
-		require.NoError(t, srv.Client().ConfigSet(adminCtx(t), "maxmemory-policy", "noeviction").Err())
-		require.NoError(t, p.Ready(adminCtx(t)))
+		require.NoError(t, p.Start(redistest.AdminCtx(t)))
+		require.NoError(t, srv.Client().ConfigSet(redistest.AdminCtx(t), "maxmemory-policy", "volatile-lfu").Err())
+		require.ErrorIs(t, p.Ready(redistest.AdminCtx(t)), ErrEvictionPolicy)
+		require.NoError(t, srv.Client().ConfigSet(redistest.AdminCtx(t), "maxmemory-policy", "noeviction").Err())
+		require.NoError(t, p.Ready(redistest.AdminCtx(t)))
 	})
 }
 
@@ -94,11 +94,11 @@ func TestServerChecksReplicaRefused(t *testing.T) {
 	replica := redistest.Start(t)
 	host, port, _ := strings.Cut(primary.Addr(), ":")
 	admin := replica.Client()
-	require.NoError(t, admin.ReplicaOf(adminCtx(t), host, port).Err())
+	require.NoError(t, admin.ReplicaOf(redistest.AdminCtx(t), host, port).Err())
 	t.Cleanup(func() { _ = admin.ReplicaOf(context.Background(), "NO", "ONE").Err() })
 
 	p := checkedProvider(t, replica, ServerChecks{}, nil)
-	err := p.Start(adminCtx(t))
+	err := p.Start(redistest.AdminCtx(t))
 	require.ErrorIs(t, err, ErrReplica)
 	assert.Contains(t, err.Error(), "role:slave")
 	st, ok := p.ServerStatus()
@@ -106,9 +106,9 @@ func TestServerChecksReplicaRefused(t *testing.T) {
 	assert.Equal(t, "slave", st.Role)
 
 	onPrimary := checkedProvider(t, primary, ServerChecks{}, nil)
-	require.NoError(t, onPrimary.Start(adminCtx(t)))
+	require.NoError(t, onPrimary.Start(redistest.AdminCtx(t)))
 	require.Eventually(t, func() bool {
-		if onPrimary.Ready(adminCtx(t)) != nil {
+		if onPrimary.Ready(redistest.AdminCtx(t)) != nil {
 			return false
 		}
 		st, _ := onPrimary.ServerStatus()
@@ -122,17 +122,17 @@ func TestServerChecksReplicaRefused(t *testing.T) {
 func TestServerChecksConfigDisabled(t *testing.T) {
 	srv := redistest.Start(t)
 	ownServer(t, srv)
-	require.NoError(t, srv.Client().Do(adminCtx(t), "ACL", "SETUSER", "no-config", "on", ">pw", "~*", "+@all", "-config").Err())
+	require.NoError(t, srv.Client().Do(redistest.AdminCtx(t), "ACL", "SETUSER", "no-config", "on", ">pw", "~*", "+@all", "-config").Err())
 	t.Cleanup(func() { _ = srv.Client().Do(context.Background(), "ACL", "DELUSER", "no-config").Err() })
 	asUser := func(c *ClientConfig) { c.Username, c.Password = "no-config", "pw" }
 
 	p := checkedProvider(t, srv, ServerChecks{}, asUser)
-	err := p.Start(adminCtx(t))
+	err := p.Start(redistest.AdminCtx(t))
 	require.ErrorIs(t, err, ErrServerConfigUnreadable)
 	assert.Contains(t, err.Error(), "NOPERM")
 
 	skip := checkedProvider(t, srv, ServerChecks{SkipConfig: true}, asUser)
-	require.NoError(t, skip.Start(adminCtx(t)))
+	require.NoError(t, skip.Start(redistest.AdminCtx(t)))
 	st, _ := skip.ServerStatus()
 	assert.Empty(t, st.EvictionPolicy)
 	assert.Equal(t, "master", st.Role)
@@ -143,7 +143,7 @@ func TestServerChecksOffByDefault(t *testing.T) {
 	srv := redistest.Start(t, redistest.WithConfig("maxmemory-policy", "allkeys-lru"))
 	ownServer(t, srv)
 	p := serviceProvider(t, srv, randomKeys(t), conformancePolicies(t, 1), nil)
-	require.NoError(t, p.Ready(adminCtx(t)))
+	require.NoError(t, p.Ready(redistest.AdminCtx(t)))
 	_, ok := p.ServerStatus()
 	assert.False(t, ok)
 }

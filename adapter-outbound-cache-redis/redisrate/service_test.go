@@ -72,12 +72,6 @@ func ownServer(t testing.TB, srv *redistest.Server) {
 	}
 }
 
-func adminCtx(t testing.TB) context.Context {
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	t.Cleanup(cancel)
-	return ctx
-}
-
 // commandCalls returns the calls of cmd in INFO commandstats (redistest
 // reads it with redisinfo).
 func commandCalls(t testing.TB, admin *redis.Client, cmd string) int {
@@ -96,12 +90,12 @@ func TestServiceStartLoadsEveryProgram(t *testing.T) {
 		require.True(t, ok)
 		shas, want = append(shas, prog.SHA1), append(want, true)
 	}
-	exists, err := srv.Client().ScriptExists(adminCtx(t), shas...).Result()
+	exists, err := srv.Client().ScriptExists(redistest.AdminCtx(t), shas...).Result()
 	require.NoError(t, err)
 	assert.Equal(t, want, exists, "the program of every policy's algorithm is loaded")
-	require.NoError(t, p.Ready(adminCtx(t)))
+	require.NoError(t, p.Ready(redistest.AdminCtx(t)))
 	require.NoError(t, p.Close())
-	assert.ErrorIs(t, p.Ready(adminCtx(t)), ErrClosed)
+	assert.ErrorIs(t, p.Ready(redistest.AdminCtx(t)), ErrClosed)
 	assert.Equal(t, ratelimit.CategoryClosed, ratelimit.CategoryOf(ask(p, "c-fixed", randomSubject(t), 1)))
 }
 
@@ -155,7 +149,7 @@ func TestServiceProgramsMatchModel(t *testing.T) {
 
 				assert.Equal(t, model, storedState(t, admin, key), "step %d state", step)
 				if got.Status == programs.StatusAllowed {
-					ttl, err := admin.PTTL(adminCtx(t), key).Result()
+					ttl, err := admin.PTTL(redistest.AdminCtx(t), key).Result()
 					require.NoError(t, err)
 					assert.Positive(t, ttl, "step %d: finite TTL set", step)
 					assert.LessOrEqual(t, ttl, millis(got.ExpiryMillis(pol)), "step %d TTL", step)
@@ -180,14 +174,14 @@ func TestServiceDenialWritesNothing(t *testing.T) {
 			require.NoError(t, err)
 			require.True(t, ratelimit.Admitted(ask(p, pol.ID(), subject, 4)))
 			before := storedState(t, srv.Client(), key)
-			ttlBefore, err := srv.Client().PTTL(adminCtx(t), key).Result()
+			ttlBefore, err := srv.Client().PTTL(redistest.AdminCtx(t), key).Result()
 			require.NoError(t, err)
 			out := ask(p, pol.ID(), subject, 2)
 			e, ok := out.(ratelimit.Evaluated)
 			require.True(t, ok, "%v", out)
 			require.False(t, e.Decision.Allowed)
 			after := storedState(t, srv.Client(), key)
-			ttlAfter, err := srv.Client().PTTL(adminCtx(t), key).Result()
+			ttlAfter, err := srv.Client().PTTL(redistest.AdminCtx(t), key).Result()
 			require.NoError(t, err)
 			assert.Equal(t, before, after)
 			assert.LessOrEqual(t, ttlAfter, ttlBefore, "TTL not refreshed by a denial")
@@ -207,8 +201,8 @@ func TestServiceScriptFlushFallsBackToOneEval(t *testing.T) {
 	subject := randomSubject(t)
 	require.True(t, ratelimit.Admitted(ask(p, "c-bucket", subject, 2)))
 
-	require.NoError(t, admin.ConfigResetStat(adminCtx(t)).Err())
-	require.NoError(t, admin.ScriptFlush(adminCtx(t)).Err())
+	require.NoError(t, admin.ConfigResetStat(redistest.AdminCtx(t)).Err())
+	require.NoError(t, admin.ScriptFlush(redistest.AdminCtx(t)).Err())
 	out := ask(p, "c-bucket", subject, 1)
 	e, ok := out.(ratelimit.Evaluated)
 	require.True(t, ok, "%v", out)
@@ -242,8 +236,8 @@ func TestServiceKeysArePrivateAndExpire(t *testing.T) {
 	}
 	admin := srv.Client()
 	var found []string
-	iter := admin.Scan(adminCtx(t), 0, keys.Pattern(KeyCapability), 100).Iterator()
-	for iter.Next(adminCtx(t)) {
+	iter := admin.Scan(redistest.AdminCtx(t), 0, keys.Pattern(KeyCapability), 100).Iterator()
+	for iter.Next(redistest.AdminCtx(t)) {
 		found = append(found, iter.Val())
 	}
 	require.NoError(t, iter.Err())
@@ -258,10 +252,10 @@ func TestServiceKeysArePrivateAndExpire(t *testing.T) {
 		assert.Equal(t, KeyKind, parts[3])
 		assert.Equal(t, keyspace.TaggedVersion, parts[4])
 		assert.Regexp(t, `^\{[A-Za-z0-9_-]{3}\}[A-Za-z0-9_-]{22}$`, parts[5])
-		typ, err := admin.Type(adminCtx(t), key).Result()
+		typ, err := admin.Type(redistest.AdminCtx(t), key).Result()
 		require.NoError(t, err)
 		assert.Equal(t, "string", typ)
-		ttl, err := admin.PTTL(adminCtx(t), key).Result()
+		ttl, err := admin.PTTL(redistest.AdminCtx(t), key).Result()
 		require.NoError(t, err)
 		assert.Positive(t, ttl, "finite TTL on %s", key)
 		assert.LessOrEqual(t, ttl, 2*time.Hour+time.Minute, "TTL within horizon + grace")
@@ -384,7 +378,7 @@ func TestServiceReadTimeoutIsIndeterminateAndTheCallRan(t *testing.T) {
 		assert.Equal(t, ratelimit.CategoryTimeout, ratelimit.CategoryOf(out), "%v", out)
 		assert.False(t, ratelimit.Admitted(out))
 		require.Eventually(t, func() bool {
-			v, err := admin.Get(adminCtx(t), key).Bytes()
+			v, err := admin.Get(redistest.AdminCtx(t), key).Bytes()
 			if err != nil {
 				return false
 			}
@@ -412,7 +406,7 @@ func TestServiceReadTimeoutIsIndeterminateAndTheCallRan(t *testing.T) {
 		assert.Equal(t, ratelimit.KindUnavailable, out.Kind(), "%v", out)
 		assert.Equal(t, ratelimit.CategoryConnection, ratelimit.CategoryOf(out), "%v", out)
 		time.Sleep(100 * time.Millisecond) // give the thawed server time to run anything queued
-		n, err := admin.Exists(adminCtx(t), key).Result()
+		n, err := admin.Exists(redistest.AdminCtx(t), key).Result()
 		require.NoError(t, err)
 		assert.Zero(t, n, "nothing of the call reached the server")
 	})
@@ -433,11 +427,11 @@ func TestServiceOOMIsRefusedBeforeTheProgramRuns(t *testing.T) {
 	require.NoError(t, err)
 	require.True(t, ratelimit.Admitted(ask(p, pol.ID(), subject, 1)))
 	before := storedState(t, admin, key)
-	ttlBefore, err := admin.PTTL(adminCtx(t), key).Result()
+	ttlBefore, err := admin.PTTL(redistest.AdminCtx(t), key).Result()
 	require.NoError(t, err)
 
-	require.NoError(t, admin.ConfigResetStat(adminCtx(t)).Err())
-	require.NoError(t, admin.ConfigSet(adminCtx(t), "maxmemory", "1").Err())
+	require.NoError(t, admin.ConfigResetStat(redistest.AdminCtx(t)).Err())
+	require.NoError(t, admin.ConfigSet(redistest.AdminCtx(t), "maxmemory", "1").Err())
 	t.Cleanup(func() { _ = admin.ConfigSet(context.Background(), "maxmemory", "0").Err() })
 	out := ask(p, pol.ID(), subject, 1)
 	assert.Equal(t, ratelimit.KindUnavailable, out.Kind(), "%v", out)
@@ -449,7 +443,7 @@ func TestServiceOOMIsRefusedBeforeTheProgramRuns(t *testing.T) {
 	assert.NotContains(t, ce.Err.Error(), "script:", "refused before the script ran")
 
 	after := storedState(t, admin, key)
-	ttlAfter, err := admin.PTTL(adminCtx(t), key).Result()
+	ttlAfter, err := admin.PTTL(redistest.AdminCtx(t), key).Result()
 	require.NoError(t, err)
 	assert.Equal(t, before, after)
 	assert.LessOrEqual(t, ttlAfter, ttlBefore)
@@ -457,7 +451,7 @@ func TestServiceOOMIsRefusedBeforeTheProgramRuns(t *testing.T) {
 	assert.EqualValues(t, 1, evalsha.RejectedCalls)
 	assert.Zero(t, evalsha.Calls, "never executed")
 
-	require.NoError(t, admin.ConfigSet(adminCtx(t), "maxmemory", "0").Err())
+	require.NoError(t, admin.ConfigSet(redistest.AdminCtx(t), "maxmemory", "0").Err())
 	out = ask(p, pol.ID(), subject, 1)
 	require.True(t, ratelimit.Admitted(out), "%v", out)
 	assert.Equal(t, int64(3), out.(ratelimit.Evaluated).Decision.Remaining)
@@ -473,7 +467,7 @@ func TestServiceReplicaRefusesWrites(t *testing.T) {
 	p := serviceProvider(t, replica, randomKeys(t), conformancePolicies(t, 1), nil)
 	host, port, _ := strings.Cut(primary.Addr(), ":")
 	admin := replica.Client()
-	require.NoError(t, admin.ReplicaOf(adminCtx(t), host, port).Err())
+	require.NoError(t, admin.ReplicaOf(redistest.AdminCtx(t), host, port).Err())
 	t.Cleanup(func() { _ = admin.ReplicaOf(context.Background(), "NO", "ONE").Err() })
 	for i := 0; i < 3; i++ {
 		out := ask(p, "c-sliding", randomSubject(t), 1)
@@ -483,7 +477,7 @@ func TestServiceReplicaRefusesWrites(t *testing.T) {
 		require.ErrorAs(t, causeOf(out), &ce)
 		assert.True(t, strings.HasPrefix(ce.Err.Error(), "READONLY "), ce.Err.Error())
 	}
-	n, err := admin.DBSize(adminCtx(t)).Result()
+	n, err := admin.DBSize(redistest.AdminCtx(t)).Result()
 	require.NoError(t, err)
 	assert.Zero(t, n)
 }
@@ -499,12 +493,12 @@ func TestServiceBusyServerRefuses(t *testing.T) {
 	p := serviceProvider(t, srv, keys, conformancePolicies(t, 1), nil)
 	hog := redis.NewClient(&redis.Options{Addr: srv.Addr(), Protocol: 2, MaxRetries: -1, ReadTimeout: 20 * time.Second, DisableIdentity: true})
 	t.Cleanup(func() { _ = hog.Close() })
-	require.NoError(t, hog.Ping(adminCtx(t)).Err())
+	require.NoError(t, hog.Ping(redistest.AdminCtx(t)).Err())
 	hogDone := make(chan error, 1)
 	go func() { hogDone <- hog.Eval(context.Background(), "while true do end", nil).Err() }()
 	admin := srv.Client()
 	require.Eventually(t, func() bool {
-		err := admin.Ping(adminCtx(t)).Err()
+		err := admin.Ping(redistest.AdminCtx(t)).Err()
 		return err != nil && strings.HasPrefix(err.Error(), "BUSY ")
 	}, 10*time.Second, 20*time.Millisecond, "the hog script holds the server")
 
@@ -513,7 +507,7 @@ func TestServiceBusyServerRefuses(t *testing.T) {
 	assert.Equal(t, ratelimit.KindUnavailable, out.Kind(), "%v", out)
 	assert.Equal(t, ratelimit.CategoryServerRejected, ratelimit.CategoryOf(out), "%v", out)
 
-	require.NoError(t, admin.ScriptKill(adminCtx(t)).Err())
+	require.NoError(t, admin.ScriptKill(redistest.AdminCtx(t)).Err())
 	select {
 	case err := <-hogDone:
 		require.Error(t, err, "the hog was killed")
@@ -531,9 +525,9 @@ func TestServiceAuthAndACLRefusals(t *testing.T) {
 	srv := redistest.Start(t)
 	ownServer(t, srv)
 	admin := srv.Client()
-	require.NoError(t, admin.Do(adminCtx(t), "ACL", "SETUSER", "limiter", "on", ">limiter-pass", "~*", "+@all", "-evalsha", "-eval").Err())
-	require.NoError(t, admin.Do(adminCtx(t), "ACL", "SETUSER", "ok-user", "on", ">ok-pass", "~*", "+@all").Err())
-	require.NoError(t, admin.ConfigSet(adminCtx(t), "requirepass", "default-pass").Err())
+	require.NoError(t, admin.Do(redistest.AdminCtx(t), "ACL", "SETUSER", "limiter", "on", ">limiter-pass", "~*", "+@all", "-evalsha", "-eval").Err())
+	require.NoError(t, admin.Do(redistest.AdminCtx(t), "ACL", "SETUSER", "ok-user", "on", ">ok-pass", "~*", "+@all").Err())
+	require.NoError(t, admin.ConfigSet(redistest.AdminCtx(t), "requirepass", "default-pass").Err())
 	t.Cleanup(func() { _ = admin.ConfigSet(context.Background(), "requirepass", "").Err() })
 	tests := []struct {
 		name     string
@@ -577,8 +571,8 @@ func TestServiceMaxClientsIsUnavailable(t *testing.T) {
 	srv := redistest.Start(t)
 	ownServer(t, srv)
 	admin := srv.Client()
-	require.NoError(t, admin.Ping(adminCtx(t)).Err())
-	require.NoError(t, admin.ConfigSet(adminCtx(t), "maxclients", "1").Err()) // the admin connection is the one
+	require.NoError(t, admin.Ping(redistest.AdminCtx(t)).Err())
+	require.NoError(t, admin.ConfigSet(redistest.AdminCtx(t), "maxclients", "1").Err()) // the admin connection is the one
 	t.Cleanup(func() { _ = admin.ConfigSet(context.Background(), "maxclients", "10000").Err() })
 	cfg := serviceConfig(srv)
 	client, err := NewClient(cfg)
@@ -607,11 +601,11 @@ func TestServiceForeignStateIsIncompatible(t *testing.T) {
 	subject := randomSubject(t)
 	key, err := StateKey(keys, pol, subject)
 	require.NoError(t, err)
-	require.NoError(t, srv.Client().Set(adminCtx(t), key, "garbage", time.Minute).Err())
+	require.NoError(t, srv.Client().Set(redistest.AdminCtx(t), key, "garbage", time.Minute).Err())
 	out := ask(p, pol.ID(), subject, 1)
 	assert.Equal(t, ratelimit.KindIncompatible, out.Kind(), "%v", out)
 	assert.Equal(t, ratelimit.CategoryStateIncompatible, ratelimit.CategoryOf(out))
-	v, err := srv.Client().Get(adminCtx(t), key).Result()
+	v, err := srv.Client().Get(redistest.AdminCtx(t), key).Result()
 	require.NoError(t, err)
 	assert.Equal(t, "garbage", v)
 }
@@ -647,7 +641,7 @@ func runSteps(t *testing.T, port ratelimit.EdgePort, p ratelimit.Policy, subject
 // storedState is the state value at key (nil when the key is absent).
 func storedState(t *testing.T, c redis.Cmdable, key string) programs.State {
 	t.Helper()
-	v, err := c.Get(adminCtx(t), key).Bytes()
+	v, err := c.Get(redistest.AdminCtx(t), key).Bytes()
 	if errors.Is(err, redis.Nil) {
 		return nil
 	}

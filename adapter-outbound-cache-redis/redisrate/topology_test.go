@@ -135,7 +135,7 @@ func TestSentinelSwitchMaster(t *testing.T) {
 	require.NoError(t, err)
 	// A fresh context: Start's 10 s may be spent by the failover on a
 	// loaded machine (CI: context deadline exceeded here after 14 s).
-	n, err := newMaster.Client().Exists(adminCtx(t), key).Result()
+	n, err := newMaster.Client().Exists(redistest.AdminCtx(t), key).Result()
 	require.NoError(t, err)
 	assert.EqualValues(t, 1, n, "the state is on the new master")
 	// Consumed = the admitted requests plus those Indeterminate calls that

@@ -32,7 +32,8 @@
 // commandstats through redisinfo, summed over a topology's nodes), keys.go
 // (RandomKeys: a test's own keyspace prefix), load.go (Load: the one
 // bounded concurrent load loop), acl.go (DocumentedACLUser: the ACL users
-// of docs/operations.md, word for word). Subpackage redisserver is the launcher
+// of docs/operations.md, word for word), ctx.go (AdminCtx: the bounded
+// context of a test's admin commands). Subpackage redisserver is the launcher
 // without a testing.TB (also used by the demo and the benchmark);
 // subpackage rediscluster joins cluster nodes and waits until the cluster
 // is healthy (also used by the demo's cluster).

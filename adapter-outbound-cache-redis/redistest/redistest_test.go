@@ -1,7 +1,6 @@
 package redistest
 
 import (
-	"context"
 	"errors"
 	"net"
 	"os"
@@ -23,13 +22,6 @@ func TestMain(m *testing.M) {
 	goleak.VerifyTestMain(m)
 }
 
-func ctxT(t *testing.T) context.Context {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	t.Cleanup(cancel)
-	return ctx
-}
-
 func newClient(t *testing.T, s *Server, mutate func(*redis.Options)) *redis.Client {
 	t.Helper()
 	o := s.Options()
@@ -44,7 +36,7 @@ func newClient(t *testing.T, s *Server, mutate func(*redis.Options)) *redis.Clie
 
 func TestStartPing(t *testing.T) {
 	s := Start(t)
-	ctx := ctxT(t)
+	ctx := AdminCtx(t)
 
 	host, _, err := net.SplitHostPort(s.Addr())
 	require.NoError(t, err)
@@ -73,7 +65,7 @@ func TestWithConfig(t *testing.T) {
 		WithConfig("maxmemory-policy", "noeviction"),
 		WithConfig("enable-debug-command", "yes"),
 	)
-	ctx := ctxT(t)
+	ctx := AdminCtx(t)
 	tests := []struct{ directive, want string }{
 		{"maxmemory", "2097152"},
 		{"maxmemory-policy", "noeviction"},
@@ -114,7 +106,7 @@ func TestWithConfigInvalidDirectiveName(t *testing.T) {
 func TestKillRestart(t *testing.T) {
 	s := Start(t)
 	s.Require(t, CapKill, CapRestart)
-	ctx := ctxT(t)
+	ctx := AdminCtx(t)
 	addr := s.Addr()
 	require.NoError(t, s.Client().Set(ctx, "k", "v", 0).Err())
 
@@ -139,7 +131,7 @@ func TestKillRestart(t *testing.T) {
 func TestRestartKeepsConfig(t *testing.T) {
 	s := Start(t, WithConfig("maxmemory", "3mb"))
 	s.Require(t, CapRestart)
-	ctx := ctxT(t)
+	ctx := AdminCtx(t)
 	s.Restart() // from running: kills first
 	got, err := s.Client().ConfigGet(ctx, "maxmemory").Result()
 	require.NoError(t, err)
@@ -149,7 +141,7 @@ func TestRestartKeepsConfig(t *testing.T) {
 func TestPauseResume(t *testing.T) {
 	s := Start(t)
 	s.Require(t, CapPause)
-	ctx := ctxT(t)
+	ctx := AdminCtx(t)
 	c := newClient(t, s, func(o *redis.Options) {
 		o.ReadTimeout = 100 * time.Millisecond
 		o.WriteTimeout = 100 * time.Millisecond
@@ -171,7 +163,7 @@ func TestPauseResume(t *testing.T) {
 func TestPauseEndsByItself(t *testing.T) {
 	s := Start(t)
 	s.Require(t, CapPause)
-	ctx := ctxT(t)
+	ctx := AdminCtx(t)
 	s.Pause(200 * time.Millisecond)
 	s.Pause(300 * time.Millisecond) // re-pause moves the deadline
 	start := time.Now()
@@ -184,7 +176,7 @@ func TestPauseEndsByItself(t *testing.T) {
 func TestKillWhilePausedThenRestart(t *testing.T) {
 	s := Start(t)
 	s.Require(t, CapKill, CapRestart, CapPause)
-	ctx := ctxT(t)
+	ctx := AdminCtx(t)
 	s.Pause(time.Minute)
 	s.Kill()
 	s.Resume() // no pause left: nothing to do
@@ -233,10 +225,10 @@ func TestCleanupRemovesContainer(t *testing.T) {
 	if id == "" {
 		t.Skip("the server subtest skipped")
 	}
-	docker, err := testcontainers.NewDockerClientWithOpts(ctxT(t))
+	docker, err := testcontainers.NewDockerClientWithOpts(AdminCtx(t))
 	require.NoError(t, err)
 	defer docker.Close()
-	list, err := docker.ContainerList(ctxT(t), client.ContainerListOptions{All: true, Filters: client.Filters{}.Add("id", id)})
+	list, err := docker.ContainerList(AdminCtx(t), client.ContainerListOptions{All: true, Filters: client.Filters{}.Add("id", id)})
 	require.NoError(t, err)
 	assert.Emptyf(t, list.Items, "container %s must be removed (not just stopped) after cleanup", id)
 }

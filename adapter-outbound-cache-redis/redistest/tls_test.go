@@ -24,25 +24,25 @@ func TestTLSServerMutual(t *testing.T) {
 	require.NotNil(t, m)
 	assert.Equal(t, TLSAuthYes, m.AuthClients)
 
-	cfg, err := s.Client().ConfigGet(ctxT(t), "port").Result()
+	cfg, err := s.Client().ConfigGet(AdminCtx(t), "port").Result()
 	require.NoError(t, err)
 	assert.Equal(t, "0", cfg["port"], "no plaintext listener")
-	cfg, err = s.Client().ConfigGet(ctxT(t), "tls-port").Result()
+	cfg, err = s.Client().ConfigGet(AdminCtx(t), "tls-port").Result()
 	require.NoError(t, err)
 	assert.Equal(t, s.Addr()[len("127.0.0.1:"):], cfg["tls-port"])
 
-	require.NoError(t, newClient(t, s, nil).Ping(ctxT(t)).Err(), "client certificate from the CA")
+	require.NoError(t, newClient(t, s, nil).Ping(AdminCtx(t)).Err(), "client certificate from the CA")
 
 	noCert := newClient(t, s, func(o *redis.Options) { o.TLSConfig.Certificates = nil })
-	require.Error(t, noCert.Ping(ctxT(t)).Err(), "no client certificate while the server requires one")
+	require.Error(t, noCert.Ping(AdminCtx(t)).Err(), "no client certificate while the server requires one")
 
 	plain := newClient(t, s, func(o *redis.Options) { o.TLSConfig = nil })
-	require.Error(t, plain.Ping(ctxT(t)).Err(), "plaintext against the TLS port")
+	require.Error(t, plain.Ping(AdminCtx(t)).Err(), "plaintext against the TLS port")
 
 	s.Require(t, CapKill, CapRestart)
 	s.Kill()
 	s.Restart()
-	require.NoError(t, newClient(t, s, nil).Ping(ctxT(t)).Err(), "after restart")
+	require.NoError(t, newClient(t, s, nil).Ping(AdminCtx(t)).Err(), "after restart")
 }
 
 // TestTLSServerOptional: with tls-auth-clients optional a client without a
@@ -50,7 +50,7 @@ func TestTLSServerMutual(t *testing.T) {
 func TestTLSServerOptional(t *testing.T) {
 	s := Start(t, WithTLS(TLSOptions{AuthClients: TLSAuthOptional}))
 	noCert := newClient(t, s, func(o *redis.Options) { o.TLSConfig.Certificates = nil })
-	require.NoError(t, noCert.Ping(ctxT(t)).Err())
+	require.NoError(t, noCert.Ping(AdminCtx(t)).Err())
 }
 
 // TestTLSServerExpiredCertificate: a server presenting an expired
@@ -65,7 +65,7 @@ func TestTLSServerExpiredCertificate(t *testing.T) {
 		NotAfter:  time.Now().Add(-24 * time.Hour),
 	})
 	s := Start(t, WithTLS(TLSOptions{CA: ca, ServerCert: expired}))
-	err := newClient(t, s, nil).Ping(ctxT(t)).Err()
+	err := newClient(t, s, nil).Ping(AdminCtx(t)).Err()
 	var cie x509.CertificateInvalidError
 	require.True(t, errors.As(err, &cie), "%v", err)
 	assert.Equal(t, x509.Expired, cie.Reason)

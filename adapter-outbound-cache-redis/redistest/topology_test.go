@@ -27,7 +27,7 @@ func TestSlot(t *testing.T) {
 // command that did not run has no entry.
 func TestCommandStats(t *testing.T) {
 	s := Start(t)
-	ctx := ctxT(t)
+	ctx := AdminCtx(t)
 	resetStats(t, []*Server{s})
 	for range 3 {
 		require.ErrorIs(t, s.Client().Get(ctx, "no-such-key").Err(), redis.Nil)
@@ -44,7 +44,7 @@ const setScript = "#!lua\nreturn redis.call('set', KEYS[1], '1')"
 
 func TestClusterTopology(t *testing.T) {
 	c := StartCluster(t)
-	ctx := ctxT(t)
+	ctx := AdminCtx(t)
 	require.Len(t, c.Nodes(), 6)
 	primaries := c.Primaries()
 	require.Len(t, primaries, 3)
@@ -127,7 +127,7 @@ func (c *Cluster) slotOf(t *testing.T, p *Server) int {
 
 func TestSentinelTopology(t *testing.T) {
 	s := StartSentinel(t)
-	ctx := ctxT(t)
+	ctx := AdminCtx(t)
 	require.Len(t, s.Servers(), 3)
 	require.Len(t, s.SentinelAddrs(), 3)
 	for _, a := range s.SentinelAddrs() {
@@ -147,7 +147,7 @@ func TestSentinelTopology(t *testing.T) {
 	assert.EqualValues(t, 1, s.CommandCalls("eval"))
 
 	second := s.Failover()
-	ctx = ctxT(t)
+	ctx = AdminCtx(t)
 	assert.NotSame(t, first, second)
 	assert.Same(t, second, s.Master())
 	// The failover client follows the switch: bounded retries of a
@@ -176,7 +176,7 @@ func TestRandomKeys(t *testing.T) {
 // and the cluster settles.
 func TestClusterSetSlotNode(t *testing.T) {
 	c := StartCluster(t, WithReplicasPerPrimary(0))
-	ctx := ctxT(t)
+	ctx := AdminCtx(t)
 	const slot = 42
 	a := c.SlotOwner(slot)
 	var b *Server

@@ -54,8 +54,8 @@ func TestACLLeastPrivilegeUsers(t *testing.T) {
 	srv := redistest.Start(t)
 	ownServer(t, srv)
 	admin := srv.Client()
-	require.NoError(t, admin.Do(adminCtx(t), aclRateUser(t)...).Err())
-	require.NoError(t, admin.Do(adminCtx(t), aclCacheUser(t)...).Err())
+	require.NoError(t, admin.Do(redistest.AdminCtx(t), aclRateUser(t)...).Err())
+	require.NoError(t, admin.Do(redistest.AdminCtx(t), aclCacheUser(t)...).Err())
 	t.Cleanup(func() { _ = admin.Do(context.Background(), "ACL", "DELUSER", "tlb-rate", "tlb-cache").Err() })
 
 	secret, err := keyspace.NewSecret([]byte("acl-lane-secret-0123456789abcdef"))
@@ -88,7 +88,7 @@ func TestACLLeastPrivilegeUsers(t *testing.T) {
 			require.True(t, ratelimit.Admitted(out), "dedup as tlb-rate: %v", out)
 		}
 	}
-	require.NoError(t, admin.ScriptFlush(adminCtx(t)).Err())
+	require.NoError(t, admin.ScriptFlush(redistest.AdminCtx(t)).Err())
 	out := ask(p, pols[0].ID(), subject, 1)
 	require.True(t, ratelimit.Admitted(out), "NOSCRIPT fallback EVAL as tlb-rate: %v", out)
 	assert.Equal(t, int64(3), out.(ratelimit.Evaluated).Decision.Remaining)
@@ -103,8 +103,8 @@ func TestACLLeastPrivilegeUsers(t *testing.T) {
 	cp, err := redisrate.New(checked, keys, pols, redisrate.Options{CommandTimeout: cfg.CommandTimeout, MaxInFlight: cfg.PoolSize, ServerChecks: &redisrate.ServerChecks{}})
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = cp.Close() })
-	require.NoError(t, cp.Start(adminCtx(t)), "server-policy checks as tlb-rate")
-	require.NoError(t, cp.Ready(adminCtx(t)))
+	require.NoError(t, cp.Start(redistest.AdminCtx(t)), "server-policy checks as tlb-rate")
+	require.NoError(t, cp.Ready(redistest.AdminCtx(t)))
 	st, ok := cp.ServerStatus()
 	require.True(t, ok)
 	assert.Equal(t, "master", st.Role)
@@ -118,7 +118,7 @@ func TestACLLeastPrivilegeUsers(t *testing.T) {
 	t.Cleanup(func() { _ = cclient.Close() })
 	store, err := rediscache.New(cclient, keys)
 	require.NoError(t, err)
-	ctx := adminCtx(t)
+	ctx := redistest.AdminCtx(t)
 	ck := cache.Key{Region: "acl", Kind: "item", Name: "one"}
 	require.NoError(t, store.Set(ctx, ck, []byte("v1"), time.Minute))
 	e, ok, err := store.Get(ctx, ck)

@@ -44,7 +44,7 @@ func breakerProvider(t testing.TB, addr string, d *countingDialer, interval time
 	})
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = p.Close() })
-	require.NoError(t, p.Start(adminCtx(t)))
+	require.NoError(t, p.Start(redistest.AdminCtx(t)))
 	return p
 }
 

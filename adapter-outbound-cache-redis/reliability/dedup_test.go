@@ -66,7 +66,7 @@ func lossyProviderWith(t *testing.T, proxy, server string, keys *keyspace.Builde
 	p, err := redisrate.New(client, keys, pols, opts)
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = p.Close() })
-	require.NoError(t, p.Start(adminCtx(t)))
+	require.NoError(t, p.Start(redistest.AdminCtx(t)))
 	return p, direct
 }
 

@@ -42,7 +42,7 @@ func loadingServer(t *testing.T) *redistest.Server {
 		redistest.WithConfig("loading-process-events-interval-bytes", strconv.Itoa(loadingEventBytes)),
 	)
 	srv.Require(t, redistest.CapRestart)
-	require.NoError(t, srv.Client().Do(adminCtx(t), "DEBUG", "POPULATE", loadingKeys, "filler", 16).Err())
+	require.NoError(t, srv.Client().Do(redistest.AdminCtx(t), "DEBUG", "POPULATE", loadingKeys, "filler", 16).Err())
 	return srv
 }
 
@@ -96,7 +96,7 @@ func TestLoadingServerRefusesBeforeRunning(t *testing.T) {
 		p := newProvider(t, clientConfig(srv.Addr(), 2*time.Second, 2), keys, pols...)
 		subject := randomSubject(t)
 		require.True(t, ratelimit.Admitted(ask(p, pols[0].ID(), subject, 1)))
-		require.NoError(t, admin.Save(adminCtx(t)).Err())
+		require.NoError(t, admin.Save(redistest.AdminCtx(t)).Err())
 
 		// Killed first, so that no call of the poller can run on the old
 		// process (whose writes after SAVE the restart would drop).
@@ -347,7 +347,7 @@ func failover(t *testing.T, pol ratelimit.Policy, cut bool) failoverRun {
 
 	host, port, err := net.SplitHostPort(primary.Addr())
 	require.NoError(t, err)
-	require.NoError(t, rc.Do(adminCtx(t), "REPLICAOF", host, port).Err())
+	require.NoError(t, rc.Do(redistest.AdminCtx(t), "REPLICAOF", host, port).Err())
 	t.Cleanup(func() { _ = rc.Do(context.Background(), "REPLICAOF", "NO", "ONE").Err() })
 	waitInfo(t, rc, "replication", "master_link_status", "up")
 
@@ -368,8 +368,8 @@ func failover(t *testing.T, pol ratelimit.Policy, cut bool) failoverRun {
 	// that wrote nothing returns at once), so the admin connection writes
 	// a marker after the admits: the stream is ordered, and the
 	// replica's acknowledgement of the marker covers the admits too.
-	require.NoError(t, pc.Incr(adminCtx(t), "failover-marker").Err())
-	acked, err := pc.Do(adminCtx(t), "WAIT", 1, 5000).Int()
+	require.NoError(t, pc.Incr(redistest.AdminCtx(t), "failover-marker").Err())
+	acked, err := pc.Do(redistest.AdminCtx(t), "WAIT", 1, 5000).Int()
 	require.NoError(t, err)
 	require.Equal(t, 1, acked, "the replica acknowledged the first admits")
 	c, ok := consumed(t, rc, keys, pol, subject)
@@ -378,7 +378,7 @@ func failover(t *testing.T, pol ratelimit.Policy, cut bool) failoverRun {
 
 	replica.Pause(time.Minute) // resumed below
 	if cut {
-		killed, err := pc.Do(adminCtx(t), "CLIENT", "KILL", "TYPE", "replica").Int()
+		killed, err := pc.Do(redistest.AdminCtx(t), "CLIENT", "KILL", "TYPE", "replica").Int()
 		require.NoError(t, err)
 		require.Equal(t, 1, killed, "the replication link")
 		waitInfo(t, pc, "replication", "connected_slaves", "0")
@@ -393,7 +393,7 @@ func failover(t *testing.T, pol ratelimit.Policy, cut bool) failoverRun {
 	// Promote only once the replica has read its link to the end: what
 	// reached it before the primary died is applied, nothing else.
 	waitInfo(t, rc, "replication", "master_link_status", "down")
-	require.NoError(t, rc.Do(adminCtx(t), "REPLICAOF", "NO", "ONE").Err())
+	require.NoError(t, rc.Do(redistest.AdminCtx(t), "REPLICAOF", "NO", "ONE").Err())
 	require.Equal(t, "master", infoField(t, rc, "replication", "role"))
 	run.replicated, ok = consumed(t, rc, keys, pol, subject)
 	require.True(t, ok, "the promoted replica has the subject's state")

@@ -49,7 +49,7 @@ func newFallbackInstance(t *testing.T, addr string, keys *keyspace.Builder, pols
 		fb.Close()
 		_ = p.Close()
 	})
-	require.NoError(t, p.Start(adminCtx(t)))
+	require.NoError(t, p.Start(redistest.AdminCtx(t)))
 	return fallbackInstance{p, fb}
 }
 

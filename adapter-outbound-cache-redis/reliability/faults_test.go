@@ -123,7 +123,7 @@ func TestClientPauseWriteIsIndeterminate(t *testing.T) {
 			subject := randomSubject(t)
 			resetStats(t, admin)
 			pause := 4 * faultTimeout
-			require.NoError(t, admin.Do(adminCtx(t), "CLIENT", "PAUSE", strconv.FormatInt(pause.Milliseconds(), 10), "WRITE").Err())
+			require.NoError(t, admin.Do(redistest.AdminCtx(t), "CLIENT", "PAUSE", strconv.FormatInt(pause.Milliseconds(), 10), "WRITE").Err())
 			t.Cleanup(func() { _ = admin.Do(context.Background(), "CLIENT", "UNPAUSE").Err() })
 			out := ask(p, pol.ID(), subject, 2)
 			assert.Equal(t, ratelimit.KindIndeterminate, out.Kind(), "%v", out)

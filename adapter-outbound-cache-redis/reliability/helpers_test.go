@@ -155,12 +155,6 @@ func ask(p ratelimit.EdgePort, id ratelimit.PolicyID, subject ratelimit.SubjectD
 	return p.Evaluate(context.Background(), ratelimit.Request{PolicyID: id, SubjectDigest: subject, Cost: cost, Deadline: time.Now().Add(30 * time.Second)})
 }
 
-func adminCtx(t testing.TB) context.Context {
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	t.Cleanup(cancel)
-	return ctx
-}
-
 // calls returns the calls of cmd in INFO commandstats (0 when absent),
 // read by redistest with redisinfo (the one INFO reader).
 func calls(t testing.TB, admin *redis.Client, cmd string) int {
@@ -171,7 +165,7 @@ func calls(t testing.TB, admin *redis.Client, cmd string) int {
 // infoField reads one field of an INFO section as text ("" when absent).
 func infoField(t testing.TB, c *redis.Client, section, field string) string {
 	t.Helper()
-	info, err := c.Info(adminCtx(t), section).Result()
+	info, err := c.Info(redistest.AdminCtx(t), section).Result()
 	require.NoError(t, err)
 	v, _ := redisinfo.Field(info, field)
 	return v
@@ -189,7 +183,7 @@ func infoInt(t testing.TB, admin *redis.Client, section, field string) int64 {
 
 func resetStats(t testing.TB, admin *redis.Client) {
 	t.Helper()
-	require.NoError(t, admin.ConfigResetStat(adminCtx(t)).Err())
+	require.NoError(t, admin.ConfigResetStat(redistest.AdminCtx(t)).Err())
 }
 
 // consumed returns the units the stored state says were consumed (count
@@ -203,7 +197,7 @@ func consumed(t testing.TB, admin *redis.Client, keys *keyspace.Builder, p ratel
 	if p.Algorithm() == ratelimit.AlgorithmTokenBucket {
 		field = programs.FieldTokens
 	}
-	raw, err := admin.Get(adminCtx(t), key).Bytes()
+	raw, err := admin.Get(redistest.AdminCtx(t), key).Bytes()
 	if err == redis.Nil {
 		return 0, false
 	}

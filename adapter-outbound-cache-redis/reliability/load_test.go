@@ -271,7 +271,7 @@ func TestLoadDistinctSubjectsExpire(t *testing.T) {
 	for i := range loadProviders {
 		providers[i] = newProvider(t, clientConfig(srv.Addr(), 2*time.Second, loadGoroutines), keys, pol)
 	}
-	require.NoError(t, admin.FlushAll(adminCtx(t)).Err())
+	require.NoError(t, admin.FlushAll(redistest.AdminCtx(t)).Err())
 	resetStats(t, admin)
 	baseline := infoInt(t, admin, "memory", "used_memory")
 
@@ -307,14 +307,14 @@ func TestLoadDistinctSubjectsExpire(t *testing.T) {
 	present := 0
 	var cursor uint64
 	for range 10_000 {
-		ks, next, err := admin.Scan(adminCtx(t), cursor, "*", 5000).Result()
+		ks, next, err := admin.Scan(redistest.AdminCtx(t), cursor, "*", 5000).Result()
 		require.NoError(t, err)
 		pipe := admin.Pipeline()
 		ttls := make([]interface{ Val() time.Duration }, len(ks))
 		for i, k := range ks {
-			ttls[i] = pipe.PTTL(adminCtx(t), k)
+			ttls[i] = pipe.PTTL(redistest.AdminCtx(t), k)
 		}
-		_, err = pipe.Exec(adminCtx(t))
+		_, err = pipe.Exec(redistest.AdminCtx(t))
 		require.NoError(t, err)
 		for i, k := range ks {
 			// -2 (gone meanwhile) is fine; -1 (no TTL) is not.
@@ -330,7 +330,7 @@ func TestLoadDistinctSubjectsExpire(t *testing.T) {
 		}
 	}
 	require.Eventually(t, func() bool {
-		return admin.DBSize(adminCtx(t)).Val() == 0
+		return admin.DBSize(redistest.AdminCtx(t)).Val() == 0
 	}, 15*time.Second, 100*time.Millisecond, "every key expires")
 	assert.Equal(t, int64(subjects), infoInt(t, admin, "stats", "expired_keys"), "each subject's key existed once and expired")
 	// The 256 load connections hold client buffers (not data): close them,

@@ -88,11 +88,11 @@ func TestToxicPipelinedBatchCut(t *testing.T) {
 			// The length of A's reply: the same call on a fresh key.
 			scratch, err := redisrate.StateKey(keys, pol, randomSubject(t))
 			require.NoError(t, err)
-			v, err := admin.EvalSha(adminCtx(t), prog.SHA1, []string{scratch}, programs.Args(pol, 1)...).Slice()
+			v, err := admin.EvalSha(redistest.AdminCtx(t), prog.SHA1, []string{scratch}, programs.Args(pol, 1)...).Slice()
 			require.NoError(t, err)
 			resetStats(t, admin)
 
-			require.NoError(t, admin.Do(adminCtx(t), "client", "pause", "30000", "write").Err())
+			require.NoError(t, admin.Do(redistest.AdminCtx(t), "client", "pause", "30000", "write").Err())
 			t.Cleanup(func() { _ = admin.Do(context.Background(), "client", "unpause").Err() })
 			subjects := []ratelimit.SubjectDigest{randomSubject(t), randomSubject(t), randomSubject(t), randomSubject(t)}
 			outs := make([]ratelimit.Outcome, len(subjects))
@@ -108,7 +108,7 @@ func TestToxicPipelinedBatchCut(t *testing.T) {
 				waitFor(t, "call queued", 10*time.Second, func() error { return expect("queued calls", p.PipelineStats().Queued, i) })
 			}
 			remove := addToxic(t, proxy, tt.toxic(replyLen(v)))
-			require.NoError(t, admin.Do(adminCtx(t), "client", "unpause").Err())
+			require.NoError(t, admin.Do(redistest.AdminCtx(t), "client", "unpause").Err())
 			wg.Wait()
 			remove()
 

@@ -26,19 +26,19 @@ func TestServerRefusalsBeforeRunning(t *testing.T) {
 		prefix string
 	}{
 		{"NOREPLICAS", func(t *testing.T, srv *redistest.Server) {
-			require.NoError(t, srv.Client().ConfigSet(adminCtx(t), "min-replicas-to-write", "1").Err())
+			require.NoError(t, srv.Client().ConfigSet(redistest.AdminCtx(t), "min-replicas-to-write", "1").Err())
 		}, "NOREPLICAS"},
 		{"MASTERDOWN", func(t *testing.T, srv *redistest.Server) {
 			admin := srv.Client()
-			require.NoError(t, admin.ConfigSet(adminCtx(t), "replica-serve-stale-data", "no").Err())
+			require.NoError(t, admin.ConfigSet(redistest.AdminCtx(t), "replica-serve-stale-data", "no").Err())
 			// Writable, so that READONLY (row 10) does not answer first.
-			require.NoError(t, admin.ConfigSet(adminCtx(t), "replica-read-only", "no").Err())
+			require.NoError(t, admin.ConfigSet(redistest.AdminCtx(t), "replica-read-only", "no").Err())
 			// A loopback port nothing listens on: the primary is down.
 			ln, err := net.Listen("tcp", "127.0.0.1:0")
 			require.NoError(t, err)
 			_, port, _ := net.SplitHostPort(ln.Addr().String())
 			require.NoError(t, ln.Close())
-			require.NoError(t, admin.Do(adminCtx(t), "REPLICAOF", "127.0.0.1", port).Err())
+			require.NoError(t, admin.Do(redistest.AdminCtx(t), "REPLICAOF", "127.0.0.1", port).Err())
 		}, "MASTERDOWN"},
 	}
 	for _, tt := range tests {
@@ -67,8 +67,8 @@ func TestServerRefusalsBeforeRunning(t *testing.T) {
 				}
 			}
 			// Undo before reading: a MASTERDOWN replica refuses the admin too.
-			require.NoError(t, admin.Do(adminCtx(t), "REPLICAOF", "NO", "ONE").Err())
-			require.NoError(t, admin.ConfigSet(adminCtx(t), "min-replicas-to-write", "0").Err())
+			require.NoError(t, admin.Do(redistest.AdminCtx(t), "REPLICAOF", "NO", "ONE").Err())
+			require.NoError(t, admin.ConfigSet(redistest.AdminCtx(t), "min-replicas-to-write", "0").Err())
 			c, ok := consumed(t, admin, keys, pols[0], subject)
 			require.True(t, ok)
 			assert.Equal(t, int64(1), c, "the refused calls consumed nothing")

@@ -34,7 +34,7 @@ func TestNoSecretsInOutcomesLogsOrRedis(t *testing.T) {
 		password  = "pw-Zq8x3LmN0v-secret"
 		secretRaw = "hmac-secret-K7d9Qw2Er5Ty8Ui0Op3As6Df"
 	)
-	require.NoError(t, admin.Do(adminCtx(t), "ACL", "SETUSER", "tlb-rate", "reset", "on", ">"+password, "~*", "+@all").Err())
+	require.NoError(t, admin.Do(redistest.AdminCtx(t), "ACL", "SETUSER", "tlb-rate", "reset", "on", ">"+password, "~*", "+@all").Err())
 	secret, err := keyspace.NewSecret([]byte(secretRaw))
 	require.NoError(t, err)
 	keys, err := keyspace.NewBuilder("tlb", secret)
@@ -98,10 +98,10 @@ func TestNoSecretsInOutcomesLogsOrRedis(t *testing.T) {
 	s := randomSubject(t)
 	key, err := redisrate.StateKey(keys, pols[2], s)
 	require.NoError(t, err)
-	require.NoError(t, admin.Set(adminCtx(t), key, "garbage-"+string(s), time.Minute).Err())
+	require.NoError(t, admin.Set(redistest.AdminCtx(t), key, "garbage-"+string(s), time.Minute).Err())
 	req := ratelimit.Request{PolicyID: pols[2].ID(), SubjectDigest: s, Cost: 1, Deadline: time.Now().Add(30 * time.Second)}
 	record(req, p.Evaluate(context.Background(), req))
-	require.NoError(t, admin.Del(adminCtx(t), key).Err()) // our own planted value contains s by design
+	require.NoError(t, admin.Del(redistest.AdminCtx(t), key).Err()) // our own planted value contains s by design
 
 	for _, k := range []ratelimit.OutcomeKind{ratelimit.KindEvaluated, ratelimit.KindUnavailable, ratelimit.KindIndeterminate, ratelimit.KindIncompatible} {
 		require.Positive(t, seen[k], "the run produced a %s outcome (%v)", k, seen)
@@ -109,24 +109,24 @@ func TestNoSecretsInOutcomesLogsOrRedis(t *testing.T) {
 
 	// Everything in Redis.
 	var dump strings.Builder
-	ks, err := admin.Keys(adminCtx(t), "*").Result()
+	ks, err := admin.Keys(redistest.AdminCtx(t), "*").Result()
 	require.NoError(t, err)
 	require.NotEmpty(t, ks)
 	for _, k := range ks {
 		dump.WriteString(k + "\n")
-		typ, err := admin.Type(adminCtx(t), k).Result()
+		typ, err := admin.Type(redistest.AdminCtx(t), k).Result()
 		require.NoError(t, err)
 		if typ == "string" { // rate state: one binary value
-			v, err := admin.Get(adminCtx(t), k).Result()
+			v, err := admin.Get(redistest.AdminCtx(t), k).Result()
 			require.NoError(t, err)
 			fmt.Fprintln(&dump, v)
 			continue
 		}
-		v, err := admin.HGetAll(adminCtx(t), k).Result() // dedup hash
+		v, err := admin.HGetAll(redistest.AdminCtx(t), k).Result() // dedup hash
 		require.NoError(t, err)
 		fmt.Fprintln(&dump, v)
 	}
-	clients, err := admin.ClientList(adminCtx(t)).Result()
+	clients, err := admin.ClientList(redistest.AdminCtx(t)).Result()
 	require.NoError(t, err)
 	dump.WriteString(clients)
 

@@ -38,12 +38,12 @@ const tlsTimeout = 2 * time.Second
 func applyACLUsers(t *testing.T, srv *redistest.Server) {
 	t.Helper()
 	for range 8 {
-		if srv.Client().Ping(adminCtx(t)).Err() == nil {
+		if srv.Client().Ping(redistest.AdminCtx(t)).Err() == nil {
 			break
 		}
 	}
-	require.NoError(t, srv.Client().Do(adminCtx(t), aclRateUser(t)...).Err())
-	require.NoError(t, srv.Client().Do(adminCtx(t), aclCacheUser(t)...).Err())
+	require.NoError(t, srv.Client().Do(redistest.AdminCtx(t), aclRateUser(t)...).Err())
+	require.NoError(t, srv.Client().Do(redistest.AdminCtx(t), aclCacheUser(t)...).Err())
 }
 
 // tlsKeys is a keyspace under the deployed prefix "tlb", which the ACL
@@ -99,7 +99,7 @@ func TestTLSProviderAndCacheAsACLUsers(t *testing.T) {
 
 	t.Run("NOSCRIPT fallback", func(t *testing.T) {
 		resetStats(t, admin)
-		require.NoError(t, admin.ScriptFlush(adminCtx(t)).Err())
+		require.NoError(t, admin.ScriptFlush(redistest.AdminCtx(t)).Err())
 		out := ask(p, bucket, subject, 1)
 		require.True(t, ratelimit.Admitted(out), "%v", out)
 		assert.Equal(t, int64(3), out.(ratelimit.Evaluated).Decision.Remaining)
@@ -118,7 +118,7 @@ func TestTLSProviderAndCacheAsACLUsers(t *testing.T) {
 		t.Cleanup(func() { _ = cclient.Close() })
 		store, err := rediscache.New(cclient, keys)
 		require.NoError(t, err)
-		ctx := adminCtx(t)
+		ctx := redistest.AdminCtx(t)
 		ck := cache.Key{Region: "tls", Kind: "item", Name: "one"}
 		require.NoError(t, store.Set(ctx, ck, []byte("v1"), time.Minute))
 		e, ok, err := store.Get(ctx, ck)
@@ -268,7 +268,7 @@ func TestTLSFailuresFailClosed(t *testing.T) {
 				assert.Equal(t, ratelimit.KindUnavailable, out.Kind(), "%v", out)
 				assert.Equal(t, ratelimit.CategoryConnection, ratelimit.CategoryOf(out), "%v", out)
 			}
-			n, err := tc.srv.Client().DBSize(adminCtx(t)).Result()
+			n, err := tc.srv.Client().DBSize(redistest.AdminCtx(t)).Result()
 			require.NoError(t, err)
 			assert.Zero(t, n, "nothing was written")
 		})
