@@ -583,10 +583,35 @@ func TestClusterReshardingUnderLoad(t *testing.T) {
 			mu.Unlock()
 		})
 	}()
-	time.Sleep(200 * time.Millisecond)
+	// Each step waits, bounded, for the state the next one needs instead
+	// of sleeping: the load keeps running throughout (16 workers x 5000
+	// calls, a pause of 1 ms: seconds of load; every wait below ends
+	// within milliseconds of it).
+	evaluated := func() int {
+		mu.Lock()
+		defer mu.Unlock()
+		return evaluations
+	}
+	// progressed waits until the providers decided step more calls since
+	// now, and until cond (nil: none) holds.
+	progressed := func(what string, step int, cond func() bool) {
+		t.Helper()
+		from := evaluated()
+		deadline := time.Now().Add(10 * time.Second)
+		for evaluated() < from+step || (cond != nil && !cond()) {
+			require.True(t, time.Now().Before(deadline), "waited 10s for %s", what)
+			time.Sleep(2 * time.Millisecond)
+		}
+	}
+	// Every subject's key exists on A before the slot starts moving.
+	progressed("every subject admitted on A", 50, func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return len(admitted) == len(subs)
+	})
 	require.NoError(t, b.Client().Do(ctx, "cluster", "setslot", slot, "importing", c.ID(a)).Err())
 	require.NoError(t, a.Client().Do(ctx, "cluster", "setslot", slot, "migrating", c.ID(b)).Err())
-	time.Sleep(200 * time.Millisecond)
+	progressed("calls decided while the slot is MIGRATING", 50, nil)
 	host, port, _ := net.SplitHostPort(b.Addr())
 	for range 10 { // bounded: the slot holds at most the four keys
 		ks, err := a.Client().ClusterGetKeysInSlot(ctx, slot, 10).Result()
@@ -598,13 +623,25 @@ func TestClusterReshardingUnderLoad(t *testing.T) {
 			require.NoError(t, a.Client().Do(ctx, "migrate", host, port, k, 0, 5000).Err())
 		}
 	}
-	time.Sleep(100 * time.Millisecond)
+	// The keys are on B, the slot still A's: A answers ASK, followed
+	// with ASKING on B.
+	progressed("ASK followed to B", 50, func() bool {
+		return redistest.CommandStats(t, b.Client())["asking"].Calls > 0
+	})
 	// The documented order (SetSlotNode: B, then A, then the rest). With A
 	// first, A sends MOVED to B while B, still importing, sends MOVED back
 	// to A until B learns it owns the slot: the redirect budget ran out and
 	// the test failed about 1 run in 14.
 	c.SetSlotNode(slot, b, a)
-	time.Sleep(200 * time.Millisecond)
+	// Both providers followed MOVED to B and decided more calls there.
+	progressed("both providers' slot maps follow MOVED to B", 50, func() bool {
+		for _, p := range ps {
+			if o := p.router.SlotOwner(slot); o == nil || o.Addr() != b.Addr() {
+				return false
+			}
+		}
+		return true
+	})
 	close(stop)
 	<-loaded
 
