@@ -211,6 +211,3 @@ func (b *batcher) sendBatch(ctx context.Context, calls []*call) {
 		c.res = x.collect(c, cmds[i], CmdEvalSha, wait)
 	}
 }
-
-// calls per batch (0, 0: off).
-func (x *Executor) Batching() (slots, maxBatch int) { return x.slots, x.maxBatch }

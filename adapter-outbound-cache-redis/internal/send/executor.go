@@ -240,6 +240,3 @@ func (s *Script) SHA() string { return s.shaHex }
 
 // Source is the exact embedded source EVAL sends (SCRIPT LOAD loads it).
 func (s *Script) Source() []byte { return s.source }
-
-// the one fixed target.
-func (x *Executor) UseCluster(r *ClusterRouter) { x.route = r }

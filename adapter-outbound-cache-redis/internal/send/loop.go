@@ -237,21 +237,11 @@ func (r *fixedRoute) targets() []*Target                                 { retur
 func (r *fixedRoute) met() []*Target                                     { return []*Target{r.t} }
 func (r *fixedRoute) slotsOf(*Target) string                             { return "" }
 
-// logs, never a metric label.
-func (t *Target) Addr() string { return t.addr }
-
-func (t *Target) Client() Commander { return t.client }
-
 // The in-flight bound belongs to a target, like its breaker and its
 // batcher: a primary that hangs holds at most its own tokens for a command
 // timeout each, and calls for other primaries' slots never wait for them
 // (ADR 0023). A standalone or Sentinel endpoint is one target, so there it
 // is the provider's one bound.
-
-// (n < 1: no bound). A call beyond it is answered
-// NotSent{ReasonInFlight} at once, without waiting. Call it before the
-// first Run.
-func (x *Executor) SetMaxInFlight(n int) { x.maxInFlight = max(n, 0) }
 
 // takeInFlight takes one of t's in-flight tokens without waiting and
 // reports whether it got one (always true when there is no bound).

@@ -38,8 +38,14 @@ func (x *Executor) SetBreakers(opts BreakerOptions, timeout time.Duration) {
 }
 
 // UseCluster routes calls through r (the cluster's slot map) instead of
+// the one fixed target.
+func (x *Executor) UseCluster(r *ClusterRouter) { x.route = r }
 
 // SetMaxInFlight bounds the program calls on the wire to each target at n
+// (n < 1: no bound). A call beyond it is answered
+// NotSent{ReasonInFlight} at once, without waiting. Call it before the
+// first Run.
+func (x *Executor) SetMaxInFlight(n int) { x.maxInFlight = max(n, 0) }
 
 // BatchStats counts one target's pipelined program calls: batches
 // written, the calls in them (a call sent alone is in neither), and the
@@ -65,6 +71,8 @@ func (x *Executor) PipelineStats() (batches, calls int64, queued int) {
 }
 
 // Batching reports the batching settings: connection turns per target and
+// calls per batch (0, 0: off).
+func (x *Executor) Batching() (slots, maxBatch int) { return x.slots, x.maxBatch }
 
 // TargetBreaker is the circuit breaker of one target: the server, or one
 // cluster primary.
@@ -187,5 +195,8 @@ const (
 )
 
 // Addr is the target's address ("" for a fixed target); for errors and
+// logs, never a metric label.
+func (t *Target) Addr() string { return t.addr }
 
 // Client is the target's client.
+func (t *Target) Client() Commander { return t.client }
