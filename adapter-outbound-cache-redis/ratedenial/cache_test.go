@@ -65,6 +65,7 @@ func algorithms(t *testing.T, rev int64) []ratelimit.Policy {
 		policy(t, "bucket", rev, ratelimit.TokenBucket{Capacity: 4, RefillTokens: 1, RefillPeriod: 70 * time.Millisecond}, 3),
 		// 3 per 200 ms: T = 66,666.7 µs, decided to the microsecond.
 		policy(t, "gcra", rev, ratelimit.GCRA{Rate: 3, Period: 200 * time.Millisecond, Burst: 4}, 3),
+		policy(t, "log", rev, ratelimit.SlidingLog{Limit: 4, Window: 200 * time.Millisecond}, 3),
 	}
 }
 
@@ -330,10 +331,10 @@ func TestTableIsBounded(t *testing.T) {
 	assert.Equal(t, uint64(2), st.Evicted, "no live entry was evicted")
 }
 
-// TestExactAlgorithms: the three algorithms of v1 are exact; anything
+// TestExactAlgorithms: the five algorithms are exact; anything
 // else (an algorithm added later) is off until it is listed.
 func TestExactAlgorithms(t *testing.T) {
-	for _, a := range []ratelimit.Algorithm{ratelimit.AlgorithmFixedWindow, ratelimit.AlgorithmSlidingWindowCounter, ratelimit.AlgorithmTokenBucket, ratelimit.AlgorithmGCRA} {
+	for _, a := range []ratelimit.Algorithm{ratelimit.AlgorithmFixedWindow, ratelimit.AlgorithmSlidingWindowCounter, ratelimit.AlgorithmTokenBucket, ratelimit.AlgorithmGCRA, ratelimit.AlgorithmSlidingLog} {
 		assert.True(t, ratedenial.Exact(a), a.String())
 	}
 	assert.False(t, ratedenial.Exact(0))

@@ -93,6 +93,12 @@ func Exact(a ratelimit.Algorithm) bool {
 		// one. GCRA decides to the microsecond: its entries keep a 2 ms
 		// margin (margin, ADR 0021).
 		return true
+	case ratelimit.AlgorithmSlidingLog:
+		// A denial writes nothing; without traffic the window sum only
+		// falls, at the instants its entries leave; retry is the first
+		// millisecond enough of them have left, and a larger cost needs
+		// more of them (ADR 0024).
+		return true
 	}
 	return false
 }

@@ -87,6 +87,8 @@ func TestLocalDecisionsChargedAfterRecovery(t *testing.T) {
 		// GCRA (ADR 0021): burst 10, so the share is 5; one per hour
 		// refills nothing during the test.
 		ratelimit.GCRA{Rate: 1, Period: time.Hour, Burst: 10},
+		// The sliding log (ADR 0024): limit 10, so the share is 5.
+		ratelimit.SlidingLog{Limit: 10, Window: time.Hour},
 	} {
 		t.Run(params.Algorithm().String(), func(t *testing.T) { localDecisionsChargedAfterRecovery(t, params) })
 	}
@@ -193,6 +195,7 @@ func TestSharePolicy(t *testing.T) {
 		{ratelimit.FixedWindow{Limit: 2, Window: time.Minute}, 5, ratelimit.FixedWindow{Limit: 1, Window: time.Minute}},
 		{ratelimit.TokenBucket{Capacity: 10, RefillTokens: 1, RefillPeriod: time.Second}, 2, ratelimit.TokenBucket{Capacity: 5, RefillTokens: 1, RefillPeriod: 2 * time.Second}},
 		{ratelimit.GCRA{Rate: 10, Period: time.Second, Burst: 20}, 4, ratelimit.GCRA{Rate: 10, Period: 4 * time.Second, Burst: 5}},
+		{ratelimit.SlidingLog{Limit: 100, Window: time.Minute}, 3, ratelimit.SlidingLog{Limit: 33, Window: time.Minute}},
 		// Period * instances beyond time.Duration: the rate is divided.
 		{ratelimit.GCRA{Rate: 100, Period: 100_000 * time.Hour, Burst: 20}, 1 << 20, ratelimit.GCRA{Rate: 1, Period: 100_000 * time.Hour, Burst: 1}},
 	} {

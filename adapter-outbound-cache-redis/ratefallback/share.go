@@ -30,6 +30,8 @@ func SharePolicy(p ratelimit.Policy) (ratelimit.Policy, error) {
 		spec.Params = ratelimit.FixedWindow{Limit: share, Window: v.Window}
 	case ratelimit.SlidingWindowCounter:
 		spec.Params = ratelimit.SlidingWindowCounter{Limit: share, Window: v.Window}
+	case ratelimit.SlidingLog:
+		spec.Params = ratelimit.SlidingLog{Limit: share, Window: v.Window}
 	case ratelimit.TokenBucket:
 		if v.RefillPeriod > 0 && n <= math.MaxInt64/int64(v.RefillPeriod) {
 			spec.Params = ratelimit.TokenBucket{Capacity: share, RefillTokens: v.RefillTokens, RefillPeriod: v.RefillPeriod * time.Duration(n)}

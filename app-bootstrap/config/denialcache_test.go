@@ -40,6 +40,11 @@ func TestParsePoliciesDenialCache(t *testing.T) {
 	set, err = ParsePolicies(strings.NewReader(gcra))
 	require.NoError(t, err)
 	assert.Empty(t, set.NoDenialCache)
+	// So is the sliding log (ADR 0024).
+	const log = `{"policies":[{"id":"roll","revision":1,"algorithm":"sliding_log","limit":100,"window":"1h","maxCost":1,"cleanupGrace":"1m","maxClockRegression":"2s","failurePolicy":"fail-closed","denialCache":true}]}`
+	set, err = ParsePolicies(strings.NewReader(log))
+	require.NoError(t, err)
+	assert.Empty(t, set.NoDenialCache)
 	for _, tt := range []struct{ name, extra, want string }{
 		{"a string", `"denialCache":"false"`, "denialCache"},
 		{"a number", `"denialCache":0`, "denialCache"},

@@ -328,13 +328,6 @@ func (p policyJSON) spec() (ratelimit.PolicySpec, []error) {
 		problems = append(problems, fmt.Errorf("algorithm: %w", err))
 		return spec, problems
 	}
-	if alg == ratelimit.AlgorithmSlidingLog {
-		// The programs and the model have the sliding log (ADR 0024); the
-		// policy file takes it once fallback, conformance and tlbctl have
-		// it too.
-		problems = append(problems, fmt.Errorf("algorithm: %w: %q is not accepted in a policy file yet (fixed_window, sliding_window_counter, token_bucket or gcra)", ratelimit.ErrUnsupported, *p.Algorithm))
-		return spec, problems
-	}
 	spec.Algorithm = alg
 	present := map[string]bool{
 		"limit": p.Limit != nil, "window": p.Window != nil,
@@ -343,7 +336,9 @@ func (p policyJSON) spec() (ratelimit.PolicySpec, []error) {
 	}
 	var own []string
 	switch alg {
-	case ratelimit.AlgorithmFixedWindow, ratelimit.AlgorithmSlidingWindowCounter:
+	case ratelimit.AlgorithmFixedWindow, ratelimit.AlgorithmSlidingWindowCounter, ratelimit.AlgorithmSlidingLog:
+		// The sliding log's limit is capped (ratelimit.MaxSlidingLogLimit,
+		// ADR 0024): NewPolicy names a larger one.
 		own = []string{"limit", "window"}
 	case ratelimit.AlgorithmTokenBucket:
 		own = []string{"capacity", "refillTokens", "refillPeriod"}
@@ -375,6 +370,8 @@ func (p policyJSON) spec() (ratelimit.PolicySpec, []error) {
 		spec.Params = ratelimit.TokenBucket{Capacity: *p.Capacity, RefillTokens: *p.RefillTokens, RefillPeriod: parseDuration("refillPeriod", p.RefillPeriod, &problems)}
 	case ratelimit.AlgorithmGCRA:
 		spec.Params = ratelimit.GCRA{Rate: *p.Rate, Period: parseDuration("period", p.Period, &problems), Burst: *p.Burst}
+	case ratelimit.AlgorithmSlidingLog:
+		spec.Params = ratelimit.SlidingLog{Limit: *p.Limit, Window: parseDuration("window", p.Window, &problems)}
 	}
 	return spec, problems
 }

@@ -89,6 +89,18 @@ func TestParsePoliciesGCRA(t *testing.T) {
 	assert.Equal(t, ratelimit.Certain, p.Certainty())
 }
 
+// TestParsePoliciesSlidingLog: "algorithm": "sliding_log" takes "limit"
+// and "window" (ADR 0024), exact.
+func TestParsePoliciesSlidingLog(t *testing.T) {
+	set, err := ParsePolicies(strings.NewReader(policyJSONText(replace(fwBase, `"algorithm":"sliding_log"`, `"limit":100`, `"window":"1h"`)...)))
+	require.NoError(t, err)
+	require.Len(t, set.Policies, 1)
+	p := set.Policies[0]
+	assert.Equal(t, ratelimit.AlgorithmSlidingLog, p.Algorithm())
+	assert.Equal(t, ratelimit.SlidingLog{Limit: 100, Window: time.Hour}, p.Params())
+	assert.Equal(t, ratelimit.Certain, p.Certainty())
+}
+
 // TestExamplePolicyFilesParse keeps the shipped examples valid.
 func TestExamplePolicyFilesParse(t *testing.T) {
 	for _, path := range []string{"testdata/policies.json", "../examples/policies.json"} {
@@ -128,7 +140,9 @@ func TestParsePoliciesRejections(t *testing.T) {
 		{"fail open", policyJSONText(replace(fwBase, `"failurePolicy":"fail-open"`)...), "fail-open is not supported", ratelimit.ErrUnsupported},
 		{"failure policy unknown", policyJSONText(replace(fwBase, `"failurePolicy":"sometimes"`)...), `"sometimes" is not fail-closed`, ratelimit.ErrUnsupported},
 		{"unknown algorithm", policyJSONText(replace(fwBase, `"algorithm":"leaky_bucket"`)...), `"leaky_bucket" is not fixed_window`, ratelimit.ErrUnsupported},
-		{"sliding_log not yet in policy files", policyJSONText(replace(fwBase, `"algorithm":"sliding_log"`)...), `"sliding_log" is not accepted in a policy file yet`, ratelimit.ErrUnsupported},
+		{"sliding_log with a burst", policyJSONText(append(replace(fwBase, `"algorithm":"sliding_log"`), `"burst":3`)...), `"burst" is not a parameter of sliding_log`, nil},
+		{"sliding_log without a window", policyJSONText(replace(fwBase, `"algorithm":"sliding_log"`, `"-window"`)...), `"window" is required`, nil},
+		{"sliding_log limit above the cap", policyJSONText(replace(fwBase, `"algorithm":"sliding_log"`, `"limit":10001`)...), `Params.Limit`, ratelimit.ErrLimitAboveCap},
 		{"gcra with a window", policyJSONText(replace(gcBase, `"window":"1s"`)...), `"window" is not a parameter of gcra`, nil},
 		{"fixed window with a burst", policyJSONText(replace(fwBase, `"burst":2`)...), `"burst" is not a parameter of fixed_window`, nil},
 		{"token bucket with a rate", policyJSONText(replace(tbBase, `"rate":2`)...), `"rate" is not a parameter of token_bucket`, nil},

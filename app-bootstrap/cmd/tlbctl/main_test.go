@@ -17,9 +17,11 @@ import (
 	"go.uber.org/fx/fxtest"
 
 	"github.com/tech-log/tech-log-backend/adapter-inbound-web/subject"
+	"github.com/tech-log/tech-log-backend/adapter-outbound-cache-redis/programs"
 	"github.com/tech-log/tech-log-backend/adapter-outbound-cache-redis/redistest"
 	"github.com/tech-log/tech-log-backend/app-bootstrap/config"
 	"github.com/tech-log/tech-log-backend/app-bootstrap/wiring"
+	"github.com/tech-log/tech-log-backend/shared-contract/ratelimit"
 )
 
 // aclRateUser and aclCtlUser are the ACL users of docs/operations.md,
@@ -344,4 +346,31 @@ func TestBadInputChangesNothing(t *testing.T) {
 	for _, cmd := range []string{"del", "get", "ping", "hello", "auth"} {
 		assert.NotContains(t, stats, cmd, "bad input reached Redis")
 	}
+}
+
+// TestInspectPrintsTheSlidingLog: inspect decodes a sliding log's state
+// (ADR 0024): the decision now, the header fields, and the entries, with
+// the oldest and newest admission.
+func TestInspectPrintsTheSlidingLog(t *testing.T) {
+	p, err := ratelimit.NewPolicy(ratelimit.PolicySpec{ID: "roll", Revision: 2, Algorithm: ratelimit.AlgorithmSlidingLog,
+		Params: ratelimit.SlidingLog{Limit: 10, Window: time.Minute}, MaxCost: 5, CleanupGrace: time.Minute,
+		FailurePolicy: ratelimit.FailClosed})
+	require.NoError(t, err)
+	const t0 = int64(1_796_000_000_000)
+	r, st := programs.Evaluate(p, nil, t0, 2)
+	require.Equal(t, programs.StatusAllowed, r.Status)
+	r, st = programs.Evaluate(p, st, t0+10, 1)
+	require.Equal(t, programs.StatusAllowed, r.Status)
+	var b bytes.Buffer
+	printState(&b, target{policy: p, kind: kindIP, shown: "127.0.0.1", key: "k"}, state{raw: st, ttl: time.Minute, now: time.UnixMilli(t0 + 30)})
+	out := b.String()
+	assert.Contains(t, out, "policy      roll (revision 2, sliding_log)")
+	assert.Contains(t, out, "stored      algorithm=sliding_log revision=2 schema=2")
+	assert.Contains(t, out, "remaining   7 of 10 (consumed 3)")
+	assert.Contains(t, out, "fields      a=5 l=1796000000010 n=2 r=2 s=3 v=2")
+	assert.Contains(t, out, "log         2 entries, cost 3 (8 bytes each)")
+	assert.Contains(t, out, "oldest      "+time.UnixMilli(t0).UTC().Format(time.RFC3339Nano)+" cost 2 (30ms ago)")
+	assert.Contains(t, out, "newest      "+time.UnixMilli(t0+10).UTC().Format(time.RFC3339Nano)+" cost 1 (20ms ago)")
+	// The probe (one unit, now) would be admitted: reset one window on.
+	assert.Contains(t, out, "reset at    "+time.UnixMilli(t0+30+60_000).UTC().Format(time.RFC3339Nano))
 }

@@ -401,6 +401,7 @@ func printState(w io.Writer, tg target, st state) {
 		if tat, ok := arrival(p, fields); ok {
 			fmt.Fprintf(w, "arrival     %s (GCRA theoretical arrival time, to the µs)\n", tat.UTC().Format(time.RFC3339Nano))
 		}
+		printLog(w, st)
 	}
 	fmt.Fprintf(w, "value       %d bytes %s\n", len(st.raw), bounded(hex.EncodeToString(st.raw)))
 }
@@ -450,13 +451,35 @@ func arrival(p ratelimit.Policy, f map[string]int64) (time.Time, bool) {
 	return time.UnixMicro(f[programs.FieldLastObserved]*1000 + f[programs.FieldArrival]/rate), true
 }
 
+// printLog prints a sliding log's entries (ADR 0024): how many, their
+// sum, and the oldest and newest admission with when each leaves the
+// window; nothing for another algorithm's state.
+func printLog(w io.Writer, st state) {
+	entries, err := st.raw.LogEntries()
+	if err != nil || len(entries) == 0 {
+		return
+	}
+	var sum int64
+	for _, e := range entries {
+		sum += e.Cost
+	}
+	fmt.Fprintf(w, "log         %d entries, cost %d (%d bytes each)\n", len(entries), sum, programs.LogEntryBytes)
+	for _, e := range []struct {
+		name  string
+		entry programs.LogEntry
+	}{{"oldest", entries[0]}, {"newest", entries[len(entries)-1]}} {
+		at := time.UnixMilli(e.entry.AtMillis).UTC()
+		fmt.Fprintf(w, "%-11s %s cost %d (%v ago)\n", e.name, at.Format(time.RFC3339Nano), e.entry.Cost, st.now.Sub(at).Round(time.Millisecond))
+	}
+}
+
 func limitOf(p ratelimit.Policy) int64 {
 	r, _ := programs.Evaluate(p, nil, 1, 1)
 	return r.Limit
 }
 
 func algorithmName(a int64) string {
-	for _, alg := range []ratelimit.Algorithm{ratelimit.AlgorithmFixedWindow, ratelimit.AlgorithmSlidingWindowCounter, ratelimit.AlgorithmTokenBucket, ratelimit.AlgorithmGCRA} {
+	for _, alg := range []ratelimit.Algorithm{ratelimit.AlgorithmFixedWindow, ratelimit.AlgorithmSlidingWindowCounter, ratelimit.AlgorithmTokenBucket, ratelimit.AlgorithmGCRA, ratelimit.AlgorithmSlidingLog} {
 		if int64(alg) == a {
 			return alg.String()
 		}

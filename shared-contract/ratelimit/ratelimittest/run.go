@@ -28,6 +28,7 @@ func Policies(t testing.TB, rev int64) []ratelimit.Policy {
 		{ID: "c-sliding", Params: ratelimit.SlidingWindowCounter{Limit: 5, Window: time.Hour}},
 		{ID: "c-bucket", Params: ratelimit.TokenBucket{Capacity: 5, RefillTokens: 1, RefillPeriod: time.Hour}},
 		{ID: "c-gcra", Params: ratelimit.GCRA{Rate: 1, Period: time.Hour, Burst: 5}},
+		{ID: "c-log", Params: ratelimit.SlidingLog{Limit: 5, Window: time.Hour}},
 	}
 	out := make([]ratelimit.Policy, 0, len(specs))
 	for _, s := range specs {
