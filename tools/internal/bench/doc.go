@@ -7,7 +7,9 @@
 // bench/results.json, a throughput chart and the generated sections of
 // docs/performance.md, judged against the targets of issue 6 (and of
 // issues 13 and 24: the flood of one denied subject, with the provider's
-// local denial cache, ratedenial).
+// local denial cache, ratedenial; and of issue 22: GCRA beside redis_rate,
+// and the sliding log's memory per subject under a client sending ten
+// times its limit).
 //
 // It owns the measurement harness (latency histogram, paired repetitions,
 // medians), the results schema, the report and its validation (the smoke

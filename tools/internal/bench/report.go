@@ -128,6 +128,8 @@ func formatMeasured(t Target) string {
 		return fmt.Sprintf("%.0f ns", t.Measured)
 	case "B/subject":
 		return fmt.Sprintf("%.1f B", t.Measured)
+	case "%":
+		return fmt.Sprintf("%.2f%%", t.Measured)
 	default:
 		return fmt.Sprintf("%.2f %s", t.Measured, t.Unit)
 	}
@@ -285,10 +287,28 @@ func renderClient(b *strings.Builder, res *Results) {
 }
 
 func renderMemory(b *strings.Builder, res *Results) {
-	fmt.Fprintf(b, "INFO `used_memory` after one call for each of N distinct subjects minus `used_memory` after FLUSHALL, / N; both readings less `mem_clients_normal` (connection buffers). Includes the key name, the value, the main and expires dictionary entries and their bucket arrays. Every limiter allows %d per hour here (realistic widths of the stored numbers; a GCRA state lives 36 s after one call).\n\n", res.Settings.MemoryLimitPerHour)
+	fmt.Fprintf(b, "INFO `used_memory` after one call for each of N distinct subjects minus `used_memory` after FLUSHALL, / N; both readings less `mem_clients_normal` (connection buffers), each taken once two readings 250 ms apart agree. Includes the key name, the value, the main and expires dictionary entries and their bucket arrays. Every limiter allows %d per hour here (realistic widths of the stored numbers; a GCRA state lives 36 s after one call).\n\n", res.Settings.MemoryLimitPerHour)
 	fmt.Fprintf(b, "| limiter | N | B/subject | sample key length | MEMORY USAGE of a sample key | type / encoding |\n|---|---:|---:|---:|---:|---|\n")
 	for _, m := range res.Memory {
 		fmt.Fprintf(b, "| %s | %d | %.1f | %d | %d | %s / %s |\n", m.Limiter, m.Subjects, m.BytesPerSubject, m.SampleKeyLen, m.SampleUsage, m.SampleType, m.SampleEncoding)
+	}
+	if len(res.MemoryAbuse) == 0 {
+		return
+	}
+	fmt.Fprintf(b, "\nUnder abuse (issue 22): N subjects at %d per hour, each sent exactly its limit, then (after FLUSHALL) each sent %dx its limit, interleaved over the subjects by 16 workers. MEMORY USAGE is the mean over all N keys (key name, value, dictionary entry: the keys' own bytes); used_memory is read as above (after it settles), / N, and moves by tens of KB with the server's bookkeeping, a lot over N = %d. Growth is against the first row, MEMORY USAGE (used_memory). A state bounded by the limit costs the same both times.\n\n", res.Settings.MemoryLimitPerHour, res.Settings.AbuseFactor, res.Settings.AbuseSubjects)
+	fmt.Fprintf(b, "| limiter | N | calls per subject | admitted | denied | MEMORY USAGE B/subject | used_memory B/subject | encoding | growth |\n|---|---:|---:|---:|---:|---:|---:|---|---:|\n")
+	for _, m := range res.MemoryAbuse {
+		if m.Skipped != "" {
+			fmt.Fprintf(b, "| %s | - | - | - | - | - | - | - | skipped: %s |\n", m.Limiter, m.Skipped)
+			continue
+		}
+		for k, r := range []AbuseRound{m.Exact, m.Abused} {
+			growth := "-"
+			if k == 1 {
+				growth = fmt.Sprintf("%+.2f%% (%+.2f%%)", m.GrowthPercent, m.UsedGrowthPercent)
+			}
+			fmt.Fprintf(b, "| %s | %d | %d | %d | %d | %.1f | %.1f | %s | %s |\n", m.Limiter, m.Subjects, r.CallsPerSubject, r.Admitted, r.Denied, r.UsageBytesPerSubject, r.BytesPerSubject, r.SampleEncoding, growth)
+		}
 	}
 }
 

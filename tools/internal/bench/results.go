@@ -33,8 +33,10 @@ type Results struct {
 	// Cells are the medians of Runs per limiter, concurrency and subject set.
 	Cells []Cell `json:"cells"`
 	// Comparisons are paired (same repetition) ratios and differences.
-	Comparisons    []Comparison   `json:"comparisons"`
-	Memory         []Memory       `json:"memory"`
+	Comparisons []Comparison `json:"comparisons"`
+	Memory      []Memory     `json:"memory"`
+	// MemoryAbuse is the memory-under-abuse phase (issue 22 item 5).
+	MemoryAbuse    []MemoryAbuse  `json:"memoryAbuse,omitempty"`
 	RedisBenchmark RedisBenchmark `json:"redisBenchmark"`
 	Micro          []Micro        `json:"micro"`
 	// Flood and FloodSummaries: the flood phase (issue 24 item 3), runs
@@ -78,6 +80,10 @@ type Settings struct {
 	Limit            int64   `json:"limit"`
 	// MemoryLimitPerHour is the limit of every limiter in the memory phase.
 	MemoryLimitPerHour int64 `json:"memoryLimitPerHour"`
+	// AbuseSubjects and AbuseFactor size the memory-under-abuse phase:
+	// subjects, and how many times its limit each one asks for.
+	AbuseSubjects int `json:"abuseSubjects,omitempty"`
+	AbuseFactor   int `json:"abuseFactor,omitempty"`
 }
 
 // Cell is the median over repetitions of one limiter at one concurrency
@@ -142,6 +148,44 @@ type Memory struct {
 	SampleUsage    int64  `json:"sampleMemoryUsage"`
 	SampleEncoding string `json:"sampleEncoding"`
 	SampleType     string `json:"sampleType"`
+}
+
+// MemoryAbuse is one limiter's Redis memory per subject when every subject
+// is sent exactly its limit (Exact) and when every subject is sent
+// Settings.AbuseFactor times its limit (Abused), each after a FLUSHALL.
+type MemoryAbuse struct {
+	Limiter  string `json:"limiter"`
+	Subjects int    `json:"subjects"`
+	// Limit is the limit per hour of every subject.
+	Limit  int64      `json:"limit"`
+	Exact  AbuseRound `json:"exact"`
+	Abused AbuseRound `json:"abused"`
+	// GrowthPercent is 100 * (Abused - Exact) / Exact of the keys' mean
+	// MEMORY USAGE (UsageBytesPerSubject); UsedGrowthPercent the same of
+	// used_memory per subject (BytesPerSubject).
+	GrowthPercent     float64 `json:"growthPercent"`
+	UsedGrowthPercent float64 `json:"usedGrowthPercent"`
+	// Skipped says why the limiter was not measured.
+	Skipped string `json:"skipped,omitempty"`
+}
+
+// AbuseRound is one round of the memory-under-abuse phase: CallsPerSubject
+// calls for each subject, how many were admitted and denied in all,
+// used_memory growth (less mem_clients_normal) per subject, the mean
+// MEMORY USAGE (SAMPLES 0) of the subjects' keys (their name, value and
+// dictionary entry) and one key's MEMORY USAGE and encoding.
+type AbuseRound struct {
+	CallsPerSubject int64   `json:"callsPerSubject"`
+	Admitted        int64   `json:"admitted"`
+	Denied          int64   `json:"denied"`
+	Keys            int64   `json:"keys"`
+	UsedBefore      int64   `json:"usedMemoryBefore"`
+	UsedAfter       int64   `json:"usedMemoryAfter"`
+	BytesPerSubject float64 `json:"bytesPerSubject"`
+	// UsageBytesPerSubject is the sum of MEMORY USAGE over every key / N.
+	UsageBytesPerSubject float64 `json:"usageBytesPerSubject"`
+	SampleUsage          int64   `json:"sampleMemoryUsage"`
+	SampleEncoding       string  `json:"sampleEncoding"`
 }
 
 // RedisBenchmark is redis-benchmark running a trivial EVAL: the server's
@@ -408,6 +452,9 @@ const (
 	CmpTokenVsRedisRateP99    = "provider token bucket/redis_rate p99"
 	CmpPipelinedVsRedisRateP9 = "provider (pipelined) token bucket/redis_rate p99"
 	CmpServerVsRedisRateCPU   = "program/redis_rate server CPU per call"
+	// Issue 22.
+	CmpGCRAVsRedisRateOps          = "provider gcra/redis_rate throughput"
+	CmpPipelinedGCRAVsRedisRateOps = "provider (pipelined) gcra/redis_rate throughput"
 )
 
 // comparisons derives every paired comparison the targets and the report use.
@@ -433,6 +480,8 @@ func comparisons(runs []RunResult) []Comparison {
 	out = append(out, compare(runs, CmpFixedVsUluleOps, KindRatio, "opsPerSec", fw, FamilyUlule)...)
 	out = append(out, compare(runs, CmpPipelinedFixedVsUlule, KindRatio, "opsPerSec", pipelinedFixedName, FamilyUlule)...)
 	out = append(out, compare(runs, CmpRedisRateVsTrivialCPU, KindRatio, "evalshaUsecPerCall", FamilyRedisRate, FamilyTrivial)...)
+	out = append(out, compare(runs, CmpGCRAVsRedisRateOps, KindRatio, "opsPerSec", gcraName, FamilyRedisRate)...)
+	out = append(out, compare(runs, CmpPipelinedGCRAVsRedisRateOps, KindRatio, "opsPerSec", pipelinedGCRAName, FamilyRedisRate)...)
 	return out
 }
 

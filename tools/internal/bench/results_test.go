@@ -80,7 +80,7 @@ func TestTargetJudge(t *testing.T) {
 
 func TestEvaluateTargetsWithoutDataIsNotMeasured(t *testing.T) {
 	ts := evaluateTargets(&Results{})
-	require.Len(t, ts, 24)
+	require.Len(t, ts, 28)
 	for _, tg := range ts {
 		assert.Equal(t, StatusNotMeasured, tg.Status, tg.ID)
 	}
@@ -122,7 +122,7 @@ func TestRepOrderAlternatesPairs(t *testing.T) {
 	for rep := range 6 {
 		order := repOrder(rep)
 		require.ElementsMatch(t, matrixOrder, order, "rep %d runs every limiter once", rep)
-		for _, alg := range []string{"fixed_window", "sliding_window_counter", "token_bucket"} {
+		for _, alg := range []string{"fixed_window", "sliding_window_counter", "token_bucket", "gcra"} {
 			p, b := slices.Index(order, providerName(alg)), slices.Index(order, bareName(alg))
 			if rep%2 == 0 {
 				assert.Less(t, p, b, "rep %d: provider first", rep)
@@ -189,4 +189,66 @@ func TestIssue13Targets(t *testing.T) {
 	}
 	assert.Contains(t, got[TargetTokenVsRedisRateHigh].Where, "pipelined provider")
 	assert.Contains(t, got[TargetTokenVsRedisRateHigh].Note, "unbatched provider 0.900x")
+}
+
+// TestIssue22Targets: GCRA's throughput targets are judged like the
+// token bucket's (worst cell, pipelined provider when measured), its
+// memory against the least of the other algorithms and redis_rate (not
+// ulule or the trivial script), the sliding log on its growth under abuse
+// whichever its sign.
+func TestIssue22Targets(t *testing.T) {
+	cmp := func(name, a string, c int, subj string, v float64) Comparison {
+		return Comparison{Name: name, A: a, Concurrency: c, Subjects: subj, Median: v}
+	}
+	res := &Results{
+		Comparisons: []Comparison{
+			cmp(CmpGCRAVsRedisRateOps, gcraName, 1, SubjectsHot, 1.2),
+			cmp(CmpGCRAVsRedisRateOps, gcraName, 16, SubjectsDistinct, 0.9),
+			cmp(CmpPipelinedGCRAVsRedisRateOps, pipelinedGCRAName, 1, SubjectsDistinct, 0.98),
+			cmp(CmpPipelinedGCRAVsRedisRateOps, pipelinedGCRAName, 1, SubjectsHot, 1.1),
+			cmp(CmpPipelinedGCRAVsRedisRateOps, pipelinedGCRAName, 16, SubjectsDistinct, 1.6),
+			cmp(CmpPipelinedGCRAVsRedisRateOps, pipelinedGCRAName, 64, SubjectsHot, 1.35),
+		},
+		Memory: []Memory{
+			{Limiter: providerName("fixed_window"), BytesPerSubject: 178},
+			{Limiter: providerName("token_bucket"), BytesPerSubject: 180},
+			{Limiter: gcraName, BytesPerSubject: 170},
+			{Limiter: FamilyRedisRate, BytesPerSubject: 199},
+			{Limiter: FamilyUlule, BytesPerSubject: 146}, // not a peer of this target
+			{Limiter: FamilyTrivial, BytesPerSubject: 136},
+		},
+		MemoryAbuse: []MemoryAbuse{{Limiter: slidingLogName, Subjects: 10, Limit: 100, GrowthPercent: -1.5,
+			Exact: AbuseRound{BytesPerSubject: 1000}, Abused: AbuseRound{CallsPerSubject: 1000, BytesPerSubject: 985, Denied: 9000}}},
+	}
+	got := map[string]Target{}
+	for _, tg := range issue22Targets(res) {
+		got[tg.ID] = tg
+	}
+	want := map[string]struct {
+		measured, threshold float64
+		status              string
+	}{
+		TargetGCRAVsRedisRateC1:   {0.98, 1.0, StatusMissed},
+		TargetGCRAVsRedisRateHigh: {1.35, 1.3, StatusMet},
+		TargetGCRAMemory:          {170, 177, StatusMet},
+		TargetSlidingLogAbuseFlat: {1.5, 1, StatusMissed},
+	}
+	require.Len(t, got, len(want))
+	for id, w := range want {
+		assert.Equal(t, w.status, got[id].Status, id)
+		assert.InDelta(t, w.measured, got[id].Measured, 1e-9, id)
+		assert.InDelta(t, w.threshold, got[id].Threshold, 1e-9, id)
+	}
+	assert.Contains(t, got[TargetGCRAVsRedisRateHigh].Note, "unbatched provider 0.900x")
+	assert.Contains(t, got[TargetGCRAMemory].Where, "fixed_window 178.0 B")
+
+	res.Memory[2].BytesPerSubject = 177.5 // within the margin is not below
+	res.MemoryAbuse[0] = MemoryAbuse{Limiter: slidingLogName, Skipped: "not accepted"}
+	got = map[string]Target{}
+	for _, tg := range issue22Targets(res) {
+		got[tg.ID] = tg
+	}
+	assert.Equal(t, StatusMissed, got[TargetGCRAMemory].Status)
+	assert.Equal(t, StatusNotMeasured, got[TargetSlidingLogAbuseFlat].Status)
+	assert.True(t, abuseSkipped(res))
 }

@@ -58,10 +58,12 @@ func Validate(res *Results) error {
 			}
 		}
 	}
+	algs := len(algorithms)
 	wantCmp := map[string]int{
-		CmpProviderVsBareOps: 3, CmpProviderVsBareP99: 3, CmpProviderVsBareAllocs: 3, CmpProviderVsBareBytes: 3,
-		CmpScriptVsTrivialUsec: 3, CmpServerVsTrivialCPU: 3,
+		CmpProviderVsBareOps: algs, CmpProviderVsBareP99: algs, CmpProviderVsBareAllocs: algs, CmpProviderVsBareBytes: algs,
+		CmpScriptVsTrivialUsec: algs, CmpServerVsTrivialCPU: algs,
 		CmpTokenVsRedisRateOps: 1, CmpPipelinedVsRedisRate: 1, CmpFixedVsUluleOps: 1, CmpPipelinedFixedVsUlule: 1, CmpRedisRateVsTrivialCPU: 1,
+		CmpGCRAVsRedisRateOps: 1, CmpPipelinedGCRAVsRedisRateOps: 1,
 	}
 	for name, perCell := range wantCmp {
 		n := 0
@@ -91,6 +93,7 @@ func Validate(res *Results) error {
 			bad("memory of %s implausible: %+v", name, x)
 		}
 	}
+	errs = append(errs, validateMemoryAbuse(res)...)
 	rb := res.RedisBenchmark
 	if rb.Skipped == "" {
 		for _, c := range s.Concurrency {
@@ -112,8 +115,8 @@ func Validate(res *Results) error {
 			}
 		}
 	}
-	if len(res.Evidence.ScriptCommands) != 6 {
-		bad("%d script profiles, want 6", len(res.Evidence.ScriptCommands))
+	if len(res.Evidence.ScriptCommands) != len(profiledScripts) {
+		bad("%d script profiles, want %d", len(res.Evidence.ScriptCommands), len(profiledScripts))
 	}
 	for _, p := range res.Evidence.ScriptCommands {
 		// The TTL write each script must have made: PEXPIRE in the trivial
@@ -143,6 +146,7 @@ func Validate(res *Results) error {
 		TargetTokenVsRedisRateHigh, TargetTokenVsRedisRateC1, TargetTokenP99VsRedisRate, TargetFixedVsUlule,
 		TargetServerCPUVsRedisRate, TargetMemory190, TargetP50VsBareC1,
 		TargetFloodCommands, TargetFloodVsRedisRate, TargetFloodVsUlule, TargetFloodWellP99,
+		TargetGCRAVsRedisRateC1, TargetGCRAVsRedisRateHigh, TargetGCRAMemory, TargetSlidingLogAbuseFlat,
 	}
 	if len(res.Targets) != len(wantTargets) {
 		bad("%d targets, want %d", len(res.Targets), len(wantTargets))
@@ -153,11 +157,56 @@ func Validate(res *Results) error {
 			bad("target %s missing", id)
 			continue
 		}
+		if id == TargetSlidingLogAbuseFlat && abuseSkipped(res) {
+			continue // not measured, and the phase says why
+		}
 		if st := res.Targets[i].Status; st != StatusMet && st != StatusMissed {
 			bad("target %s: status %q", id, st)
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// validateMemoryAbuse checks the memory-under-abuse phase: a row for each
+// of abuseLimiters, skipped with a reason or with both rounds complete:
+// every subject admitted exactly its limit, the rest of the abusive
+// round's calls denied, one key per subject.
+func validateMemoryAbuse(res *Results) []error {
+	var errs []error
+	s := res.Settings
+	for _, name := range abuseLimiters {
+		i := slices.IndexFunc(res.MemoryAbuse, func(x MemoryAbuse) bool { return x.Limiter == name })
+		if i < 0 {
+			errs = append(errs, fmt.Errorf("bench: results: memory under abuse of %s missing", name))
+			continue
+		}
+		x := res.MemoryAbuse[i]
+		if x.Skipped != "" {
+			continue
+		}
+		n := int64(x.Subjects)
+		ok := x.Subjects == s.AbuseSubjects && x.Limit == s.MemoryLimitPerHour && s.AbuseFactor > 1 &&
+			x.Exact.CallsPerSubject == x.Limit && x.Exact.Admitted == n*x.Limit && x.Exact.Denied == 0 && x.Exact.Keys == n &&
+			x.Abused.CallsPerSubject == int64(s.AbuseFactor)*x.Limit && x.Abused.Admitted == n*x.Limit &&
+			x.Abused.Denied == n*x.Limit*int64(s.AbuseFactor-1) && x.Abused.Keys == n &&
+			x.Exact.SampleUsage > 0 && x.Abused.SampleUsage > 0 && x.Exact.UsageBytesPerSubject > 0 && x.Abused.UsageBytesPerSubject > 0 &&
+			!math.IsNaN(x.GrowthPercent) && !math.IsNaN(x.UsedGrowthPercent)
+		// As in the memory phase, a smoke run's growth is within noise.
+		if res.Mode != ModeSmoke && (x.Exact.BytesPerSubject <= 0 || x.Abused.BytesPerSubject <= 0) {
+			ok = false
+		}
+		if !ok {
+			errs = append(errs, fmt.Errorf("bench: results: memory under abuse of %s implausible: %+v", name, x))
+		}
+	}
+	return errs
+}
+
+// abuseSkipped reports whether the sliding log's memory-under-abuse row
+// was skipped (its algorithm not yet accepted by ratelimit.NewPolicy).
+func abuseSkipped(res *Results) bool {
+	i := slices.IndexFunc(res.MemoryAbuse, func(x MemoryAbuse) bool { return x.Limiter == slidingLogName })
+	return i >= 0 && res.MemoryAbuse[i].Skipped != ""
 }
 
 // validatePNG checks that b, the chart named name, is a PNG of a
