@@ -31,6 +31,8 @@ var (
 	colorTrivial = color.RGBA{R: 0x7f, G: 0x7f, B: 0x7f, A: 0xff}
 	colorPiped   = color.RGBA{R: 0x8c, G: 0x56, B: 0x4b, A: 0xff}
 	colorPipedFW = color.RGBA{R: 0x17, G: 0xbe, B: 0xcf, A: 0xff}
+	colorGCRA    = color.RGBA{R: 0xbc, G: 0xbd, B: 0x22, A: 0xff}
+	colorPipedGC = color.RGBA{R: 0xe3, G: 0x77, B: 0xc2, A: 0xff}
 	colorCeiling = color.RGBA{A: 0xff}
 )
 
@@ -46,6 +48,10 @@ func chartColor(name string) color.Color {
 		return colorPiped
 	case pipelinedFixedName:
 		return colorPipedFW
+	case gcraName, bareName("gcra"):
+		return colorGCRA
+	case pipelinedGCRAName:
+		return colorPipedGC
 	case FamilyRedisRate:
 		return colorRate
 	case FamilyUlule:
