@@ -47,6 +47,7 @@ func TestDedupModelReplayAndConflict(t *testing.T) {
 		"fixed":   smallPolicy(t, ratelimit.AlgorithmFixedWindow, time.Second),
 		"sliding": smallPolicy(t, ratelimit.AlgorithmSlidingWindowCounter, time.Second),
 		"token":   smallPolicy(t, ratelimit.AlgorithmTokenBucket, time.Second),
+		"log":     smallPolicy(t, ratelimit.AlgorithmSlidingLog, time.Second),
 	} {
 		t.Run(name, func(t *testing.T) {
 			p := withDedup(t, base, time.Minute, "", 0)
