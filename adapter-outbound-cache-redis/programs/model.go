@@ -113,7 +113,7 @@ func admit(p ratelimit.Policy, st State, now, units int64, c *calc) (n numbers, 
 	n = numbersOf(p)
 	if st != nil {
 		var ok bool
-		if f, ok = st.fields(n.alg); !ok || !n.validState(f, p.Revision(), c) {
+		if f, ok = st.fields(n.alg); !ok || !n.validState(f, p.Revision(), c) || !st.logNewestValid(f) {
 			return n, nil, 0, fail(StatusStateIncompatible, now), true
 		}
 	}
@@ -335,6 +335,17 @@ func (n numbers) gcra(f map[string]int64, now, eff, frac, cost, rev int64, charg
 	return Reply{StatusAllowed, now, eff, n.limit, left(after), 0, reset}, next
 }
 
+// logNewestValid mirrors the programs' last read check of a sliding log,
+// before the clock check: its newest entry is not after l. It is true for
+// the other algorithms.
+func (st State) logNewestValid(f map[string]int64) bool {
+	if f[FieldAlgorithm] != int64(ratelimit.AlgorithmSlidingLog) {
+		return true
+	}
+	entries := st.logEntries(f[FieldEntries])
+	return entries[len(entries)-1].AtMillis <= f[FieldLastObserved]
+}
+
 // slidingLog decides (or, with charge, charges) one request on the sliding
 // log st (ADR 0024): prune the entries at or before eff - window from the
 // front, keeping the sum (L1 bounds every sum by 2*limit), then admit iff
@@ -343,17 +354,15 @@ func (n numbers) gcra(f map[string]int64, now, eff, frac, cost, rev int64, charg
 // excess have left. L2 bounds the reset instant (newest entry + window)
 // and the TTL. A state whose entries contradict its header (newest entry
 // after l, a kept sum below the kept entries, a scan that runs out) is
-// StatusStateIncompatible, as in the programs.
+// StatusStateIncompatible, as in the programs (the first in admit,
+// before the clock check).
 func (n numbers) slidingLog(st State, f map[string]int64, now, eff, cost, rev int64, charge bool, c *calc) (Reply, State) {
 	var entries []LogEntry
 	var sum, newest int64
 	first := 0
 	if f != nil {
 		entries = st.logEntries(f[FieldEntries])
-		newest = entries[len(entries)-1].AtMillis
-		if newest > f[FieldLastObserved] {
-			return fail(StatusStateIncompatible, now), nil
-		}
+		newest = entries[len(entries)-1].AtMillis // <= l: admit checked it
 		cut := c.sub(eff, n.win)
 		first = len(entries)
 		if newest > cut {

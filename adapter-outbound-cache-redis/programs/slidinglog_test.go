@@ -281,6 +281,16 @@ func TestSlidingLogPrunesBeforeAppending(t *testing.T) {
 	r, next = Evaluate(p, st, t0+150, 10)
 	require.Equal(t, StatusAllowed, r.Status)
 	require.Equal(t, encodeLog(p.Revision(), t0+150, []LogEntry{{t0 + 150, 10}}), next)
+	// A newest entry after l is refused before the clock is looked at,
+	// by the model and by the program alike.
+	ahead := encodeLogRaw(p.Revision(), t0, 1, 1, []LogEntry{{t0 + 5, 1}})
+	for _, now := range []int64{t0 + 10, t0 - 1_000} { // clock fine; clock far behind l
+		r, _ = Evaluate(p, ahead, now, 1)
+		require.Equal(t, Reply{Status: StatusStateIncompatible, ServerNowMillis: now}, r)
+		m := newMini(t)
+		seedMini(t, m, "ahead", ahead)
+		require.Equal(t, r, m.eval(mustProgram(t, ratelimit.AlgorithmSlidingLog), p, now, "ahead", 1))
+	}
 	// A kept sum below the kept entries contradicts the header.
 	bad := encodeLogRaw(p.Revision(), t0+50, 4, 3, []LogEntry{{t0, 3}, {t0 + 10, 2}, {t0 + 50, 1}})
 	r, _ = Evaluate(p, bad, t0+105, 1)
