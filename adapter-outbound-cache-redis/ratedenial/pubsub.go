@@ -185,7 +185,9 @@ func (c *Cache) Start(context.Context) error {
 	return nil
 }
 
-// Close stops the subscription and waits for it. It does not close the
+// Close stops the subscription and waits for it. A cache with a client
+// then drops its entries and serves none (it would no longer hear a
+// reset); calls pass through to the decorated port. It does not close the
 // decorated port or the client.
 func (c *Cache) Close() {
 	c.stopOnce.Do(func() {
@@ -197,4 +199,7 @@ func (c *Cache) Close() {
 		c.psMu.Unlock()
 	})
 	c.wg.Wait()
+	if c.client != nil {
+		c.setLive(false)
+	}
 }

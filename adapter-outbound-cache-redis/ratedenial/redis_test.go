@@ -167,3 +167,27 @@ func TestLostSubscriptionStopsServing(t *testing.T) {
 	assert.Equal(t, 1, c.Stats().Entries, "records again once subscribed")
 	assert.Equal(t, uint64(1), c.Stats().Hits)
 }
+
+// TestClosedCacheServesNothing: after Close the cache no longer hears
+// resets, so it drops its entries and passes every call to the server.
+func TestClosedCacheServesNothing(t *testing.T) {
+	srv := redistest.Start(t)
+	keys := randomKeys(t)
+	pol := policy(t, "p", 1, ratelimit.FixedWindow{Limit: 1, Window: time.Hour}, 1)
+	pols := []ratelimit.Policy{pol}
+	rc := client(t, srv)
+	c := cache(t, provider(t, rc, keys, pols), ratedenial.Options{Policies: pols, Keys: keys, Client: rc})
+	waitLive(t, c)
+	s := randomSubject(t)
+	require.True(t, ratelimit.Admitted(ask(c, "p", s, 1)))
+	require.False(t, ratelimit.Admitted(ask(c, "p", s, 1)))
+	require.Equal(t, 1, c.Stats().Entries, "the denial is cached while subscribed")
+
+	c.Close()
+	assert.Zero(t, c.Stats().Entries, "Close drops the entries")
+	assert.False(t, c.Stats().Live)
+	hits := c.Stats().Hits
+	require.False(t, ratelimit.Admitted(ask(c, "p", s, 1)), "the server still denies")
+	assert.Equal(t, hits, c.Stats().Hits, "a closed cache answers nothing itself")
+	assert.Zero(t, c.Stats().Entries, "a closed cache records nothing")
+}
