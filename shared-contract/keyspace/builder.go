@@ -85,7 +85,16 @@ func (b *Builder) Key(capability, region, kind string, fields ...string) (string
 	}
 	defer b.pool.Put(st)
 	var key strings.Builder
-	key.Grow(len(b.prefix) + len(capability) + len(region) + len(kind) + len(Version) + DigestLen + 5)
+	b.head(&key, capability, region, kind, Version, DigestLen+1)
+	key.WriteByte(':')
+	key.Write(st.out[:])
+	return key.String(), nil
+}
+
+// head writes <prefix>:<capability>:<region>:<kind>:<version> into key,
+// growing it first for tail more bytes.
+func (b *Builder) head(key *strings.Builder, capability, region, kind, version string, tail int) {
+	key.Grow(len(b.prefix) + len(capability) + len(region) + len(kind) + len(version) + 4 + tail)
 	key.WriteString(b.prefix)
 	key.WriteByte(':')
 	key.WriteString(capability)
@@ -94,10 +103,7 @@ func (b *Builder) Key(capability, region, kind string, fields ...string) (string
 	key.WriteByte(':')
 	key.WriteString(kind)
 	key.WriteByte(':')
-	key.WriteString(Version)
-	key.WriteByte(':')
-	key.Write(st.out[:])
-	return key.String(), nil
+	key.WriteString(version)
 }
 
 // Digest returns the last segment of Key alone: the unpadded base64url
@@ -281,16 +287,7 @@ func (b *Builder) TaggedKey(capability, region, kind, tagField string, fields ..
 	b.pool.Put(st)
 
 	var key strings.Builder
-	key.Grow(len(b.prefix) + len(capability) + len(region) + len(kind) + len(TaggedVersion) + SlotTagLen + TaggedDigestLen + 7)
-	key.WriteString(b.prefix)
-	key.WriteByte(':')
-	key.WriteString(capability)
-	key.WriteByte(':')
-	key.WriteString(region)
-	key.WriteByte(':')
-	key.WriteString(kind)
-	key.WriteByte(':')
-	key.WriteString(TaggedVersion)
+	b.head(&key, capability, region, kind, TaggedVersion, SlotTagLen+TaggedDigestLen+3)
 	key.WriteString(":{")
 	key.WriteString(tag)
 	key.WriteByte('}')
