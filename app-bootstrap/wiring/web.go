@@ -352,11 +352,13 @@ func (s *Server) start(context.Context) error {
 			return fmt.Errorf("web: admin listener: listen on %s (%s): %w", s.admin.addr, s.admin.env, err)
 		}
 	}
+	if s.admin == nil {
+		// Before "listening": whoever waits for that line has this one.
+		s.log.Warn(envAdminAddr + " unset: /metrics and the detailed /readyz document are served on the public listener; set it to move them to a private address")
+	}
 	s.serve(&s.public, pub, "listening")
 	if s.admin != nil {
 		s.serve(s.admin, adm, "admin listening")
-	} else {
-		s.log.Warn(envAdminAddr + " unset: /metrics and the detailed /readyz document are served on the public listener; set it to move them to a private address")
 	}
 	return nil
 }

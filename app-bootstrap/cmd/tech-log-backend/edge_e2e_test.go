@@ -122,6 +122,8 @@ func TestE2EAdminListener(t *testing.T) {
 	t.Run("unset", func(t *testing.T) {
 		in := startInstance(t, baseEnv())
 		assert.Equal(t, http.StatusOK, call(t, http.MethodGet, in.url("/metrics")).status, "today's behaviour: /metrics on the public port")
+		// The warning is logged before "listening", which startInstance
+		// waited for, and the log is read in order: it is there now.
 		assert.Equal(t, 1, countLines(in, `"level":"WARN"`, "APP_WEB_ADMIN_ADDR unset"), "one warning line at start\n%s", in.logs())
 	})
 	t.Run("bind error names the variable", func(t *testing.T) {
