@@ -385,15 +385,7 @@ func TestGCRAVectors(t *testing.T) {
 			"7-integer reply in ms as in rate-vectors/v1. Rows without effectiveNowMillis are CLOCK_UNSAFE: nothing may change. status: 1 ALLOWED, 2 DENIED, 3 CLOCK_UNSAFE.",
 		Cases: cases,
 	}
-	raw, err := json.MarshalIndent(want, "", " ")
-	require.NoError(t, err)
-	raw = append(raw, '\n')
-	if *updateGCRA {
-		require.NoError(t, os.WriteFile(gcraVectorPath, raw, 0o644))
-	}
-	onDisk, err := os.ReadFile(gcraVectorPath)
-	require.NoError(t, err)
-	require.Equal(t, string(raw), string(onDisk), "%s is stale: run go test -run TestGCRAVectors -update-gcra", gcraVectorPath)
+	golden(t, gcraVectorPath, want, *updateGCRA, "go test -run TestGCRAVectors -update-gcra")
 }
 
 func loadGCRAVectors(t testing.TB) gcraVectorFile {

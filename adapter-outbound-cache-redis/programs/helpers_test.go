@@ -278,3 +278,19 @@ func ceilDiv(a, b int64) int64 {
 	}
 	return q
 }
+
+// golden compares v, as indented JSON with a final newline, with the file
+// at path, after rewriting the file first when update is set; regen is the
+// command that rewrites it, named in the failure.
+func golden(t *testing.T, path string, v any, update bool, regen string) {
+	t.Helper()
+	raw, err := json.MarshalIndent(v, "", " ")
+	require.NoError(t, err)
+	raw = append(raw, '\n')
+	if update {
+		require.NoError(t, os.WriteFile(path, raw, 0o644))
+	}
+	onDisk, err := os.ReadFile(path)
+	require.NoError(t, err)
+	require.Equal(t, string(raw), string(onDisk), "%s is stale: run %s", path, regen)
+}

@@ -382,15 +382,7 @@ func TestSlidingLogVectors(t *testing.T) {
 			"are CLOCK_UNSAFE: nothing may change. status: 1 ALLOWED, 2 DENIED, 3 CLOCK_UNSAFE.",
 		Cases: cases,
 	}
-	raw, err := json.MarshalIndent(want, "", " ")
-	require.NoError(t, err)
-	raw = append(raw, '\n')
-	if *updateLog {
-		require.NoError(t, os.WriteFile(logVectorPath, raw, 0o644))
-	}
-	onDisk, err := os.ReadFile(logVectorPath)
-	require.NoError(t, err)
-	require.Equal(t, string(raw), string(onDisk), "%s is stale: run go test -run TestSlidingLogVectors -update-log", logVectorPath)
+	golden(t, logVectorPath, want, *updateLog, "go test -run TestSlidingLogVectors -update-log")
 }
 
 // TestSlidingLogModelAndProgramsReproduceVectors: every row of the
