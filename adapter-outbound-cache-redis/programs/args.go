@@ -47,6 +47,22 @@ const (
 	ArgCountGCRA        = ArgPeriodMicros + 1 // gcra
 )
 
+// ArgCountRefund is the number of ARGV a refund program (RefundFor) appends
+// to its algorithm's: the admission's effective instant in ms (RefundArgs).
+const ArgCountRefund = 1
+
+// RefundArgs returns the ARGV of p's refund program for giving back one
+// admission of the given cost made at atMillis, the effectiveNowMillis of
+// its ALLOWED reply (ADR 0025). It checks neither; the program answers
+// StatusInvalid to a cost outside 1..limit or an instant outside
+// 0..MaxServerMillis.
+func RefundArgs(p ratelimit.Policy, cost, atMillis int64) []any {
+	if p.IsZero() {
+		return nil
+	}
+	return append(appendArgs(make([]any, 0, ArgCountTokenBucket+ArgCountRefund), p, cost), atMillis)
+}
+
 // NumKeys is the number of KEYS every program takes: its one state hash.
 const NumKeys = 1
 

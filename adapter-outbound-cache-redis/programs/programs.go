@@ -55,6 +55,16 @@ var (
 	slidingCounterDedupSource string
 	//go:embed rate-token-bucket-dedup-v2.lua
 	tokenBucketDedupSource string
+	//go:embed rate-fixed-window-refund-v1.lua
+	fixedWindowRefundSource string
+	//go:embed rate-sliding-counter-refund-v1.lua
+	slidingCounterRefundSource string
+	//go:embed rate-token-bucket-refund-v1.lua
+	tokenBucketRefundSource string
+	//go:embed rate-gcra-refund-v1.lua
+	gcraRefundSource string
+	//go:embed rate-sliding-log-refund-v1.lua
+	slidingLogRefundSource string
 	//go:embed manifest.json
 	manifestJSON []byte
 )
@@ -97,25 +107,32 @@ type definition struct {
 	charge bool
 	// dedup marks a dedup decision program (DedupFor).
 	dedup bool
+	// refund marks a refund program (RefundFor).
+	refund bool
 }
 
 func definitions() []definition {
 	return []definition{
-		{"rate-fixed-window-v1", 1, ratelimit.AlgorithmFixedWindow, ArgCountWindow, fixedWindowSource, false, false},
-		{"rate-sliding-counter-v1", 1, ratelimit.AlgorithmSlidingWindowCounter, ArgCountWindow, slidingCounterSource, false, false},
-		{"rate-token-bucket-v1", 1, ratelimit.AlgorithmTokenBucket, ArgCountTokenBucket, tokenBucketSource, false, false},
-		{"rate-gcra-v1", 1, ratelimit.AlgorithmGCRA, ArgCountGCRA, gcraSource, false, false},
-		{"rate-sliding-log-v1", 1, ratelimit.AlgorithmSlidingLog, ArgCountWindow, slidingLogSource, false, false},
-		{"rate-fixed-window-charge-v1", 1, ratelimit.AlgorithmFixedWindow, ArgCountWindow, fixedWindowChargeSource, true, false},
-		{"rate-sliding-counter-charge-v1", 1, ratelimit.AlgorithmSlidingWindowCounter, ArgCountWindow, slidingCounterChargeSource, true, false},
-		{"rate-token-bucket-charge-v1", 1, ratelimit.AlgorithmTokenBucket, ArgCountTokenBucket, tokenBucketChargeSource, true, false},
-		{"rate-gcra-charge-v1", 1, ratelimit.AlgorithmGCRA, ArgCountGCRA, gcraChargeSource, true, false},
-		{"rate-sliding-log-charge-v1", 1, ratelimit.AlgorithmSlidingLog, ArgCountWindow, slidingLogChargeSource, true, false},
-		{"rate-fixed-window-dedup-v2", 2, ratelimit.AlgorithmFixedWindow, ArgCountWindow + ArgCountDedup, fixedWindowDedupSource, false, true},
-		{"rate-sliding-counter-dedup-v2", 2, ratelimit.AlgorithmSlidingWindowCounter, ArgCountWindow + ArgCountDedup, slidingCounterDedupSource, false, true},
-		{"rate-token-bucket-dedup-v2", 2, ratelimit.AlgorithmTokenBucket, ArgCountTokenBucket + ArgCountDedup, tokenBucketDedupSource, false, true},
-		{"rate-gcra-dedup-v2", 2, ratelimit.AlgorithmGCRA, ArgCountGCRA + ArgCountDedup, gcraDedupSource, false, true},
-		{"rate-sliding-log-dedup-v2", 2, ratelimit.AlgorithmSlidingLog, ArgCountWindow + ArgCountDedup, slidingLogDedupSource, false, true},
+		{"rate-fixed-window-v1", 1, ratelimit.AlgorithmFixedWindow, ArgCountWindow, fixedWindowSource, false, false, false},
+		{"rate-sliding-counter-v1", 1, ratelimit.AlgorithmSlidingWindowCounter, ArgCountWindow, slidingCounterSource, false, false, false},
+		{"rate-token-bucket-v1", 1, ratelimit.AlgorithmTokenBucket, ArgCountTokenBucket, tokenBucketSource, false, false, false},
+		{"rate-gcra-v1", 1, ratelimit.AlgorithmGCRA, ArgCountGCRA, gcraSource, false, false, false},
+		{"rate-sliding-log-v1", 1, ratelimit.AlgorithmSlidingLog, ArgCountWindow, slidingLogSource, false, false, false},
+		{"rate-fixed-window-charge-v1", 1, ratelimit.AlgorithmFixedWindow, ArgCountWindow, fixedWindowChargeSource, true, false, false},
+		{"rate-sliding-counter-charge-v1", 1, ratelimit.AlgorithmSlidingWindowCounter, ArgCountWindow, slidingCounterChargeSource, true, false, false},
+		{"rate-token-bucket-charge-v1", 1, ratelimit.AlgorithmTokenBucket, ArgCountTokenBucket, tokenBucketChargeSource, true, false, false},
+		{"rate-gcra-charge-v1", 1, ratelimit.AlgorithmGCRA, ArgCountGCRA, gcraChargeSource, true, false, false},
+		{"rate-sliding-log-charge-v1", 1, ratelimit.AlgorithmSlidingLog, ArgCountWindow, slidingLogChargeSource, true, false, false},
+		{"rate-fixed-window-dedup-v2", 2, ratelimit.AlgorithmFixedWindow, ArgCountWindow + ArgCountDedup, fixedWindowDedupSource, false, true, false},
+		{"rate-sliding-counter-dedup-v2", 2, ratelimit.AlgorithmSlidingWindowCounter, ArgCountWindow + ArgCountDedup, slidingCounterDedupSource, false, true, false},
+		{"rate-token-bucket-dedup-v2", 2, ratelimit.AlgorithmTokenBucket, ArgCountTokenBucket + ArgCountDedup, tokenBucketDedupSource, false, true, false},
+		{"rate-gcra-dedup-v2", 2, ratelimit.AlgorithmGCRA, ArgCountGCRA + ArgCountDedup, gcraDedupSource, false, true, false},
+		{"rate-sliding-log-dedup-v2", 2, ratelimit.AlgorithmSlidingLog, ArgCountWindow + ArgCountDedup, slidingLogDedupSource, false, true, false},
+		{"rate-fixed-window-refund-v1", 1, ratelimit.AlgorithmFixedWindow, ArgCountWindow + ArgCountRefund, fixedWindowRefundSource, false, false, true},
+		{"rate-sliding-counter-refund-v1", 1, ratelimit.AlgorithmSlidingWindowCounter, ArgCountWindow + ArgCountRefund, slidingCounterRefundSource, false, false, true},
+		{"rate-token-bucket-refund-v1", 1, ratelimit.AlgorithmTokenBucket, ArgCountTokenBucket + ArgCountRefund, tokenBucketRefundSource, false, false, true},
+		{"rate-gcra-refund-v1", 1, ratelimit.AlgorithmGCRA, ArgCountGCRA + ArgCountRefund, gcraRefundSource, false, false, true},
+		{"rate-sliding-log-refund-v1", 1, ratelimit.AlgorithmSlidingLog, ArgCountWindow + ArgCountRefund, slidingLogRefundSource, false, false, true},
 	}
 }
 
@@ -206,6 +223,7 @@ type catalog struct {
 	charges     map[ratelimit.Algorithm]Program
 	allCharges  []Program
 	dedups      map[ratelimit.Algorithm]Program
+	refunds     map[ratelimit.Algorithm]Program
 }
 
 // buildCatalog decodes raw and checks it entry by entry against defs: same
@@ -223,7 +241,7 @@ func buildCatalog(raw []byte, defs []definition) (catalog, error) {
 	if len(m.Programs) != len(defs) {
 		return catalog{}, fmt.Errorf("%w: %d programs listed, %d embedded", ErrManifest, len(m.Programs), len(defs))
 	}
-	c := catalog{byAlgorithm: make(map[ratelimit.Algorithm]Program, len(defs)), charges: map[ratelimit.Algorithm]Program{}, dedups: map[ratelimit.Algorithm]Program{}}
+	c := catalog{byAlgorithm: make(map[ratelimit.Algorithm]Program, len(defs)), charges: map[ratelimit.Algorithm]Program{}, dedups: map[ratelimit.Algorithm]Program{}, refunds: map[ratelimit.Algorithm]Program{}}
 	for i, d := range defs {
 		e := m.Programs[i]
 		switch {
@@ -251,6 +269,10 @@ func buildCatalog(raw []byte, defs []definition) (catalog, error) {
 		if d.dedup {
 			p.NumKeys = NumKeysDedup
 			c.dedups[d.algorithm] = p
+			continue
+		}
+		if d.refund {
+			c.refunds[d.algorithm] = p
 			continue
 		}
 		if d.charge {
@@ -311,6 +333,21 @@ func DedupFor(a ratelimit.Algorithm) (p Program, ok bool) {
 		return Program{}, false
 	}
 	p, ok = c.dedups[a]
+	return p, ok
+}
+
+// RefundFor returns the refund program of a (rate-<algorithm>-refund-v1,
+// ADR 0025): the same state and arguments as ForAlgorithm(a)'s, with ARGV
+// cost the admission's cost, followed by RefundArgs (the admission's
+// effective instant, its receipt); it gives back what that admission took,
+// exactly and saturating, and never admits or denies (Refund is its
+// model). ok is false for an unsupported algorithm or when Verify fails.
+func RefundFor(a ratelimit.Algorithm) (p Program, ok bool) {
+	c, err := loadCatalog()
+	if err != nil {
+		return Program{}, false
+	}
+	p, ok = c.refunds[a]
 	return p, ok
 }
 

@@ -56,7 +56,7 @@ type Variant struct {
 	// Name selects the layout file variant-<Name>.lua.tmpl.
 	Name string
 	// Suffix is inserted into the program name before the version ("" or
-	// "-charge" or "-dedup").
+	// "-charge", "-dedup" or "-refund").
 	Suffix string
 	// Version is the program version of the variant's programs, the "v2"
 	// of rate-<algorithm>-dedup-v2.
@@ -74,6 +74,8 @@ var Variants = []Variant{
 	{Name: "charge", Suffix: "-charge", Version: 1, Keys: 1},
 	// v2 (ADR 0013): a record counts its replays, bounded by ARGV maxReplays.
 	{Name: "dedup", Suffix: "-dedup", Version: 2, Keys: 2, ExtraArgs: 5},
+	// ADR 0025: give back one admission; the extra ARGV is its receipt's instant.
+	{Name: "refund", Suffix: "-refund", Version: 1, Keys: 1, ExtraArgs: 1},
 }
 
 // File is one rendered program.
