@@ -3,6 +3,8 @@ package programs
 import (
 	"fmt"
 	"math/rand/v2"
+	"regexp"
+	"strings"
 	"testing"
 	"time"
 
@@ -324,5 +326,31 @@ func TestRefundLuaMatchesModel(t *testing.T) {
 			require.Positive(t, counts["given back"], fmt.Sprint(counts))
 			require.Positive(t, counts["refund"]-counts["given back"], "stale receipts too: %v", counts)
 		})
+	}
+}
+
+// TestRefundProgramSourceRules is TestProgramSourceRules for the refund
+// programs, whose writes differ: TIME once, one GET, every SET with the
+// decision's TTL rule, one DEL (a state left empty), one key, no float
+// literal, and the shared numeric edges.
+func TestRefundProgramSourceRules(t *testing.T) {
+	floatLit := regexp.MustCompile(`\b\d+\.\d+|\d[eE][+-]?\d`)
+	for _, alg := range algorithms {
+		p := mustRefund(t, alg)
+		code := stripLuaComments(p.Source)
+		assert.True(t, strings.HasPrefix(p.Source, "#!lua\n"), p.Name)
+		assert.Equal(t, 1, strings.Count(strings.ToUpper(code), "TIME"), p.Name)
+		assert.Equal(t, 1, strings.Count(code, "'GET'"), p.Name)
+		assert.Equal(t, 1, strings.Count(code, "redis.call('DEL', KEYS[1])"), p.Name)
+		sets := strings.Count(code, "'SET'")
+		assert.Positive(t, sets, p.Name)
+		assert.Len(t, regexp.MustCompile(`redis\.call\('SET', KEYS\[1\], [^\n]*\n\s*'PX', reset - now \+ grace\)`).FindAllString(code, -1), sets, p.Name)
+		assert.NotRegexp(t, `KEYS\[[02-9]`, code, p.Name)
+		for _, banned := range []string{"'HSET'", "PERSIST", "PEXPIRE", "tostring(", "string.format", "math.ceil", "math.huge"} {
+			assert.NotContains(t, code, banned, p.Name)
+		}
+		assert.Empty(t, floatLit.FindAllString(code, -1), p.Name)
+		assert.Equal(t, ratelimit.MaxExactInt, luaConst(t, p.Source, "M"))
+		assert.Equal(t, ratelimit.MaxServerMillis, luaConst(t, p.Source, "S"))
 	}
 }
