@@ -63,7 +63,7 @@ func refundVectorPolicy(t testing.TB, alg ratelimit.Algorithm) ratelimit.Policy 
 	return smallPolicy(t, alg, 50*time.Millisecond)
 }
 
-func runRefundScript(t testing.TB, p ratelimit.Policy, step func(i int, row refundVectorRow, want Reply, next State)) []refundVectorRow {
+func runRefundScript(p ratelimit.Policy, step func(i int, row refundVectorRow, want Reply, next State)) []refundVectorRow {
 	var st State
 	var rows []refundVectorRow
 	for i, s := range refundScript {
@@ -116,7 +116,7 @@ func TestRefundVectors(t *testing.T) {
 		if rate, per, _, ok := p.Emission(); ok {
 			params["rate"], params["periodMicros"] = rate, per
 		}
-		want.Cases = append(want.Cases, refundVectorCase{Name: alg.String(), Algorithm: alg.String(), Params: params, Steps: runRefundScript(t, p, nil)})
+		want.Cases = append(want.Cases, refundVectorCase{Name: alg.String(), Algorithm: alg.String(), Params: params, Steps: runRefundScript(p, nil)})
 	}
 	golden(t, refundVectorPath, want, *updateRefund, "go test -run TestRefundVectors -update-refund")
 }
@@ -142,7 +142,7 @@ func TestRefundModelAndProgramsReproduceVectors(t *testing.T) {
 			require.Len(t, vc.Steps, len(refundScript))
 			m := newMini(t)
 			prog, rf := mustProgram(t, alg), mustRefund(t, alg)
-			runRefundScript(t, p, func(i int, row refundVectorRow, want Reply, next State) {
+			runRefundScript(p, func(i int, row refundVectorRow, want Reply, next State) {
 				where := fmt.Sprintf("step %d %s at %d", i, row.Op, row.ServerNowMillis)
 				require.Equal(t, vc.Steps[i], row, "%s: model", where)
 				pr, args := prog, Args(p, row.Cost)
