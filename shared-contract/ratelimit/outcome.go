@@ -38,6 +38,13 @@ const KindUnknown OutcomeKind = "unknown"
 // Evaluated means the program ran and answered: Decision says allow or deny.
 type Evaluated struct {
 	Decision Decision
+	// Members is set by a SetPort only: the decision of every member
+	// decided, in SetRequest.Members order, and Decision is
+	// Members[Deciding(Members)]. When a member denied, nothing was
+	// consumed in any member, and the members that would have admitted
+	// report what they answered; a member after the denying one may be
+	// absent (not asked). Nil for a single-policy evaluation.
+	Members []Decision
 }
 
 // Unavailable means no decision was made and it is known that no state was

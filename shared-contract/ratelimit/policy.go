@@ -124,6 +124,11 @@ type PolicySpec struct {
 	// otherwise 0..MaxDedupMaxReplays (0 charges every reuse). Only a
 	// policy with a DedupWindow may set it.
 	DedupMaxReplays *int64
+	// Scope is whose budget the policy counts: ScopeSubject (the zero
+	// value, one budget per subject) or ScopeGlobal (one budget shared by
+	// every subject; ADR 0027). A global policy cannot have a dedup window
+	// (its records are per subject, in the subject's slot).
+	Scope Scope
 }
 
 // DefaultDedupMaxReplays is a dedup policy's DedupMaxReplays when the spec
@@ -153,6 +158,7 @@ type Policy struct {
 	fallbackInstances  int64
 	dedupWindowMs      int64
 	dedupMaxReplays    int64
+	scope              Scope
 }
 
 // NewPolicy validates spec and freezes it. It returns every violation joined
@@ -203,6 +209,15 @@ func NewPolicy(spec PolicySpec) (Policy, error) {
 		v.fail("DedupMaxReplays", ErrDedupMaxReplays, "%d is not 0..%d", *spec.DedupMaxReplays, MaxDedupMaxReplays)
 	default:
 		replays = *spec.DedupMaxReplays
+	}
+	switch spec.Scope {
+	case ScopeSubject:
+	case ScopeGlobal:
+		if spec.DedupWindow != 0 {
+			v.fail("Scope", ErrUnsupported, "a global policy cannot have a dedup window (dedup records are per subject)")
+		}
+	default:
+		v.fail("Scope", ErrUnsupported, "%d is not ScopeSubject or ScopeGlobal", int(spec.Scope))
 	}
 	v.positive("MaxCost", spec.MaxCost)
 	if !spec.Algorithm.Valid() {
@@ -256,6 +271,7 @@ func NewPolicy(spec PolicySpec) (Policy, error) {
 		fallbackInstances:  spec.FallbackInstances,
 		dedupWindowMs:      dedup,
 		dedupMaxReplays:    replays,
+		scope:              spec.Scope,
 	}, nil
 }
 
@@ -443,6 +459,9 @@ func (p Policy) Emission() (rate, periodMicros, burst int64, ok bool) {
 	rate, periodMicros = q.Emission()
 	return rate, periodMicros, q.Burst, true
 }
+
+// Scope is whose budget the policy counts (PolicySpec.Scope).
+func (p Policy) Scope() Scope { return p.scope }
 
 // MaxCost is the largest accepted Request.Cost.
 func (p Policy) MaxCost() int64 { return p.maxCost }

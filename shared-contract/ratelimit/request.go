@@ -89,21 +89,28 @@ func (r Request) Validate() error {
 	if err := r.PolicyID.Validate(); err != nil {
 		errs = append(errs, requestError("PolicyID", err))
 	}
-	if err := r.SubjectDigest.Validate(); err != nil {
-		errs = append(errs, requestError("SubjectDigest", err))
-	}
-	if r.Cost < 1 || r.Cost > MaxExactInt {
-		errs = append(errs, requestError("Cost", fmt.Errorf("%w: %d not in 1..%d", ErrCostOutOfRange, r.Cost, MaxExactInt)))
-	}
+	errs = validateShared(errs, r.SubjectDigest, r.Cost, r.Deadline)
 	if r.EvaluationID != "" {
 		if err := r.EvaluationID.Validate(); err != nil {
 			errs = append(errs, requestError("EvaluationID", err))
 		}
 	}
-	if r.Deadline.IsZero() {
+	return errors.Join(errs...)
+}
+
+// validateShared appends the errors of the fields a Request and a
+// SetRequest share: the subject digest, the cost's bounds and the deadline.
+func validateShared(errs []error, d SubjectDigest, cost int64, deadline time.Time) []error {
+	if err := d.Validate(); err != nil {
+		errs = append(errs, requestError("SubjectDigest", err))
+	}
+	if cost < 1 || cost > MaxExactInt {
+		errs = append(errs, requestError("Cost", fmt.Errorf("%w: %d not in 1..%d", ErrCostOutOfRange, cost, MaxExactInt)))
+	}
+	if deadline.IsZero() {
 		errs = append(errs, requestError("Deadline", ErrDeadlineMissing))
 	}
-	return errors.Join(errs...)
+	return errs
 }
 
 // ValidateFor checks r against p: p must be a policy built by NewPolicy, it
