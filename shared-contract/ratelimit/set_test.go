@@ -99,7 +99,9 @@ func TestSetRequestValidate(t *testing.T) {
 }
 
 func TestDeciding(t *testing.T) {
-	allow := func(rem int64) ratelimit.Decision { return ratelimit.Decision{Allowed: true, Remaining: rem, Limit: 100} }
+	allow := func(rem int64) ratelimit.Decision {
+		return ratelimit.Decision{Allowed: true, Remaining: rem, Limit: 100}
+	}
 	deny := func(retry time.Duration) ratelimit.Decision { return ratelimit.Decision{RetryAfter: retry, Limit: 100} }
 	for name, tc := range map[string]struct {
 		members []ratelimit.Decision
