@@ -5,7 +5,11 @@
 // 400 or 500 without asking the port) and derives its digest, asks the port
 // with cost 1 (or a CostFunc) and a bounded deadline, and turns the outcome
 // into a response (serve.go: Wrap, one request, its fields and the
-// Observation; Config and New are edge.go's):
+// Observation; Config and New are edge.go's). A pattern mapped to several
+// policies is a policy set (ADR 0027), evaluated all or nothing through
+// ratelimit.SetPort: RateLimit names the member that speaks for the set
+// (ratelimit.Deciding), RateLimit-Policy lists every member and Retry-After
+// is the largest member's:
 //
 //   - allowed: the next handler runs, with the RateLimit and RateLimit-Policy
 //     fields of the current draft and, unless switched off, the older

@@ -37,6 +37,10 @@ type CostFunc func(r *http.Request, policy ratelimit.PolicyID) int64
 type Config struct {
 	// Port evaluates requests; required.
 	Port ratelimit.EdgePort
+	// SetPort evaluates the routes that map to a policy set; nil means
+	// Port, which must then implement ratelimit.SetPort when any route
+	// does.
+	SetPort ratelimit.SetPort
 	// Subjects reads client identities; required. A *subject.Resolver
 	// identifies clients by IP (the safe default); see subject.Identifier
 	// for verified API keys, a trusted proxy's principal or your own
@@ -48,8 +52,12 @@ type Config struct {
 	// DefaultPolicy applies to requests no Route matches; required.
 	DefaultPolicy ratelimit.PolicyID
 	// Routes map ServeMux patterns to policies. Precedence is ServeMux's:
-	// the most specific pattern wins. Two identical or conflicting
-	// patterns are an error.
+	// the most specific pattern wins. Conflicting patterns are an error.
+	// A pattern given for several policies makes them a policy set (ADR
+	// 0027): the request is evaluated against all of them, all or nothing,
+	// through SetPort, members in the order given (at most
+	// ratelimit.MaxSetMembers, none with a dedup window, all among
+	// Policies); the same pattern twice for one policy is an error.
 	Routes []Route
 	// Exempt patterns bypass the limiter (for example "GET /healthz").
 	// They take part in the same precedence as Routes.
@@ -137,6 +145,7 @@ func (c Config) Validate() error {
 // and safe for concurrent use; build it with New.
 type Middleware struct {
 	port     ratelimit.EdgePort
+	sets     ratelimit.SetPort
 	legacy   bool
 	subjects subject.Identifier
 	pseudo   *subject.Pseudonymizer
@@ -155,9 +164,11 @@ func New(cfg Config) (*Middleware, error) {
 	}
 	windows := map[ratelimit.PolicyID]int64{}
 	dedup := map[ratelimit.PolicyID]bool{}
+	policies := map[ratelimit.PolicyID]ratelimit.Policy{}
 	for _, p := range cfg.Policies {
 		windows[p.ID()] = windowSeconds(p)
 		dedup[p.ID()] = p.DedupWindow() > 0
+		policies[p.ID()] = p
 	}
 	m := &Middleware{
 		port:     cfg.Port,
@@ -174,12 +185,25 @@ func New(cfg Config) (*Middleware, error) {
 	if m.now == nil {
 		m.now = time.Now
 	}
+	m.sets = cfg.SetPort
+	if m.sets == nil {
+		m.sets, _ = cfg.Port.(ratelimit.SetPort)
+	}
 	var errs []error
+	byPattern := map[string]*target{}
 	for i, r := range cfg.Routes {
+		if t := byPattern[r.Pattern]; t != nil {
+			if field, err := m.addMember(t, r.Policy, policies); err != nil {
+				errs = append(errs, fmt.Errorf("%w: Routes[%d].%s: %w", ErrInvalidConfig, i, field, err))
+			}
+			continue
+		}
 		t := &target{policy: r.Policy, window: windows[r.Policy], dedup: dedup[r.Policy]}
 		if err := m.routes.add(r.Pattern, t); err != nil {
 			errs = append(errs, fmt.Errorf("%w: Routes[%d].Pattern: %w", ErrInvalidConfig, i, err))
+			continue
 		}
+		byPattern[r.Pattern] = t
 	}
 	for i, p := range cfg.Exempt {
 		if err := m.routes.add(p, &target{exempt: true}); err != nil {

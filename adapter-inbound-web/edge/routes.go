@@ -1,9 +1,11 @@
 package edge
 
 import (
+	"errors"
 	"fmt"
 	"net/http"
 
+	"github.com/tech-log/tech-log-backend/adapter-inbound-web/internal/fields"
 	"github.com/tech-log/tech-log-backend/shared-contract/ratelimit"
 )
 
@@ -18,6 +20,49 @@ type target struct {
 	// dedup: the policy has a dedup window, so an Idempotency-Key header
 	// becomes the request's evaluation ID; otherwise the header is ignored.
 	dedup bool
+	// members is nil for one policy; for a policy set (ADR 0027) it is
+	// every member, policy first, and policyField is their
+	// RateLimit-Policy list, rendered once.
+	members     []ratelimit.PolicyID
+	policyField string
+}
+
+// addMember makes t, a route already mapped to a policy, a policy set
+// with id as its next member (Config.Routes: the same pattern for several
+// policies). Every member must be among the configured policies, have no
+// dedup window (an Idempotency-Key names one evaluation of one policy) and
+// appear once; a set needs a SetPort. The error's field is Pattern or
+// Policy.
+func (m *Middleware) addMember(t *target, id ratelimit.PolicyID, policies map[ratelimit.PolicyID]ratelimit.Policy) (field string, err error) {
+	if len(t.members) == 0 {
+		t.members = []ratelimit.PolicyID{t.policy}
+	}
+	for _, have := range t.members {
+		if have == id {
+			return "Pattern", fmt.Errorf("policy %q is already mapped to this pattern", id)
+		}
+	}
+	switch {
+	case m.sets == nil:
+		return "Policy", errors.New("a pattern mapped to several policies is a policy set, and Port does not implement ratelimit.SetPort (set Config.SetPort)")
+	case len(t.members) == ratelimit.MaxSetMembers:
+		return "Policy", fmt.Errorf("a policy set has at most %d members", ratelimit.MaxSetMembers)
+	}
+	t.members = append(t.members, id)
+	list := make([]fields.Bucket, len(t.members))
+	for i, member := range t.members {
+		p, ok := policies[member]
+		if !ok {
+			return "Policy", fmt.Errorf("set member %q must be among Policies (its quota and window go into RateLimit-Policy)", member)
+		}
+		if p.DedupWindow() > 0 {
+			return "Policy", fmt.Errorf("set member %q has a dedup window; a policy set cannot replay one evaluation", member)
+		}
+		list[i] = fields.Bucket{Policy: string(member), Quota: p.Limit(), Window: windowSeconds(p)}
+	}
+	t.dedup = false
+	t.policyField = fields.PolicyList(list)
+	return "", nil
 }
 
 func (*target) ServeHTTP(http.ResponseWriter, *http.Request) {}

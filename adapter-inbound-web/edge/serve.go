@@ -62,10 +62,13 @@ func (m *Middleware) serve(w http.ResponseWriter, r *http.Request, next http.Han
 	if d, ok := r.Context().Deadline(); ok && d.Before(deadline) {
 		deadline = d
 	}
-	req := ratelimit.Request{PolicyID: t.policy, SubjectDigest: digest, Cost: cost, EvaluationID: evalID, Deadline: deadline}
-
 	start := time.Now()
-	out := m.port.Evaluate(r.Context(), req)
+	var out ratelimit.Outcome
+	if t.members == nil {
+		out = m.port.Evaluate(r.Context(), ratelimit.Request{PolicyID: t.policy, SubjectDigest: digest, Cost: cost, EvaluationID: evalID, Deadline: deadline})
+	} else {
+		out = m.sets.EvaluateSet(r.Context(), ratelimit.SetRequest{Members: t.members, SubjectDigest: digest, Cost: cost, Deadline: deadline})
+	}
 	latency := time.Since(start)
 
 	obs := Observation{Policy: t.policy, Latency: latency}
@@ -140,19 +143,29 @@ func (m *Middleware) setDecisionFields(h http.Header, t *target, d ratelimit.Dec
 	if !ok {
 		reset = d.ResetAt.Sub(now)
 	}
-	fields.Set(h, fields.Bucket{
+	b := fields.Bucket{
 		Policy:    string(t.policy),
 		Quota:     d.Limit,
 		Remaining: d.Remaining,
 		Reset:     reset,
 		Window:    t.window,
-	}, m.legacy)
+	}
+	if t.members != nil {
+		// A policy set: RateLimit is the member that speaks for the set
+		// (ratelimit.Deciding), RateLimit-Policy lists every member.
+		b.Policy = string(d.PolicyID)
+	}
+	fields.Set(h, b, m.legacy)
+	if t.members != nil {
+		h[fields.RateLimitPolicy] = []string{t.policyField}
+	}
 }
 
 // Observation describes one request the middleware handled, for metrics. It
 // holds no subject.
 type Observation struct {
-	// Policy is the policy the request was mapped to.
+	// Policy is the policy the request was mapped to (for a policy set,
+	// its first member).
 	Policy ratelimit.PolicyID
 	// Kind is the outcome kind, KindUnknown for a nil or foreign outcome,
 	// and "" when the port was not called (the identity could not be read).

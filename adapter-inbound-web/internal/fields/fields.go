@@ -60,7 +60,7 @@ func Set(h http.Header, b Bucket, legacy bool) {
 	quota := min(max(b.Quota, 0), maxStructuredInt)
 	remaining := min(max(b.Remaining, 0), quota)
 	reset := min(ResetSeconds(b.Reset), maxStructuredInt)
-	window := min(max(b.Window, 0), maxStructuredInt)
+	window := b.Window
 
 	var buf [256]byte
 	var ends [5]int
@@ -70,13 +70,7 @@ func Set(h http.Header, b Bucket, legacy bool) {
 	s = append(s, ";t="...)
 	s = strconv.AppendInt(s, reset, 10)
 	ends[0] = len(s)
-	s = appendString(s, b.Policy)
-	s = append(s, ";q="...)
-	s = strconv.AppendInt(s, quota, 10)
-	if window > 0 {
-		s = append(s, ";w="...)
-		s = strconv.AppendInt(s, window, 10)
-	}
+	s = appendPolicyItem(s, b.Policy, quota, window)
 	ends[1] = len(s)
 	n := 2
 	if legacy {
@@ -102,6 +96,33 @@ func Set(h http.Header, b Bucket, legacy bool) {
 		h[LegacyRemaining] = vals[3:4:4]
 		h[LegacyReset] = vals[4:5:5]
 	}
+}
+
+// PolicyList renders the RateLimit-Policy value of a policy set (ADR
+// 0027): one list member per bucket, in order, each its Policy with q= and,
+// when positive, w=, as Set writes them for one bucket.
+func PolicyList(buckets []Bucket) string {
+	var s []byte
+	for i, b := range buckets {
+		if i > 0 {
+			s = append(s, ", "...)
+		}
+		s = appendPolicyItem(s, b.Policy, min(max(b.Quota, 0), maxStructuredInt), b.Window)
+	}
+	return string(s)
+}
+
+// appendPolicyItem appends one RateLimit-Policy item: the policy name, q=
+// quota (already clamped) and, when the window is positive, w= (clamped).
+func appendPolicyItem(s []byte, name string, quota, window int64) []byte {
+	s = appendString(s, name)
+	s = append(s, ";q="...)
+	s = strconv.AppendInt(s, quota, 10)
+	if w := min(max(window, 0), maxStructuredInt); w > 0 {
+		s = append(s, ";w="...)
+		s = strconv.AppendInt(s, w, 10)
+	}
+	return s
 }
 
 // SetRetryAfter writes Retry-After: RetryAfterSeconds(d).
