@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -115,6 +116,7 @@ type policyJSON struct {
 	DedupWindow        *duration `json:"dedupWindow"`
 	DedupMaxReplays    *int64    `json:"dedupMaxReplays"`
 	DenialCache        *bool     `json:"denialCache"`
+	Scope              *string   `json:"scope"`
 	Routes             []string  `json:"routes"`
 }
 
@@ -182,7 +184,8 @@ func ParsePolicies(r io.Reader) (PolicySet, error) {
 	}
 	var set PolicySet
 	ids := map[ratelimit.PolicyID]int{}
-	routes := map[string]ratelimit.PolicyID{}
+	routes := map[string][]ratelimit.PolicyID{}
+	byID := map[ratelimit.PolicyID]ratelimit.Policy{}
 	patterns := edge.NewPatterns()
 	for i, pj := range file.Policies {
 		where := fmt.Sprintf("policies[%d]", i)
@@ -224,22 +227,60 @@ func ParsePolicies(r io.Reader) (PolicySet, error) {
 			}
 		}
 		for _, pattern := range pj.Routes {
-			if other, dup := routes[pattern]; dup {
-				fail(where, "route %q is already mapped to policy %q", bounded(pattern), other)
+			if members, seen := routes[pattern]; seen {
+				// A policy set (ADR 0027): every policy naming the pattern
+				// applies, all or nothing.
+				if slices.Contains(members, spec.ID) {
+					fail(where, "route %q is already mapped to policy %q", bounded(pattern), spec.ID)
+					continue
+				}
+				if problem := setMemberProblem(members, policy, byID); problem != "" {
+					fail(where, "route %q %s", bounded(pattern), problem)
+					continue
+				}
+				routes[pattern] = append(members, spec.ID)
+				set.Routes = append(set.Routes, Route{Pattern: pattern, Policy: spec.ID})
 				continue
 			}
 			if err := checkPattern(patterns, pattern); err != nil {
 				fail(where, "route %q: %w", bounded(pattern), err)
 				continue
 			}
-			routes[pattern] = spec.ID
+			routes[pattern] = []ratelimit.PolicyID{spec.ID}
 			set.Routes = append(set.Routes, Route{Pattern: pattern, Policy: spec.ID})
 		}
+		byID[spec.ID] = policy
 	}
 	if len(problems) > 0 {
 		return PolicySet{}, &PolicyFileError{Problems: problems}
 	}
+	// Most specific first: within a set, the subject members before the
+	// global ones (file order otherwise), the order members in different
+	// Redis Cluster slots are decided in.
+	sort.SliceStable(set.Routes, func(i, j int) bool {
+		return byID[set.Routes[i].Policy].Scope() < byID[set.Routes[j].Policy].Scope()
+	})
 	return set, nil
+}
+
+// setMemberProblem says why policy p cannot join the policy set members
+// (the policies already naming one route), or "" when it can: a set has at
+// most ratelimit.MaxSetMembers members, and none of them a dedup window (an
+// Idempotency-Key names one evaluation of one policy).
+func setMemberProblem(members []ratelimit.PolicyID, p ratelimit.Policy, byID map[ratelimit.PolicyID]ratelimit.Policy) string {
+	if len(members) == ratelimit.MaxSetMembers {
+		return fmt.Sprintf("is already named by %d policies, at most %d in one policy set", len(members), ratelimit.MaxSetMembers)
+	}
+	for _, id := range append([]ratelimit.PolicyID{p.ID()}, members...) {
+		pol, ok := byID[id]
+		if id == p.ID() {
+			pol, ok = p, true
+		}
+		if ok && pol.DedupWindow() > 0 {
+			return fmt.Sprintf("is named by several policies (a policy set) and policy %q has a dedupWindow; a set member cannot have one", id)
+		}
+	}
+	return ""
 }
 
 // checkPattern adds pattern to patterns, the edge's own ServeMux pattern
@@ -317,6 +358,14 @@ func (p policyJSON) spec() (ratelimit.PolicySpec, []error) {
 			problems = append(problems, fmt.Errorf("dedupMaxReplays: %d is not an integer 0..%d", n, ratelimit.MaxDedupMaxReplays))
 		default:
 			spec.DedupMaxReplays = &n
+		}
+	}
+	if p.Scope != nil {
+		// Optional: absent means "subject" (ADR 0027).
+		if sc, err := ratelimit.ParseScope(*p.Scope); err != nil {
+			problems = append(problems, fmt.Errorf("scope: %w", err))
+		} else {
+			spec.Scope = sc
 		}
 	}
 	if p.Algorithm == nil {

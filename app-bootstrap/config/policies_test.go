@@ -2,6 +2,7 @@ package config
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"strconv"
 	"strings"
@@ -115,6 +116,40 @@ func TestExamplePolicyFilesParse(t *testing.T) {
 	}
 }
 
+// setFile is a policy file of n fixed-window policies p0..p(n-1) that all
+// name GET /api/v1/search, p1 of them global.
+func setFile(n int) string {
+	var ps []string
+	for i := range n {
+		f := replace(fwBase, fmt.Sprintf(`"id":"p%d"`, i), `"routes":["GET /api/v1/search"]`)
+		if i == 1 {
+			f = replace(f, `"scope":"global"`)
+		}
+		ps = append(ps, "{"+strings.Join(f, ",")+"}")
+	}
+	return `{"policies": [` + strings.Join(ps, ",") + `]}`
+}
+
+// TestParsePoliciesPolicySet: policies naming one pattern form a policy
+// set; its routes list the subject members first, then the global ones,
+// file order otherwise (ADR 0027).
+func TestParsePoliciesPolicySet(t *testing.T) {
+	set, err := ParsePolicies(strings.NewReader(setFile(3)))
+	require.NoError(t, err)
+	assert.Equal(t, []Route{
+		{Pattern: "GET /api/v1/search", Policy: "p0"},
+		{Pattern: "GET /api/v1/search", Policy: "p2"},
+		{Pattern: "GET /api/v1/search", Policy: "p1"},
+	}, set.Routes)
+	p1, ok := set.Policy("p1")
+	require.True(t, ok)
+	assert.Equal(t, ratelimit.ScopeGlobal, p1.Scope())
+	p0, _ := set.Policy("p0")
+	assert.Equal(t, ratelimit.ScopeSubject, p0.Scope())
+	_, err = ParsePolicies(strings.NewReader(setFile(ratelimit.MaxSetMembers)))
+	require.NoError(t, err, "a set of MaxSetMembers is accepted")
+}
+
 func TestParsePoliciesRejections(t *testing.T) {
 	tests := []struct {
 		name     string
@@ -167,9 +202,13 @@ func TestParsePoliciesRejections(t *testing.T) {
 		{"bad id", policyJSONText(replace(fwBase, `"id":"Login!"`)...), "policy ID", ratelimit.ErrInvalidPolicyID},
 		{"duplicate id", `{"policies": [{` + strings.Join(fwBase, ",") + `},{` + strings.Join(replace(fwBase, `"limit":9`, `"maxCost":1`), ",") + `}]}`,
 			`policies[1] (login): id "login" is already used by policies[0]`, nil},
-		{"duplicate route", `{"policies": [{` + strings.Join(replace(fwBase, `"routes":["POST /api/v1/login"]`), ",") + `},{` +
-			strings.Join(replace(tbBase, `"routes":["POST /api/v1/login"]`), ",") + `}]}`,
-			`route "POST /api/v1/login" is already mapped to policy "login"`, nil},
+		{"set member with a dedup window", `{"policies": [{` + strings.Join(replace(fwBase, `"routes":["POST /api/v1/login"]`), ",") + `},{` +
+			strings.Join(replace(tbBase, `"routes":["POST /api/v1/login"]`, `"dedupWindow":"1m"`), ",") + `}]}`,
+			`policies[1] (api): route "POST /api/v1/login" is named by several policies (a policy set) and policy "api" has a dedupWindow`, nil},
+		{"set with too many members", setFile(ratelimit.MaxSetMembers + 1),
+			`policies[8] (p8): route "GET /api/v1/search" is already named by 8 policies, at most 8 in one policy set`, nil},
+		{"bad scope", policyJSONText(replace(fwBase, `"scope":"everyone"`)...), `scope: invalid scope: "everyone" is not "subject" or "global"`, nil},
+		{"global with dedup", policyJSONText(replace(fwBase, `"scope":"global"`, `"dedupWindow":"1m"`)...), `a global policy cannot have a dedup window`, nil},
 		{"duplicate route in one policy", policyJSONText(replace(fwBase, `"routes":["GET /a","GET /a"]`)...), `route "GET /a" is already mapped`, nil},
 		{"conflicting routes", `{"policies": [{` + strings.Join(replace(fwBase, `"routes":["GET /api/{id}"]`), ",") + `},{` +
 			strings.Join(replace(tbBase, `"routes":["GET /api/{name}"]`), ",") + `}]}`,
