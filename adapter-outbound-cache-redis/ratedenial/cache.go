@@ -102,6 +102,8 @@ func (c *Cache) Evaluate(ctx context.Context, req ratelimit.Request) (out rateli
 	if pc == nil || !pc.on || ctx == nil {
 		return c.inner.Evaluate(ctx, req) // its precheck answers the bad request
 	}
+	// A global policy's denial is every subject's (ADR 0027).
+	req.SubjectDigest = pc.policy.Subject(req.SubjectDigest)
 	t0 := c.now()
 	if c.n.Load() > 0 && req.EvaluationID == "" {
 		if out, ok := c.serve(ctx, pc, req, t0); ok {

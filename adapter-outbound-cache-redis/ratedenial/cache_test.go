@@ -340,3 +340,44 @@ func TestExactAlgorithms(t *testing.T) {
 	assert.False(t, ratedenial.Exact(0))
 	assert.False(t, ratedenial.Exact(99))
 }
+
+// TestGlobalDenialIsEverySubjects: a global policy's denial is cached
+// under ratelimit.GlobalSubject, so it answers every subject (ADR 0027),
+// while a subject policy's denial answers only its subject.
+func TestGlobalDenialIsEverySubjects(t *testing.T) {
+	p := policy(t, "p", 1, ratelimit.FixedWindow{Limit: 5, Window: time.Minute}, 5)
+	g, err := ratelimit.NewPolicy(ratelimit.PolicySpec{ID: "g", Revision: 1, Algorithm: ratelimit.AlgorithmFixedWindow,
+		Params: ratelimit.FixedWindow{Limit: 5, Window: time.Minute}, MaxCost: 5, CleanupGrace: time.Minute,
+		FailurePolicy: ratelimit.FailClosed, Scope: ratelimit.ScopeGlobal})
+	require.NoError(t, err)
+	clk := &clock{now: time.Unix(1_000_000, 0)}
+	gotSubjects := []ratelimit.SubjectDigest{}
+	inner := ratelimittestFunc(func(req ratelimit.Request) ratelimit.Outcome {
+		gotSubjects = append(gotSubjects, req.SubjectDigest)
+		pol := p
+		if req.PolicyID == "g" {
+			pol = g
+		}
+		return ratelimit.Evaluated{Decision: ratelimit.Decision{PolicyID: pol.ID(), PolicyRevision: 1, Limit: 5,
+			RetryAfter: 10 * time.Second, ServerNow: clk.Now(), ResetAt: clk.Now().Add(time.Minute), Source: ratelimit.GlobalRedis}}
+	})
+	c := cache(t, inner, ratedenial.Options{Policies: []ratelimit.Policy{p, g}, Keys: randomKeys(t), Now: clk.Now})
+	a, b := randomSubject(t), randomSubject(t)
+	ctx := context.Background()
+	req := func(id ratelimit.PolicyID, s ratelimit.SubjectDigest) ratelimit.Request {
+		return ratelimit.Request{PolicyID: id, SubjectDigest: s, Cost: 1, Deadline: clk.Now().Add(time.Second)}
+	}
+	c.Evaluate(ctx, req("g", a))
+	require.Len(t, gotSubjects, 1)
+	assert.Equal(t, ratelimit.GlobalSubject, gotSubjects[0], "the inner port is asked for the global subject")
+	c.Evaluate(ctx, req("g", b))
+	assert.Len(t, gotSubjects, 1, "another subject is answered by the global denial")
+	c.Evaluate(ctx, req("p", a))
+	c.Evaluate(ctx, req("p", b))
+	assert.Len(t, gotSubjects, 3, "a subject policy's denial is its subject's only")
+}
+
+// ratelimittestFunc is a port answering fn.
+type ratelimittestFunc func(ratelimit.Request) ratelimit.Outcome
+
+func (f ratelimittestFunc) Evaluate(_ context.Context, req ratelimit.Request) ratelimit.Outcome { return f(req) }

@@ -72,6 +72,9 @@ func (f *Fallback) Evaluate(ctx context.Context, req ratelimit.Request) (out rat
 	if lp == nil || ctx == nil {
 		return f.p.Evaluate(ctx, req) // its precheck answers the bad request
 	}
+	// A global policy's subject is ratelimit.GlobalSubject (ADR 0027): one
+	// local entry, one pending charge for all clients.
+	req.SubjectDigest = lp.global.Subject(req.SubjectDigest)
 	key := entryKey(req)
 	for {
 		e, wait, units := f.take(key)

@@ -111,7 +111,8 @@ func (p *Provider) precheck(ctx context.Context, req ratelimit.Request) (checked
 	if now.After(sendBy) {
 		return checked{}, p.unavailable(req.PolicyID, ratelimit.CategoryDeadline, errDeadlineTooShort)
 	}
-	key, err := stateKey(p.keys, ps.id, ps.revision, ps.algorithm, req.SubjectDigest)
+	// A global policy counts every subject under ratelimit.GlobalSubject.
+	key, err := stateKey(p.keys, ps.id, ps.revision, ps.algorithm, ps.policy.Subject(req.SubjectDigest))
 	if err != nil {
 		return checked{}, p.unavailable(req.PolicyID, ratelimit.CategoryInvalidRequest, err)
 	}

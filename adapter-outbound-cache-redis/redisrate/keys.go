@@ -28,10 +28,11 @@ const (
 // (policy ID, revision, algorithm wire name, subject digest). A new revision
 // therefore rolls to a new key. The key never contains the subject digest
 // itself; its slot tag carries 14 bits derived from it (the slot) and
-// nothing more.
+// nothing more. A global policy's key is its ratelimit.GlobalSubject's,
+// whatever subject is given (Policy.Subject, ADR 0027).
 func StateKey(keys *keyspace.Builder, p ratelimit.Policy, subject ratelimit.SubjectDigest) (string, error) {
 	id := string(p.ID())
-	return stateKey(keys, id, strconv.FormatInt(p.Revision(), 10), p.Algorithm().String(), subject)
+	return stateKey(keys, id, strconv.FormatInt(p.Revision(), 10), p.Algorithm().String(), p.Subject(subject))
 }
 
 // DedupKey returns the physical key of subject's dedup hash: capability
