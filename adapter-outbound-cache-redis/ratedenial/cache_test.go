@@ -380,4 +380,6 @@ func TestGlobalDenialIsEverySubjects(t *testing.T) {
 // ratelimittestFunc is a port answering fn.
 type ratelimittestFunc func(ratelimit.Request) ratelimit.Outcome
 
-func (f ratelimittestFunc) Evaluate(_ context.Context, req ratelimit.Request) ratelimit.Outcome { return f(req) }
+func (f ratelimittestFunc) Evaluate(_ context.Context, req ratelimit.Request) ratelimit.Outcome {
+	return f(req)
+}
