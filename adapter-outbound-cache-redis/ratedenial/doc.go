@@ -16,8 +16,11 @@
 //
 // Files: options.go (Options, New, Exact, errors), cache.go (Cache,
 // Evaluate: the lookup, the recording and the bounded table, Invalidate,
-// Stats), pubsub.go (Channel, Publish, Start and Close of the
-// subscription, its loop and its heartbeat).
+// Stats), set.go (EvaluateSet: a policy set answered by a member's cached
+// denial, and the denying members of a denied set recorded; ADR 0027),
+// pubsub.go (Channel, Publish, Start and Close of the subscription, its
+// loop and its heartbeat). A global policy's entry is its
+// ratelimit.GlobalSubject's, shared by every subject.
 //
 // It uses only the exported API of the port it decorates and
 // redisrate.StateKey. It must never import the provider's internal
