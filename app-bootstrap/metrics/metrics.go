@@ -2,6 +2,7 @@ package metrics
 
 import (
 	"context"
+	"errors"
 	"net/http"
 	"strconv"
 	"time"
@@ -284,10 +285,42 @@ func (e *Edge) Evaluate(ctx context.Context, req ratelimit.Request) ratelimit.Ou
 	defer e.m.inFlight.Dec()
 	start := e.now()
 	out := e.inner.Evaluate(ctx, req)
-	elapsed := e.now().Sub(start)
+	e.observe(req.PolicyID, out, e.now().Sub(start))
+	return out
+}
 
-	policy := string(req.PolicyID)
-	if _, ok := e.known[req.PolicyID]; !ok {
+// errNoSetPort is the cause of the Incompatible outcome EvaluateSet answers
+// when the decorated port does not evaluate policy sets.
+var errNoSetPort = errors.New("metrics: the decorated port does not implement ratelimit.SetPort")
+
+// EvaluateSet implements ratelimit.SetPort (ADR 0027) when the decorated
+// port does (otherwise every set is Incompatible{program_fault}, never
+// admitted). A set is counted and timed once, under the member its
+// outcome names: the member that speaks for an evaluated set
+// (ratelimit.Deciding: the denying one when denied), the member a failure
+// concerns otherwise.
+func (e *Edge) EvaluateSet(ctx context.Context, req ratelimit.SetRequest) ratelimit.Outcome {
+	e.m.inFlight.Inc()
+	defer e.m.inFlight.Dec()
+	start := e.now()
+	var out ratelimit.Outcome
+	if inner, ok := e.inner.(ratelimit.SetPort); ok {
+		out = inner.EvaluateSet(ctx, req)
+	} else {
+		var first ratelimit.PolicyID
+		if len(req.Members) > 0 {
+			first = req.Members[0]
+		}
+		out = ratelimit.Incompatible{PolicyID: first, Category: ratelimit.CategoryProgramFault, Cause: errNoSetPort}
+	}
+	e.observe(ratelimit.PolicyOf(out), out, e.now().Sub(start))
+	return out
+}
+
+// observe counts and times one outcome under id.
+func (e *Edge) observe(id ratelimit.PolicyID, out ratelimit.Outcome, elapsed time.Duration) {
+	policy := string(id)
+	if _, ok := e.known[id]; !ok {
 		policy = OtherPolicy
 	}
 	kind, category, decision := labels(out)
@@ -302,7 +335,6 @@ func (e *Edge) Evaluate(ctx context.Context, req ratelimit.Request) ratelimit.Ou
 		e.m.dedup.WithLabelValues(policy, DedupConflict).Inc()
 	}
 	e.m.latency.WithLabelValues(policy, kind).Observe(elapsed.Seconds())
-	return out
 }
 
 // labels maps an outcome to its kind, category and decision labels.

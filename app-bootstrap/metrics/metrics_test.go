@@ -301,3 +301,32 @@ func TestRegisterTargetBreakers(t *testing.T) {
 	_, ok := value("1", "open")
 	assert.False(t, ok, "a target no longer serving is not exported")
 }
+
+// setPort answers every set with out.
+type setPort struct {
+	ratelimittest.Fake
+	out ratelimit.Outcome
+}
+
+func (p *setPort) EvaluateSet(context.Context, ratelimit.SetRequest) ratelimit.Outcome { return p.out }
+
+// TestInstrumentEdgeSets: a policy set is counted once, under the member
+// its outcome names; a decorated port without sets is refused.
+func TestInstrumentEdgeSets(t *testing.T) {
+	set := ratelimit.SetRequest{Members: []ratelimit.PolicyID{"api", "login"}, Cost: 1}
+	denied := ratelimit.Decision{PolicyID: "login", Limit: 5, RetryAfter: time.Second}
+	m := New()
+	port := m.InstrumentEdge(&setPort{out: ratelimit.Evaluated{Decision: denied, Members: []ratelimit.Decision{{PolicyID: "api", Allowed: true}, denied}}}, []ratelimit.PolicyID{"api", "login"})
+	got := port.EvaluateSet(context.Background(), set)
+	assert.Equal(t, ratelimit.PolicyID("login"), ratelimit.PolicyOf(got), "the inner outcome unchanged")
+	assert.Equal(t, 1.0, testutil.ToFloat64(m.outcomes.WithLabelValues("login", "evaluated", "none", "denied")))
+	assert.Equal(t, 1, testutil.CollectAndCount(m.outcomes), "one series: the set is counted once")
+	assert.Equal(t, 0.0, testutil.ToFloat64(m.inFlight))
+
+	m = New()
+	port = m.InstrumentEdge(fixed(ratelimit.Evaluated{Decision: ratelimit.Decision{Allowed: true}}), []ratelimit.PolicyID{"api", "login"})
+	got = port.EvaluateSet(context.Background(), set)
+	assert.False(t, ratelimit.Admitted(got))
+	assert.Equal(t, ratelimit.CategoryProgramFault, ratelimit.CategoryOf(got))
+	assert.Equal(t, 1.0, testutil.ToFloat64(m.outcomes.WithLabelValues("api", "incompatible", "program_fault", "fail_closed")))
+}

@@ -122,6 +122,23 @@ func CategoryOf(o Outcome) Category {
 	return ""
 }
 
+// PolicyOf returns the policy an outcome names: the decision's PolicyID
+// for Evaluated (for a policy set, the member that speaks for it), the
+// PolicyID of a failure, and "" for nil and anything else.
+func PolicyOf(o Outcome) PolicyID {
+	switch v := o.(type) {
+	case Evaluated:
+		return v.Decision.PolicyID
+	case Unavailable:
+		return v.PolicyID
+	case Indeterminate:
+		return v.PolicyID
+	case Incompatible:
+		return v.PolicyID
+	}
+	return ""
+}
+
 // String renders the outcome for logs without causes' internals.
 func (o Unavailable) String() string {
 	return fmt.Sprintf("unavailable(%s, %s, retry after %v)", o.PolicyID, o.Category, o.RetryAfter)

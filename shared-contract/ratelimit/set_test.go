@@ -118,3 +118,12 @@ func TestDeciding(t *testing.T) {
 		t.Run(name, func(t *testing.T) { assert.Equal(t, tc.want, ratelimit.Deciding(tc.members)) })
 	}
 }
+
+func TestPolicyOf(t *testing.T) {
+	assert.Equal(t, ratelimit.PolicyID("a"), ratelimit.PolicyOf(ratelimit.Evaluated{Decision: ratelimit.Decision{PolicyID: "a"}}))
+	assert.Equal(t, ratelimit.PolicyID("b"), ratelimit.PolicyOf(ratelimit.Unavailable{PolicyID: "b"}))
+	assert.Equal(t, ratelimit.PolicyID("c"), ratelimit.PolicyOf(ratelimit.Indeterminate{PolicyID: "c"}))
+	assert.Equal(t, ratelimit.PolicyID("d"), ratelimit.PolicyOf(ratelimit.Incompatible{PolicyID: "d"}))
+	assert.Equal(t, ratelimit.PolicyID(""), ratelimit.PolicyOf(nil))
+	assert.Equal(t, ratelimit.PolicyID(""), ratelimit.PolicyOf(&ratelimit.Unavailable{PolicyID: "e"}), "a pointer is not an outcome")
+}
