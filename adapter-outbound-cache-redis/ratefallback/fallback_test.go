@@ -271,3 +271,31 @@ func TestConcurrentRequestsWaitForTheCharge(t *testing.T) {
 	assert.LessOrEqual(t, refused, len(outs)-7, "refused by the in-flight bound")
 	assert.Equal(t, map[ratelimit.PolicyID]int64{"lf": 0}, fb.Stats().Pending)
 }
+
+// TestGlobalPolicyFallsBackOnOneShare: a global local-fallback policy is
+// one local entry for every subject (ADR 0027): while Redis is down, its
+// share is spent by all clients together.
+func TestGlobalPolicyFallsBackOnOneShare(t *testing.T) {
+	srv := redistest.Start(t)
+	spec := ratelimit.PolicySpec{ID: "backend", Revision: 1, Algorithm: ratelimit.AlgorithmFixedWindow,
+		Params: ratelimit.FixedWindow{Limit: 10, Window: time.Hour}, MaxCost: 1, CleanupGrace: time.Minute,
+		MaxClockRegression: 2 * time.Second, FailurePolicy: ratelimit.LocalFallback, FallbackInstances: 2, Scope: ratelimit.ScopeGlobal}
+	g, err := ratelimit.NewPolicy(spec)
+	require.NoError(t, err)
+	pols := []ratelimit.Policy{g}
+	ratelimittest.ClearOfWindowEnd(t, time.Hour, time.Minute)
+	fb := fallback(t, provider(t, srv, randomKeys(t), pols, 0), pols, func(o *ratefallback.Options) { o.ReconcileEvery = time.Minute })
+	srv.Kill()
+	admitted := 0
+	for i := range 8 {
+		out := ask(fb, g.ID(), randomSubject(t), 1) // a new subject every time
+		ev, ok := out.(ratelimit.Evaluated)
+		require.True(t, ok, "call %d: %v", i, out)
+		require.Equal(t, ratelimit.LocalEmergency, ev.Decision.Source)
+		if ev.Decision.Allowed {
+			admitted++
+		}
+	}
+	assert.Equal(t, 5, admitted, "one share of 5 for all subjects together")
+	assert.Equal(t, 1, fb.Stats().Subjects, "one local entry")
+}
