@@ -298,4 +298,18 @@ func TestGlobalPolicyFallsBackOnOneShare(t *testing.T) {
 	}
 	assert.Equal(t, 5, admitted, "one share of 5 for all subjects together")
 	assert.Equal(t, 1, fb.Stats().Subjects, "one local entry")
+
+	// Redis back: the next decision, for any subject, is global and
+	// carries the one pending charge (and go-redis's dial probe ends, so
+	// no goroutine outlives the test).
+	srv.Restart()
+	var d ratelimit.Decision
+	for stop := time.Now().Add(5 * time.Second); d.Source != ratelimit.GlobalRedis; {
+		require.True(t, time.Now().Before(stop), "no global decision")
+		out := ask(fb, g.ID(), randomSubject(t), 1)
+		require.Equal(t, ratelimit.KindEvaluated, out.Kind(), "%v", out)
+		d = out.(ratelimit.Evaluated).Decision
+		time.Sleep(20 * time.Millisecond)
+	}
+	assert.Equal(t, map[ratelimit.PolicyID]int64{"backend": 0}, fb.Stats().Pending, "the global entry's charge went with that decision")
 }
