@@ -11,7 +11,10 @@
 // charge of a subject's pending admissions in the same round trip as its
 // next global decision), table.go (the bounded per-subject table, the
 // local decision, the sweep), reconcile.go (the background pass: failed
-// charges retried with backoff, Stats), share.go (SharePolicy).
+// charges retried with backoff, Stats), share.go (SharePolicy), set.go
+// (EvaluateSet: owed charges first, then the provider's set, and with
+// Redis unreachable the members decided on their local shares all or
+// nothing; ADR 0027).
 //
 // It uses only the exported API of the provider it decorates (Provider:
 // Evaluate, EvaluateAfterCharge, Charge, as redisrate.Provider has them),

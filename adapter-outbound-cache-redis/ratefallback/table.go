@@ -47,9 +47,32 @@ func (f *Fallback) decide(lp *localPolicy, key string, subject ratelimit.Subject
 		return u // never admissible on this instance's share
 	}
 	nowT := f.now()
-	now := nowT.UnixMilli()
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	t, refused := f.try(lp, key, subject, cost, nowT, u)
+	if refused != nil {
+		return refused
+	}
+	if t.r.Status == programs.StatusAllowed {
+		t.commit(nowT.UnixMilli(), cost)
+	}
+	return ratelimit.Evaluated{Decision: t.decision()}
+}
+
+// trial is one request decided on the local model and not yet written.
+type trial struct {
+	lp   *localPolicy
+	e    *entry
+	r    programs.Reply
+	next programs.State
+}
+
+// try decides one request of cost on key's local state at nowT without
+// writing it, creating the entry (the table has room, or a sweep makes
+// it); a non-nil Outcome is u, the request cannot be decided locally (a
+// full table, a local clock gone back too far, a model refusal). Called
+// with f.mu held.
+func (f *Fallback) try(lp *localPolicy, key string, subject ratelimit.SubjectDigest, cost int64, nowT time.Time, u ratelimit.Unavailable) (trial, ratelimit.Outcome) {
 	e := f.table[key]
 	if e == nil {
 		if len(f.table) >= f.max {
@@ -57,44 +80,50 @@ func (f *Fallback) decide(lp *localPolicy, key string, subject ratelimit.Subject
 		}
 		if len(f.table) >= f.max {
 			u.Cause = errors.Join(u.Cause, ErrTableFull)
-			return u
+			return trial{}, u
 		}
 		e = &entry{policy: lp, subject: subject}
 		f.table[key] = e
 	}
 	st := e.state
-	if st != nil && now >= e.expiresAt {
+	if st != nil && nowT.UnixMilli() >= e.expiresAt {
 		st = nil
 	}
 	// To the microsecond: GCRA decides on it (ADR 0021); the other
-	// algorithms on its millisecond, now.
+	// algorithms on its millisecond.
 	r, next := programs.EvaluateMicros(lp.share, st, nowT.UnixMicro(), cost)
-	switch r.Status {
-	case programs.StatusAllowed:
-		if !e.owes() {
-			// A new outage for this subject: the other instances may
-			// admit their shares too (ADR 0017).
-			e.reserve = lp.reserve
-		}
-		e.state = next
-		e.expiresAt = now + r.ExpiryMillis(lp.share)
-		e.pending += cost
-	case programs.StatusDenied:
-	default:
-		// The local clock went back too far, or the model refused.
-		return u
+	if r.Status != programs.StatusAllowed && r.Status != programs.StatusDenied {
+		return trial{}, u
 	}
-	return ratelimit.Evaluated{Decision: ratelimit.Decision{
-		Allowed:        r.Status == programs.StatusAllowed,
-		Limit:          r.Limit,
-		Remaining:      r.Remaining,
-		RetryAfter:     millis(r.RetryAfterMillis),
-		ResetAt:        time.UnixMilli(r.ResetAtMillis),
-		PolicyID:       lp.global.ID(),
-		PolicyRevision: lp.global.Revision(),
+	return trial{lp: lp, e: e, r: r, next: next}, nil
+}
+
+// commit writes an admitted trial of cost at now (local ms). Called with
+// f.mu held.
+func (t trial) commit(now, cost int64) {
+	if !t.e.owes() {
+		// A new outage for this subject: the other instances may admit
+		// their shares too (ADR 0017).
+		t.e.reserve = t.lp.reserve
+	}
+	t.e.state = t.next
+	t.e.expiresAt = now + t.r.ExpiryMillis(t.lp.share)
+	t.e.pending += cost
+}
+
+// decision is the local decision of a trial.
+func (t trial) decision() ratelimit.Decision {
+	return ratelimit.Decision{
+		Allowed:        t.r.Status == programs.StatusAllowed,
+		Limit:          t.r.Limit,
+		Remaining:      t.r.Remaining,
+		RetryAfter:     millis(t.r.RetryAfterMillis),
+		ResetAt:        time.UnixMilli(t.r.ResetAtMillis),
+		PolicyID:       t.lp.global.ID(),
+		PolicyRevision: t.lp.global.Revision(),
 		Source:         ratelimit.LocalEmergency,
 		Certainty:      ratelimit.ApproximateLocal,
-	}}
+	}
 }
 
 // sweep drops the entries whose local state has expired, with what they

@@ -37,7 +37,9 @@
 // charges the local fallback, package ratefallback, reconciles through;
 // the charge itself is pipelined by the send loop, internal/send
 // precharge.go); errors.go (sentinels, CallError, ServerRefusalReason);
-// keys.go (the key format: StateKey, DedupKey; the per-policy state).
+// keys.go (the key format: StateKey, DedupKey; the per-policy state);
+// set.go (EvaluateSet: a policy set decided member by member in order,
+// the admitted members refunded when one does not admit; ADR 0027).
 //
 // The option literal, dialer, TLS and topology construction are
 // internal/redisclient's, shared with the cache; the coordination client's

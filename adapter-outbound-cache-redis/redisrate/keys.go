@@ -61,4 +61,7 @@ type policyState struct {
 	// charge is the algorithm's charge program (programs.ChargeFor), for
 	// EvaluateAfterCharge.
 	charge *send.Script
+	// refund is the algorithm's refund program (programs.RefundFor, ADR
+	// 0025): a set gives back its members admitted before a denial.
+	refund *send.Script
 }

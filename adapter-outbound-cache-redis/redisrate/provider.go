@@ -99,6 +99,8 @@ type Provider struct {
 	server serverState
 	// dedupRetries counts the retries of Indeterminate dedup calls.
 	dedupRetries struct{ decided, failed atomic.Uint64 }
+	// refundFailures counts the set members whose refund failed (set.go).
+	refundFailures atomic.Uint64
 }
 
 var _ ratelimit.EdgePort = (*Provider)(nil)
@@ -256,6 +258,11 @@ func newProvider(client coordinationClient, keys *keyspace.Builder, policies []r
 			bad("policies[%d] %q: no charge program for algorithm %v", i, pol.ID(), pol.Algorithm())
 			continue
 		}
+		rprog, ok := programs.RefundFor(pol.Algorithm())
+		if !ok {
+			bad("policies[%d] %q: no refund program for algorithm %v", i, pol.ID(), pol.Algorithm())
+			continue
+		}
 		argv := programs.Args(pol, 1)
 		if len(argv) != prog.ArgCount || len(argv) <= programs.ArgCost {
 			bad("policies[%d] %q: %d program arguments, want %d", i, pol.ID(), len(argv), prog.ArgCount)
@@ -272,6 +279,7 @@ func newProvider(client coordinationClient, keys *keyspace.Builder, policies []r
 			dedup:     dedup,
 			dedupArgv: dedupArgv,
 			charge:    send.NewScript(cprog),
+			refund:    send.NewScript(rprog),
 		}
 	}
 	if err := errors.Join(errs...); err != nil {

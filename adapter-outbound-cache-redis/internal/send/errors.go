@@ -23,4 +23,6 @@ var (
 	ErrQualificationRefused = errors.New("target refused at qualification")
 	// ErrClusterSlotUnserved: the slot map has no primary for the key's slot.
 	ErrClusterSlotUnserved = errors.New("no cluster node serves the key's slot")
+	// errNoKeys: RunSet was given no key (a caller's bug; nothing sent).
+	errNoKeys = errors.New("a set call needs at least one key")
 )

@@ -84,6 +84,9 @@ type call struct {
 	// the evaluation ID that replaces the placeholder in the policy's ARGV.
 	dedupKey string
 	evalID   string
+	// keys is set for a call over several keys (RunSet): every KEYS entry,
+	// key being keys[0]; its argv is sent as given.
+	keys []string
 
 	// A call queued in a batcher (batch.go): what it sends, its caller's
 	// context, its result, and ready, signalled once per queueing: true
@@ -174,6 +177,13 @@ func (x *Executor) command(ctx context.Context, c *call, command string, program
 	c.program.payload, c.program.text = program, text
 	c.program.serialized.Store(false)
 	args := c.args[:0]
+	if c.keys != nil {
+		args = append(args, command, &c.program, len(c.keys))
+		for _, k := range c.keys {
+			args = append(args, k)
+		}
+		return redis.NewCmd(ctx, append(args, argv...)...)
+	}
 	if c.dedupKey != "" {
 		args = append(args, command, &c.program, programs.NumKeysDedup, &c.key, &c.dedupKey)
 	} else {
@@ -226,7 +236,7 @@ var ErrNoWait = errors.New("WAIT not sent: the client cannot pipeline")
 func (x *Executor) release(c *call) {
 	c.program.payload, c.program.text = nil, ""
 	c.program.serialized.Store(false)
-	c.key, c.dedupKey, c.evalID = "", "", ""
+	c.key, c.dedupKey, c.evalID, c.keys = "", "", "", nil
 	clear(c.args[:])
 	c.req, c.ctx, c.res, c.pre = batchReq{}, nil, nil, nil
 	x.calls.Put(c)

@@ -32,6 +32,21 @@ func (x *Executor) RunDedup(ctx context.Context, s *Script, key, dedupKey, id st
 	return x.RunAfter(ctx, nil, s, key, dedupKey, id, argv, cost, sendBy)
 }
 
+// RunSet sends s, a program over several keys of one slot (a policy
+// set's members, ADR 0027), with argv exactly as given (no cost is
+// substituted) through the same send loop: keys[0] picks the target, and
+// every key must share its Redis Cluster slot (the caller's rule; the
+// server refuses otherwise with CROSSSLOT, a reply: nothing ran).
+func (x *Executor) RunSet(ctx context.Context, s *Script, keys []string, argv []any, sendBy time.Time) Sent {
+	if len(keys) == 0 {
+		return NotSent{Reason: ReasonPreSend, Cause: errNoKeys, Command: CmdEvalSha}
+	}
+	c := x.calls.Get().(*call)
+	defer x.release(c)
+	c.key, c.keys = keys[0], keys
+	return x.loop(ctx, c, s, argv, sendBy)
+}
+
 // RunAfter is RunDedup with pre (optional) sent ahead of the program on
 // the same connection, with the first attempt only (precharge.go).
 func (x *Executor) RunAfter(ctx context.Context, pre *PreCharge, s *Script, key, dedupKey, id string, argv []any, cost int64, sendBy time.Time) Sent {

@@ -1,0 +1,141 @@
+package ratefallback
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/tech-log/tech-log-backend/shared-contract/ratelimit"
+)
+
+var _ ratelimit.SetPort = (*Fallback)(nil)
+
+// errNoSetPort is the cause of the Incompatible outcome EvaluateSet answers
+// when the provider does not evaluate policy sets.
+var errNoSetPort = errors.New("ratefallback: the provider does not implement ratelimit.SetPort")
+
+// EvaluateSet implements ratelimit.SetPort (ADR 0027). What this instance
+// admitted locally for a local-fallback member and still owes is charged
+// to Redis first, alone (the set's global decision then counts it, as a
+// single request's does); then the provider decides the set. When Redis
+// is unreachable (Unavailable{connection} or {circuit_open}, from the
+// charge or the set) and every member is a local-fallback policy, the set
+// is decided here, member by member on their local shares, all or
+// nothing: the local states are written only when every member admits.
+// A fail-closed member keeps the set failed closed. It never panics and
+// never returns nil.
+func (f *Fallback) EvaluateSet(ctx context.Context, req ratelimit.SetRequest) (out ratelimit.Outcome) {
+	defer func() {
+		if r := recover(); r != nil {
+			out = ratelimit.Incompatible{
+				PolicyID: knownID(firstMember(req)),
+				Category: ratelimit.CategoryProgramFault,
+				Cause:    fmt.Errorf("ratefallback: panic: %.200s", fmt.Sprint(r)),
+			}
+		}
+	}()
+	inner, ok := f.p.(ratelimit.SetPort)
+	if !ok {
+		return ratelimit.Incompatible{PolicyID: knownID(firstMember(req)), Category: ratelimit.CategoryProgramFault, Cause: errNoSetPort}
+	}
+	if ctx == nil || req.Validate() != nil {
+		return inner.EvaluateSet(ctx, req) // its precheck answers the bad request
+	}
+	for i, id := range req.Members {
+		lp := f.local[id]
+		if lp == nil {
+			continue
+		}
+		m := req.Member(i)
+		m.SubjectDigest = lp.global.Subject(m.SubjectDigest)
+		if o := f.chargeOwed(ctx, m); o != nil {
+			if u, ok := localCase(o); ok {
+				return f.decideSet(req, u)
+			}
+			return o
+		}
+	}
+	out = inner.EvaluateSet(ctx, req)
+	if u, ok := localCase(out); ok {
+		return f.decideSet(req, u)
+	}
+	return out
+}
+
+// chargeOwed charges what m's subject owes under its local-fallback
+// policy, alone, waiting (bounded by m's deadline) for a charge another
+// request carries; nil when nothing is owed any more, else the failed
+// charge's outcome (nothing of the set is sent then).
+func (f *Fallback) chargeOwed(ctx context.Context, m ratelimit.Request) ratelimit.Outcome {
+	key := entryKey(m)
+	for range 2 {
+		e, wait, units := f.take(key)
+		switch {
+		case e == nil:
+			return nil
+		case wait != nil:
+			if !waitFor(ctx, m, wait) {
+				return nil // the provider's precheck decides the deadline
+			}
+		default:
+			o := f.p.Charge(ctx, m, units)
+			charged := ratelimit.Admitted(o)
+			f.settle(e, charged, false)
+			if !charged {
+				return o
+			}
+			return nil
+		}
+	}
+	return nil
+}
+
+// localCase returns out as an Unavailable when it is one the local
+// fallback decides (Redis unreachable: connection or circuit_open).
+func localCase(out ratelimit.Outcome) (ratelimit.Unavailable, bool) {
+	u, ok := out.(ratelimit.Unavailable)
+	return u, ok && (u.Category == ratelimit.CategoryConnection || u.Category == ratelimit.CategoryCircuitOpen)
+}
+
+// decideSet decides req on the members' local shares, all or nothing (the
+// states are written only when every member admits); u stands when a
+// member is not a local-fallback policy or cannot be decided locally.
+func (f *Fallback) decideSet(req ratelimit.SetRequest, u ratelimit.Unavailable) ratelimit.Outcome {
+	lps := make([]*localPolicy, len(req.Members))
+	for i, id := range req.Members {
+		if lps[i] = f.local[id]; lps[i] == nil || req.Cost > lps[i].share.Limit() {
+			return u
+		}
+	}
+	nowT := f.now()
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	trials := make([]trial, len(lps))
+	all := true
+	for i, lp := range lps {
+		m := req.Member(i)
+		m.SubjectDigest = lp.global.Subject(m.SubjectDigest)
+		t, refused := f.try(lp, entryKey(m), m.SubjectDigest, req.Cost, nowT, u)
+		if refused != nil {
+			return refused
+		}
+		trials[i] = t
+		all = all && t.decision().Allowed
+	}
+	members := make([]ratelimit.Decision, len(trials))
+	for i, t := range trials {
+		if all {
+			t.commit(nowT.UnixMilli(), req.Cost)
+		}
+		members[i] = t.decision()
+	}
+	return ratelimit.Evaluated{Decision: members[ratelimit.Deciding(members)], Members: members}
+}
+
+// firstMember is the set's first member, "" for none.
+func firstMember(req ratelimit.SetRequest) ratelimit.PolicyID {
+	if len(req.Members) == 0 {
+		return ""
+	}
+	return req.Members[0]
+}
