@@ -27,7 +27,7 @@ func askSet(p ratelimit.SetPort, subject ratelimit.SubjectDigest, members ...rat
 // locally is charged before the set's global decision.
 func TestSetFallsBackAllOrNothing(t *testing.T) {
 	srv := redistest.Start(t)
-	small := localPolicy(t, "small", ratelimit.FixedWindow{Limit: 6, Window: time.Hour}, 1, 2)  // share 3
+	small := localPolicy(t, "small", ratelimit.FixedWindow{Limit: 6, Window: time.Hour}, 1, 2)   // share 3
 	large := localPolicy(t, "large", ratelimit.FixedWindow{Limit: 200, Window: time.Hour}, 1, 2) // share 100
 	closed := localPolicy(t, "closed", ratelimit.FixedWindow{Limit: 200, Window: time.Hour}, 1, 0)
 	pols := []ratelimit.Policy{small, large, closed}
