@@ -1,0 +1,114 @@
+package redisrate
+
+import (
+	"context"
+	"errors"
+	"io"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/tech-log/tech-log-backend/adapter-outbound-cache-redis/programs"
+	"github.com/tech-log/tech-log-backend/shared-contract/ratelimit"
+)
+
+// replyArray renders a programs.Reply as the array go-redis returns.
+func replyArray(r programs.Reply) []any {
+	v := r.Ints()
+	out := make([]any, len(v))
+	for i, n := range v {
+		out[i] = n
+	}
+	return out
+}
+
+// TestSetMemberFailingMidWay: the fault lane of a policy set (ADR 0027) on
+// a fake server: the first member admits, the second's call fails after
+// it was written (Indeterminate) or denies; the first member is then
+// refunded by its refund program with the admission's instant; a refund
+// whose reply is lost is counted and named in the failure's cause, and
+// never retried.
+func TestSetMemberFailingMidWay(t *testing.T) {
+	pols := testPolicies(t) // fw (fixed 5/min), sw, tb (5, 1 per second)
+	fw, tb := pols[0], pols[2]
+	admit := replyArray(must(programs.Evaluate(fw, nil, t0.UnixMilli(), 1)))
+	full := func() []any {
+		_, st := programs.Evaluate(tb, nil, t0.UnixMilli(), 5)
+		r, _ := programs.Evaluate(tb, st, t0.UnixMilli(), 1)
+		require.Equal(t, programs.StatusDenied, r.Status)
+		return replyArray(r)
+	}()
+	refundReply := []any{int64(1), t0.UnixMilli(), t0.UnixMilli(), int64(5), int64(5), int64(1), t0.UnixMilli()}
+	refundProg, ok := programs.RefundFor(fw.Algorithm())
+	require.True(t, ok)
+	lost := fakeReply{err: io.EOF}
+	for name, tc := range map[string]struct {
+		second, refund fakeReply
+		kind           ratelimit.OutcomeKind
+		refundFailed   bool
+	}{
+		"second member lost after write": {second: lost, refund: fakeReply{val: refundReply}, kind: ratelimit.KindIndeterminate},
+		"second member denies":           {second: fakeReply{val: full}, refund: fakeReply{val: refundReply}, kind: ratelimit.KindEvaluated},
+		"refund reply lost":              {second: lost, refund: lost, kind: ratelimit.KindIndeterminate, refundFailed: true},
+	} {
+		t.Run(name, func(t *testing.T) {
+			f := &fakeCommander{respond: func(i int, c sentCommand) fakeReply {
+				switch i {
+				case 0:
+					return fakeReply{val: admit}
+				case 1:
+					return tc.second
+				}
+				return tc.refund
+			}}
+			p := fakeProvider(t, f, 4)
+			s := randomSubject(t)
+			out := p.EvaluateSet(context.Background(), ratelimit.SetRequest{Members: []ratelimit.PolicyID{"fw", "tb"}, SubjectDigest: s, Cost: 1, Deadline: t0.Add(10 * testTimeout)})
+			assert.Equal(t, tc.kind, out.Kind(), "%v", out)
+			assert.False(t, ratelimit.Admitted(out))
+			cmds := f.commands()
+			require.Len(t, cmds, 3, "two members, then one refund, never a retry: %v", f.names())
+			fwKey, err := StateKey(p.keys, fw, s)
+			require.NoError(t, err)
+			assert.Equal(t, refundProg.SHA1, cmds[2].program, "the first member's refund program")
+			assert.Equal(t, fwKey, cmds[2].key)
+			argv := cmds[2].argv
+			require.NotEmpty(t, argv)
+			assert.Equal(t, admit[programs.ReplyEffectiveNow], argv[len(argv)-1], "the receipt: the admission's instant")
+			if tc.refundFailed {
+				assert.Equal(t, uint64(1), p.SetRefundFailures())
+				assert.True(t, errors.Is(causeOf(out), ErrRefundFailed), "the cause names the failed refund: %v", causeOf(out))
+			} else {
+				assert.Zero(t, p.SetRefundFailures())
+			}
+			if tc.kind == ratelimit.KindEvaluated {
+				ev := out.(ratelimit.Evaluated)
+				require.Len(t, ev.Members, 2)
+				assert.True(t, ev.Members[0].Allowed, "what fw answered")
+				assert.Equal(t, ratelimit.PolicyID("tb"), ev.Decision.PolicyID, "the denying member speaks")
+			}
+		})
+	}
+}
+
+func must(r programs.Reply, _ programs.State) programs.Reply { return r }
+
+// TestSetRefusedBeforeSending: a set with an unknown member, a cost above
+// a member's MaxCost or a repeated member sends nothing.
+func TestSetRefusedBeforeSending(t *testing.T) {
+	f := &fakeCommander{}
+	p := fakeProvider(t, f, 4)
+	s := randomSubject(t)
+	for _, req := range []ratelimit.SetRequest{
+		{Members: []ratelimit.PolicyID{"fw", "nope"}, SubjectDigest: s, Cost: 1, Deadline: t0.Add(time.Minute)},
+		{Members: []ratelimit.PolicyID{"fw", "tb"}, SubjectDigest: s, Cost: 6, Deadline: t0.Add(time.Minute)},
+		{Members: []ratelimit.PolicyID{"fw", "fw"}, SubjectDigest: s, Cost: 1, Deadline: t0.Add(time.Minute)},
+		{Members: nil, SubjectDigest: s, Cost: 1, Deadline: t0.Add(time.Minute)},
+	} {
+		out := p.EvaluateSet(context.Background(), req)
+		assert.Equal(t, ratelimit.KindUnavailable, out.Kind(), "%v: %v", req, out)
+	}
+	assert.Empty(t, f.commands(), "nothing sent")
+}
