@@ -151,6 +151,8 @@ func withCause(o ratelimit.Outcome, err error) ratelimit.Outcome {
 		return o
 	}
 	switch v := o.(type) {
+	case ratelimit.Evaluated:
+		return v
 	case ratelimit.Unavailable:
 		v.Cause = errors.Join(v.Cause, err)
 		return v
