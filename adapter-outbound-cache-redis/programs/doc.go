@@ -13,9 +13,10 @@
 // args.go (the ARGV: Args, RefundArgs); reply.go (Reply, Status, Check);
 // state.go (State, Decode, LogEntries); model.go (Evaluate); charge.go
 // (Charge); dedup.go (EvaluateDedup, DedupArgs); refund.go (Refund, ADR
-// 0025); rate-<algorithm>[-charge|-dedup|-refund]-v<n>.lua and
-// manifest.json (generated from luasrc); luasrc/ (the templates); testdata/
-// (the vector files).
+// 0025); set.go (the policy-set program: SetProgram, SetArgs, EvaluateSet,
+// DecodeSet; ADR 0026); rate-<algorithm>[-charge|-dedup|-refund]-v<n>.lua,
+// rate-set-v1.lua and manifest.json (generated from luasrc); luasrc/ (the
+// templates); testdata/ (the vector files).
 //
 // It depends on the standard library and shared-contract only. It must never
 // import a Redis client, the redisrate provider, an inbound adapter or

@@ -6,7 +6,11 @@
 // the program files byte for byte; the checked-in rate-*.lua files and
 // manifest.json beside the programs package are its output, written by
 // tools/cmd/genmanifest (go generate in the programs package) and compared
-// with it by the programs package's tests.
+// with it by the programs package's tests. RenderSet (set.go) renders the
+// policy-set program rate-set-v1 (ADR 0026): each algorithm's decision
+// program as a member function (variant-member.lua.tmpl) inside one
+// all-or-nothing frame (set.lua.tmpl), so a member is decided by the very
+// text of its decision program.
 //
 // Adding a variant: write variant-<name>.lua.tmpl (defining "program",
 // "cost-arg", "before" and "exit"; see common.lua.tmpl), define the step it

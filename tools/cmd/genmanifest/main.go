@@ -29,7 +29,9 @@ type output struct {
 }
 
 // render returns every file for the manifest at path: the programs in
-// manifest order, then the manifest.
+// manifest order, the policy-set program (rate-set-v1.lua, ADR 0026: not
+// in the manifest, which lists the per-algorithm programs), then the
+// manifest.
 func render(path string) ([]output, error) {
 	files, err := luasrc.Render()
 	if err != nil {
@@ -42,6 +44,11 @@ func render(path string) ([]output, error) {
 		sources[f.Name] = string(f.Source)
 		outs = append(outs, output{filepath.Join(dir, f.Name+".lua"), f.Source})
 	}
+	set, err := luasrc.RenderSet()
+	if err != nil {
+		return nil, err
+	}
+	outs = append(outs, output{filepath.Join(dir, set.Name+".lua"), set.Source})
 	manifest, err := programs.ManifestFor(sources)
 	if err != nil {
 		return nil, err
