@@ -18,7 +18,8 @@ import (
 // TestClusterSetAcrossSlotsNeverBeyondAnyMember: the refund path of a
 // policy set on a real cluster (ADR 0027). The global member's key and
 // every subject member's key sit in different slots, so each set is two
-// calls and a denial by the second gives back the first. 4 providers x 64
+// calls, the two subject members in one set-program call (ADR 0026), and
+// a denial by the global member gives back both. 4 providers x 64
 // goroutines: no subject admits beyond its member's limit, all together
 // never beyond the global member's, no refund fails, and the global
 // budget on the server holds exactly what was admitted.
@@ -28,7 +29,8 @@ func TestClusterSetAcrossSlotsNeverBeyondAnyMember(t *testing.T) {
 	const subjectLimit, globalLimit, subjects, providers, workers, perWorker = 20, 100, 8, 4, 64, 4
 	perClient := fixedPolicy(t, "per-client", subjectLimit, time.Hour)
 	global := mustPolicy(t, ratelimit.PolicySpec{ID: "backend", Params: ratelimit.FixedWindow{Limit: globalLimit, Window: time.Hour}, Scope: ratelimit.ScopeGlobal})
-	pols := []ratelimit.Policy{perClient, global}
+	perDay := tokenPolicy(t, "per-client-day", 1000, 1000, 24*time.Hour)
+	pols := []ratelimit.Policy{perClient, perDay, global}
 	ratelimittest.ClearOfWindowEnd(t, time.Hour, time.Minute)
 	var ps []*Provider
 	for range providers {
@@ -58,7 +60,7 @@ func TestClusterSetAcrossSlotsNeverBeyondAnyMember(t *testing.T) {
 			for i := range perWorker {
 				for pi, p := range ps {
 					k := (w + i + pi) % subjects
-					out := askSet(p, subs[k], "per-client", "backend")
+					out := askSet(p, subs[k], "per-client", "per-client-day", "backend")
 					if !assert.Equal(t, ratelimit.KindEvaluated, out.Kind(), "no fault is injected: every set is decided: %v", out) {
 						return
 					}

@@ -101,6 +101,12 @@ type Provider struct {
 	dedupRetries struct{ decided, failed atomic.Uint64 }
 	// refundFailures counts the set members whose refund failed (set.go).
 	refundFailures atomic.Uint64
+	// setScript is the policy-set program (programs.SetProgram, ADR 0026).
+	setScript *send.Script
+	// callPerMember decides every set member in its own call, as members
+	// in different cluster slots are: the unit tests' way to the refund
+	// path on a fake server.
+	callPerMember bool
 }
 
 var _ ratelimit.EdgePort = (*Provider)(nil)
@@ -195,6 +201,9 @@ func newProvider(client coordinationClient, keys *keyspace.Builder, policies []r
 		policies: make(map[ratelimit.PolicyID]*policyState, len(policies)),
 		timeout:  opts.CommandTimeout,
 		now:      opts.Now,
+		// Not loaded at Start: the first set call on a server is one
+		// NOSCRIPT and one EVAL, as after a SCRIPT FLUSH.
+		setScript: send.NewScript(programs.SetProgram()),
 	}
 	if opts.ServerChecks != nil {
 		c := *opts.ServerChecks

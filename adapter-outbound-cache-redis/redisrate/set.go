@@ -7,6 +7,7 @@ import (
 
 	"github.com/tech-log/tech-log-backend/adapter-outbound-cache-redis/internal/send"
 	"github.com/tech-log/tech-log-backend/adapter-outbound-cache-redis/programs"
+	"github.com/tech-log/tech-log-backend/shared-contract/keyspace"
 	"github.com/tech-log/tech-log-backend/shared-contract/ratelimit"
 )
 
@@ -19,15 +20,19 @@ var ErrRefundFailed = errors.New("refund of an earlier member failed; its charge
 
 // EvaluateSet implements ratelimit.SetPort (ADR 0027): every member goes
 // through Evaluate's precheck (the first refusal answers the set, nothing
-// sent), then the members are decided in request order, each by its own
-// program call, until one does not admit. The members admitted before it
-// are then given back (their refund programs, ADR 0025, in reverse order)
-// and the set's outcome is that member's: denied (Evaluated, with every
-// decision so far in Members) or its failure. So no member ever admits
-// beyond its limit; between a member's admission and its refund another
-// request may find it charged (under-admission only), and a refund that
-// fails leaves the charge (counted; the failure's Cause wraps
-// ErrRefundFailed). A set of one is Evaluate with Members set.
+// sent); then the members are decided group by group, a group being the
+// members whose keys share a slot (on a standalone or Sentinel server,
+// every member): a group of several in one call of the set program (ADR
+// 0026), which writes nothing unless every one of them admits, a group of
+// one by its own decision program. The groups go in the order of their
+// first member, most specific first, until one does not admit; the members
+// admitted by earlier groups are then given back (their refund programs,
+// ADR 0025, newest first) and the set's outcome is that group's: denied
+// (Evaluated, with every decision so far in Members) or the failure of its
+// first member that failed. So no member ever admits beyond its limit;
+// between an earlier group's admission and its refund another request may
+// find it charged (under-admission only), and a refund that fails leaves
+// the charge (counted; the failure's Cause wraps ErrRefundFailed).
 func (p *Provider) EvaluateSet(ctx context.Context, req ratelimit.SetRequest) (out ratelimit.Outcome) {
 	defer func() {
 		if r := recover(); r != nil {
@@ -54,23 +59,117 @@ func (p *Provider) EvaluateSet(ctx context.Context, req ratelimit.SetRequest) (o
 	}
 	decided := make([]ratelimit.Decision, 0, len(members))
 	var taken []admission
-	for _, c := range members {
-		res := p.exec.Run(ctx, c.policy.script, c.key, c.policy.argv, req.Cost, c.sendBy)
-		o := p.outcome(c.policy, res)
-		ev, ok := o.(ratelimit.Evaluated)
-		if ok && ev.Decision.Allowed {
+	for _, g := range p.groups(members) {
+		outs, ats := p.decideGroup(ctx, g, req.Cost)
+		var failed ratelimit.Outcome
+		allowed := true
+		for i, o := range outs {
+			ev, ok := o.(ratelimit.Evaluated)
+			if !ok {
+				if failed == nil {
+					failed = o
+				}
+				allowed = false
+				continue
+			}
 			decided = append(decided, ev.Decision)
-			taken = append(taken, admission{c: c, at: effectiveNow(res, c.policy.policy)})
+			allowed = allowed && ev.Decision.Allowed
+			if ev.Decision.Allowed {
+				taken = append(taken, admission{c: g[i], at: ats[i]})
+			}
+		}
+		if allowed {
 			continue
 		}
+		// The group wrote nothing (a set call admits all or none; a single
+		// call that did not admit wrote nothing): give back the groups
+		// before it.
+		taken = taken[:len(taken)-countAllowed(outs)]
 		refundErr := p.giveBack(ctx, taken, req.Cost)
-		if !ok {
-			return withCause(o, refundErr)
+		if failed != nil {
+			return withCause(failed, refundErr)
 		}
-		decided = append(decided, ev.Decision)
 		return ratelimit.Evaluated{Decision: decided[ratelimit.Deciding(decided)], Members: decided}
 	}
 	return ratelimit.Evaluated{Decision: decided[ratelimit.Deciding(decided)], Members: decided}
+}
+
+// groups splits members into the groups decided by one call each, in the
+// order of their first member: by slot in a cluster, all of them
+// otherwise (one server holds every key).
+func (p *Provider) groups(members []checked) [][]checked {
+	if p.router == nil && !p.callPerMember {
+		return [][]checked{members}
+	}
+	var out [][]checked
+	slots := map[int]int{}
+	for _, c := range members {
+		s := keyspace.Slot(c.key)
+		if p.callPerMember {
+			s = len(out) // every member its own group
+		}
+		i, ok := slots[s]
+		if !ok {
+			i = len(out)
+			slots[s] = i
+			out = append(out, nil)
+		}
+		out[i] = append(out[i], c)
+	}
+	return out
+}
+
+// decideGroup decides g in one call and returns each member's outcome and
+// the instant each admission was made at (its refund receipt): a single
+// member by its decision program, several by the set program, whose reply
+// is split into the members' replies and mapped as a single call's (so
+// replication acks and every refusal are judged per member exactly as for
+// Evaluate). A call that failed is every member's failure.
+func (p *Provider) decideGroup(ctx context.Context, g []checked, cost int64) ([]ratelimit.Outcome, []int64) {
+	outs, ats := make([]ratelimit.Outcome, len(g)), make([]int64, len(g))
+	if len(g) == 1 {
+		c := g[0]
+		res := p.exec.Run(ctx, c.policy.script, c.key, c.policy.argv, cost, c.sendBy)
+		outs[0], ats[0] = p.outcome(c.policy, res), effectiveNow(res, c.policy.policy)
+		return outs, ats
+	}
+	keys, pols := make([]string, len(g)), make([]ratelimit.Policy, len(g))
+	for i, c := range g {
+		keys[i], pols[i] = c.key, c.policy.policy
+	}
+	res := p.exec.RunSet(ctx, p.setScript, keys, programs.SetArgs(pols, cost), g[0].sendBy)
+	r, ok := res.(send.Replied)
+	if !ok || r.Err != nil {
+		o := p.outcome(g[0].policy, res)
+		for i := range outs {
+			outs[i] = o
+		}
+		return outs, ats
+	}
+	if _, _, err := programs.DecodeSet(r.Reply, pols); err != nil {
+		o := ratelimit.Incompatible{PolicyID: g[0].policy.policy.ID(), Category: ratelimit.CategoryMalformedReply, Cause: err}
+		for i := range outs {
+			outs[i] = o
+		}
+		return outs, ats
+	}
+	arr := r.Reply.([]any) // DecodeSet checked the shape
+	for i, c := range g {
+		member := send.Replied{Reply: arr[2+i*programs.ReplyLen : 2+(i+1)*programs.ReplyLen], Command: r.Command, Acked: r.Acked, AckErr: r.AckErr}
+		outs[i], ats[i] = p.replyOutcome(c.policy, member), effectiveNow(member, c.policy.policy)
+	}
+	return outs, ats
+}
+
+// countAllowed is the number of allowed Evaluated outcomes in outs.
+func countAllowed(outs []ratelimit.Outcome) int {
+	n := 0
+	for _, o := range outs {
+		if ratelimit.Admitted(o) {
+			n++
+		}
+	}
+	return n
 }
 
 // SetRefundFailures is the number of set members whose refund failed

@@ -56,6 +56,7 @@ func setDenialConsumesNothing(t *testing.T, srv *redistest.Server, params rateli
 			require.True(t, ratelimit.Admitted(out), "%v: request %d: %v", order, i, out)
 			require.Len(t, out.(ratelimit.Evaluated).Members, 2)
 		}
+		before := redistest.CommandStats(t, srv.Client())
 		for i := range 1000 {
 			out := askSet(p, s, order...)
 			ev, ok := out.(ratelimit.Evaluated)
@@ -64,6 +65,9 @@ func setDenialConsumesNothing(t *testing.T, srv *redistest.Server, params rateli
 			require.Equal(t, ratelimit.PolicyID("small"), ev.Decision.PolicyID, "the denying member speaks for the set")
 			require.Positive(t, ev.Decision.RetryAfter)
 		}
+		after := redistest.CommandStats(t, srv.Client())
+		calls := after["evalsha"].Calls + after["eval"].Calls - before["evalsha"].Calls - before["eval"].Calls
+		assert.Equal(t, int64(1000), calls, "%v: one program call per set (ADR 0026), no refund", order)
 		assert.Equal(t, int64(1000-3-1), remainingOf(t, ask(p, "large", s, 1)), "%v: 1,000 denials consumed nothing of the large member", order)
 	}
 	assert.Zero(t, p.SetRefundFailures())

@@ -64,6 +64,7 @@ func TestSetMemberFailingMidWay(t *testing.T) {
 				return tc.refund
 			}}
 			p := fakeProvider(t, f, 4)
+			p.callPerMember = true // the refund path, as across cluster slots
 			s := randomSubject(t)
 			out := p.EvaluateSet(context.Background(), ratelimit.SetRequest{Members: []ratelimit.PolicyID{"fw", "tb"}, SubjectDigest: s, Cost: 1, Deadline: t0.Add(10 * testTimeout)})
 			assert.Equal(t, tc.kind, out.Kind(), "%v", out)
@@ -111,4 +112,65 @@ func TestSetRefusedBeforeSending(t *testing.T) {
 		assert.Equal(t, ratelimit.KindUnavailable, out.Kind(), "%v: %v", req, out)
 	}
 	assert.Empty(t, f.commands(), "nothing sent")
+}
+
+// TestSetOneCallPerSlot: members whose keys share a slot (here a
+// standalone server: all of them) are decided by one call of the set
+// program with every key; its reply decides every member; a denied or
+// failed set call sends nothing more (it wrote nothing, there is nothing
+// to give back).
+func TestSetOneCallPerSlot(t *testing.T) {
+	pols := testPolicies(t)
+	fw, tb := pols[0], pols[2]
+	setProg := programs.SetProgram()
+	admitFW := replyArray(must(programs.Evaluate(fw, nil, t0.UnixMilli(), 1)))
+	admitTB := replyArray(must(programs.Evaluate(tb, nil, t0.UnixMilli(), 1)))
+	_, full := programs.Evaluate(tb, nil, t0.UnixMilli(), 5)
+	denyTB := replyArray(must(programs.Evaluate(tb, full, t0.UnixMilli(), 1)))
+	setReply := func(status int64, members ...[]any) []any {
+		out := []any{status, int64(len(members))}
+		for _, m := range members {
+			out = append(out, m...)
+		}
+		return out
+	}
+	for name, tc := range map[string]struct {
+		reply    fakeReply
+		kind     ratelimit.OutcomeKind
+		allowed  bool
+		category ratelimit.Category
+	}{
+		"admitted":          {reply: fakeReply{val: setReply(1, admitFW, admitTB)}, kind: ratelimit.KindEvaluated, allowed: true},
+		"denied by tb":      {reply: fakeReply{val: setReply(2, admitFW, denyTB)}, kind: ratelimit.KindEvaluated},
+		"lost after write":  {reply: fakeReply{err: io.EOF}, kind: ratelimit.KindIndeterminate, category: ratelimit.CategoryConnectionLost},
+		"status disagrees":  {reply: fakeReply{val: setReply(1, admitFW, denyTB)}, kind: ratelimit.KindIncompatible, category: ratelimit.CategoryMalformedReply},
+		"too short a reply": {reply: fakeReply{val: setReply(1, admitFW)}, kind: ratelimit.KindIncompatible, category: ratelimit.CategoryMalformedReply},
+	} {
+		t.Run(name, func(t *testing.T) {
+			f := &fakeCommander{respond: func(int, sentCommand) fakeReply { return tc.reply }}
+			p := fakeProvider(t, f, 4)
+			s := randomSubject(t)
+			out := p.EvaluateSet(context.Background(), ratelimit.SetRequest{Members: []ratelimit.PolicyID{"fw", "tb"}, SubjectDigest: s, Cost: 1, Deadline: t0.Add(10 * testTimeout)})
+			require.Equal(t, tc.kind, out.Kind(), "%v", out)
+			assert.Equal(t, tc.allowed, ratelimit.Admitted(out))
+			if tc.category != "" {
+				assert.Equal(t, tc.category, ratelimit.CategoryOf(out))
+			}
+			cmds := f.commands()
+			require.Len(t, cmds, 1, "one call for both members: %v", f.names())
+			assert.Equal(t, setProg.SHA1, cmds[0].program)
+			fwKey, _ := StateKey(p.keys, fw, s)
+			tbKey, _ := StateKey(p.keys, tb, s)
+			assert.Equal(t, []any{2, fwKey, tbKey}, cmds[0].raw[2:5], "numkeys and both keys")
+			assert.Equal(t, programs.SetArgs([]ratelimit.Policy{fw, tb}, 1), cmds[0].raw[5:], "the set ARGV")
+			if tc.kind == ratelimit.KindEvaluated {
+				ev := out.(ratelimit.Evaluated)
+				require.Len(t, ev.Members, 2)
+				if !tc.allowed {
+					assert.Equal(t, ratelimit.PolicyID("tb"), ev.Decision.PolicyID)
+					assert.Positive(t, ev.Decision.RetryAfter)
+				}
+			}
+		})
+	}
 }
