@@ -463,6 +463,16 @@ func (p Policy) Emission() (rate, periodMicros, burst int64, ok bool) {
 // Scope is whose budget the policy counts (PolicySpec.Scope).
 func (p Policy) Scope() Scope { return p.scope }
 
+// Subject is the subject whose budget a request of d counts against under
+// p: d itself for ScopeSubject, GlobalSubject for ScopeGlobal. Providers
+// derive state keys, cache entries and local tables from it.
+func (p Policy) Subject(d SubjectDigest) SubjectDigest {
+	if p.scope == ScopeGlobal {
+		return GlobalSubject
+	}
+	return d
+}
+
 // MaxCost is the largest accepted Request.Cost.
 func (p Policy) MaxCost() int64 { return p.maxCost }
 

@@ -51,16 +51,6 @@ func ParseScope(s string) (Scope, error) {
 // names the global budget.
 const GlobalSubject SubjectDigest = "_global_scope___"
 
-// Subject is the subject whose budget a request of d counts against under
-// p: d itself for ScopeSubject, GlobalSubject for ScopeGlobal. Providers
-// derive state keys, cache entries and local tables from it.
-func (p Policy) Subject(d SubjectDigest) SubjectDigest {
-	if p.scope == ScopeGlobal {
-		return GlobalSubject
-	}
-	return d
-}
-
 // MaxSetMembers bounds SetRequest.Members: a set is decided in at most
 // that many program calls, and its reply and RateLimit-Policy field stay
 // small.
