@@ -224,6 +224,12 @@ func (c *Cache) remove(k key, e *entry) {
 // whether an entry was dropped.
 func (c *Cache) Invalidate(stateKey string) bool {
 	c.received.Add(1)
+	return c.drop(stateKey)
+}
+
+// drop removes stateKey's entry, if any, and moves the generation on (a
+// denial recorded from a call sent before is not kept).
+func (c *Cache) drop(stateKey string) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.gen.Add(1)

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/tech-log/tech-log-backend/adapter-outbound-cache-redis/redisrate"
 	"github.com/tech-log/tech-log-backend/shared-contract/ratelimit"
 )
 
@@ -84,4 +85,28 @@ func firstMember(req ratelimit.SetRequest) ratelimit.PolicyID {
 		return ""
 	}
 	return req.Members[0]
+}
+
+var _ ratelimit.Refunder = (*Cache)(nil)
+
+// errNoRefunder is the cause of the Incompatible outcome Refund answers
+// when the decorated port cannot refund.
+var errNoRefunder = errors.New("ratedenial: the decorated port does not implement ratelimit.Refunder")
+
+// Refund implements ratelimit.Refunder over the decorated port's (ADR
+// 0025). A refund gives units back, so this instance's cached denial of
+// the subject under the receipt's policy is dropped first (it may no
+// longer hold; other instances keep theirs until their retry-after: an
+// under-admission only). It never panics and never returns nil.
+func (c *Cache) Refund(ctx context.Context, req ratelimit.Request, r ratelimit.Receipt) ratelimit.Outcome {
+	inner, ok := c.inner.(ratelimit.Refunder)
+	if !ok {
+		return ratelimit.Incompatible{PolicyID: knownID(req.PolicyID), Category: ratelimit.CategoryProgramFault, Cause: errNoRefunder}
+	}
+	if pc := c.policies[req.PolicyID]; pc != nil && pc.on {
+		if k, err := redisrate.StateKey(c.keys, pc.policy, req.SubjectDigest); err == nil {
+			c.drop(k)
+		}
+	}
+	return inner.Refund(ctx, req, r)
 }

@@ -94,3 +94,43 @@ func TestSetDenialIsCachedPerMember(t *testing.T) {
 	out = plain.EvaluateSet(ctx, req())
 	assert.Equal(t, ratelimit.KindIncompatible, out.Kind(), "a decorated port without sets is refused, never admitted")
 }
+
+// refunding is a port that denies every request and counts refunds.
+type refunding struct {
+	ratelimittestFunc
+	refunds int
+}
+
+func (r *refunding) Refund(context.Context, ratelimit.Request, ratelimit.Receipt) ratelimit.Outcome {
+	r.refunds++
+	return ratelimit.Evaluated{Decision: ratelimit.Decision{Allowed: true, Refunded: 1}}
+}
+
+// TestRefundDropsTheCachedDenial: a refund passes to the decorated port
+// and drops this instance's cached denial of the subject, so the next
+// request asks the server again.
+func TestRefundDropsTheCachedDenial(t *testing.T) {
+	p := policy(t, "p", 1, ratelimit.FixedWindow{Limit: 5, Window: time.Minute}, 5)
+	clk := &clock{now: time.Unix(1_000_000, 0)}
+	calls := 0
+	inner := &refunding{ratelimittestFunc: func(req ratelimit.Request) ratelimit.Outcome {
+		calls++
+		return ratelimit.Evaluated{Decision: ratelimit.Decision{PolicyID: "p", PolicyRevision: 1, Limit: 5, RetryAfter: 10 * time.Second,
+			ServerNow: clk.Now(), ResetAt: clk.Now().Add(time.Minute), Source: ratelimit.GlobalRedis}}
+	}}
+	c := cache(t, inner, ratedenial.Options{Policies: []ratelimit.Policy{p}, Keys: randomKeys(t), Now: clk.Now})
+	s := randomSubject(t)
+	req := ratelimit.Request{PolicyID: "p", SubjectDigest: s, Cost: 1, Deadline: clk.Now().Add(time.Second)}
+	ctx := context.Background()
+	c.Evaluate(ctx, req)
+	c.Evaluate(ctx, req)
+	require.Equal(t, 1, calls, "the second denial is cached")
+	out := c.Refund(ctx, req, ratelimit.NewReceipt("p", 1, 1, clk.Now().UnixMilli(), ratelimit.GlobalRedis))
+	assert.Equal(t, int64(1), out.(ratelimit.Evaluated).Decision.Refunded)
+	assert.Equal(t, 1, inner.refunds)
+	c.Evaluate(ctx, req)
+	assert.Equal(t, 2, calls, "after the refund the server is asked again")
+
+	plain := cache(t, ratelimittestFunc(func(ratelimit.Request) ratelimit.Outcome { return nil }), ratedenial.Options{Policies: []ratelimit.Policy{p}, Keys: randomKeys(t), Now: clk.Now})
+	assert.Equal(t, ratelimit.KindIncompatible, plain.Refund(ctx, req, ratelimit.Receipt{}).Kind())
+}

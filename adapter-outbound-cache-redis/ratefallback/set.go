@@ -124,10 +124,11 @@ func (f *Fallback) decideSet(req ratelimit.SetRequest, u ratelimit.Unavailable) 
 	}
 	members := make([]ratelimit.Decision, len(trials))
 	for i, t := range trials {
+		members[i] = t.decision()
 		if all {
 			t.commit(nowT.UnixMilli(), req.Cost)
+			members[i].Receipt = t.receipt(req.Cost)
 		}
-		members[i] = t.decision()
 	}
 	return ratelimit.Evaluated{Decision: members[ratelimit.Deciding(members)], Members: members}
 }

@@ -53,10 +53,12 @@ func (f *Fallback) decide(lp *localPolicy, key string, subject ratelimit.Subject
 	if refused != nil {
 		return refused
 	}
-	if t.r.Status == programs.StatusAllowed {
+	d := t.decision()
+	if d.Allowed {
 		t.commit(nowT.UnixMilli(), cost)
+		d.Receipt = t.receipt(cost)
 	}
-	return ratelimit.Evaluated{Decision: t.decision()}
+	return ratelimit.Evaluated{Decision: d}
 }
 
 // trial is one request decided on the local model and not yet written.
@@ -109,6 +111,12 @@ func (t trial) commit(now, cost int64) {
 	t.e.state = t.next
 	t.e.expiresAt = now + t.r.ExpiryMillis(t.lp.share)
 	t.e.pending += cost
+}
+
+// receipt is an admitted trial's receipt: a local one, given back by
+// Fallback.Refund on this instance's table (ADR 0025).
+func (t trial) receipt(cost int64) ratelimit.Receipt {
+	return ratelimit.NewReceipt(t.lp.global.ID(), t.lp.global.Revision(), cost, t.r.EffectiveNowMillis, ratelimit.LocalEmergency)
 }
 
 // decision is the local decision of a trial.

@@ -38,7 +38,8 @@
 // the charge itself is pipelined by the send loop, internal/send
 // precharge.go); errors.go (sentinels, CallError, ServerRefusalReason);
 // keys.go (the key format: StateKey, DedupKey; the per-policy state);
-// set.go (EvaluateSet: a policy set decided member by member in order,
+// refund.go (Refund: a receipt given back by its policy's refund program,
+// ADR 0025); set.go (EvaluateSet: a policy set decided member by member in order,
 // the admitted members refunded when one does not admit; ADR 0027).
 //
 // The option literal, dialer, TLS and topology construction are

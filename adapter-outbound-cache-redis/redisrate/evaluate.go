@@ -21,7 +21,17 @@ import (
 // as docs/failure-certainty.md describes. A request with an evaluation ID
 // goes through evaluateDedup (dedup.go), the retry of a lost reply.
 func (p *Provider) Evaluate(ctx context.Context, req ratelimit.Request) ratelimit.Outcome {
-	return p.evaluate(ctx, req, nil)
+	return costed(p.evaluate(ctx, req, nil), req.Cost)
+}
+
+// costed sets the cost of an allowed decision's receipt (replyOutcome
+// builds it without: it does not see the request).
+func costed(o ratelimit.Outcome, cost int64) ratelimit.Outcome {
+	if ev, ok := o.(ratelimit.Evaluated); ok && !ev.Decision.Receipt.IsZero() {
+		ev.Decision.Receipt = ev.Decision.Receipt.WithCost(cost)
+		return ev
+	}
+	return o
 }
 
 // evaluate is Evaluate with pre (optional; EvaluateAfterCharge) sent ahead
@@ -221,6 +231,10 @@ func (p *Provider) replyOutcome(ps *policyState, res send.Replied) ratelimit.Out
 		}
 		d := p.decision(ps, r)
 		d.Allowed = r.Status == programs.StatusAllowed
+		if d.Allowed {
+			// The refund's receipt (ADR 0025); Evaluate sets its cost.
+			d.Receipt = ratelimit.NewReceipt(id, ps.policy.Revision(), 0, r.EffectiveNowMillis, ratelimit.GlobalRedis)
+		}
 		return ratelimit.Evaluated{Decision: d}
 	case programs.StatusClockUnsafe:
 		return ratelimit.Unavailable{PolicyID: id, RetryAfter: p.clockHint(r), Category: ratelimit.CategoryClockUnsafe, Cause: errClockUnsafe}

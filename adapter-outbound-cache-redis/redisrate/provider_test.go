@@ -178,6 +178,8 @@ func TestEvaluateMapsEveryStatus(t *testing.T) {
 						Allowed: true, Limit: 5, Remaining: allowed.Remaining, RetryAfter: 0,
 						ResetAt: time.UnixMilli(allowed.ResetAtMillis), ServerNow: time.UnixMilli(allowed.ServerNowMillis), PolicyID: pol.ID(), PolicyRevision: 1,
 						Source: ratelimit.GlobalRedis, Certainty: pol.Certainty(),
+						// The refund's receipt: the admission's cost and instant (ADR 0025).
+						Receipt: ratelimit.NewReceipt(pol.ID(), 1, 2, allowed.EffectiveNowMillis, ratelimit.GlobalRedis),
 					}, e.Decision)
 				}},
 				{"denied", denied, func(t *testing.T, out ratelimit.Outcome) {

@@ -59,8 +59,9 @@ func (p *Provider) EvaluateSet(ctx context.Context, req ratelimit.SetRequest) (o
 	}
 	decided := make([]ratelimit.Decision, 0, len(members))
 	var taken []admission
+	cost := req.Cost
 	for _, g := range p.groups(members) {
-		outs, ats := p.decideGroup(ctx, g, req.Cost)
+		outs, ats := p.decideGroup(ctx, g, cost)
 		var failed ratelimit.Outcome
 		allowed := true
 		for i, o := range outs {
@@ -71,6 +72,9 @@ func (p *Provider) EvaluateSet(ctx context.Context, req ratelimit.SetRequest) (o
 				}
 				allowed = false
 				continue
+			}
+			if !ev.Decision.Receipt.IsZero() {
+				ev.Decision.Receipt = ev.Decision.Receipt.WithCost(cost)
 			}
 			decided = append(decided, ev.Decision)
 			allowed = allowed && ev.Decision.Allowed

@@ -67,6 +67,10 @@ const (
 	// and "conflict" (an evaluation ID reused with another cost or policy,
 	// Incompatible{dedup_conflict}).
 	DedupTotal = "tlb_ratelimit_dedup_total"
+	// RefundsTotal counts refunds (ratelimit.Refunder, ADR 0025) by
+	// policy and outcome kind; RefundedUnitsTotal the units they gave back.
+	RefundsTotal       = "tlb_ratelimit_refunds_total"
+	RefundedUnitsTotal = "tlb_ratelimit_refunded_units_total"
 	// DedupRetriesTotal counts the provider's one retry of an
 	// Indeterminate call with the same evaluation ID, by result: "decided"
 	// (the retry got a decision) or "failed" (it did not).
@@ -121,6 +125,8 @@ type Metrics struct {
 	maxIn    prometheus.Gauge
 	fallback *prometheus.CounterVec
 	dedup    *prometheus.CounterVec
+	refunds  *prometheus.CounterVec
+	refunded *prometheus.CounterVec
 }
 
 // New returns Metrics with its own registry holding the Go runtime and
@@ -174,8 +180,16 @@ func New() *Metrics {
 		Name: DedupTotal,
 		Help: "Evaluation dedup (policies with a dedupWindow) by policy and result: replayed (a retry answered with the decision recorded for its evaluation ID, nothing consumed), conflict (the ID reused with another cost or policy).",
 	}, []string{"policy", "result"})
+	m.refunds = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: RefundsTotal,
+		Help: "Refunds of admissions (a policy set's member given back, ADR 0025), by policy and outcome kind (evaluated: ran or had nothing to give back; unavailable: nothing sent; indeterminate: may have run; incompatible).",
+	}, []string{"policy", "kind"})
+	m.refunded = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: RefundedUnitsTotal,
+		Help: "Units given back by refunds that ran, by policy.",
+	}, []string{"policy"})
 	m.registry.MustRegister(
-		m.fallback, m.dedup,
+		m.fallback, m.dedup, m.refunds, m.refunded,
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		m.outcomes, m.latency, m.inFlight, m.cacheErr, m.edgeResp, m.localRes, m.identRes, m.ready, m.maxIn,
@@ -314,6 +328,34 @@ func (e *Edge) EvaluateSet(ctx context.Context, req ratelimit.SetRequest) rateli
 		out = ratelimit.Incompatible{PolicyID: first, Category: ratelimit.CategoryProgramFault, Cause: errNoSetPort}
 	}
 	e.observe(ratelimit.PolicyOf(out), out, e.now().Sub(start))
+	return out
+}
+
+var _ ratelimit.Refunder = (*Edge)(nil)
+
+// errNoRefunder is the cause of the Incompatible outcome Refund answers
+// when the decorated port cannot refund.
+var errNoRefunder = errors.New("metrics: the decorated port does not implement ratelimit.Refunder")
+
+// Refund implements ratelimit.Refunder when the decorated port does
+// (otherwise Incompatible{program_fault}): counted by outcome kind, with
+// the units given back.
+func (e *Edge) Refund(ctx context.Context, req ratelimit.Request, r ratelimit.Receipt) ratelimit.Outcome {
+	var out ratelimit.Outcome
+	if inner, ok := e.inner.(ratelimit.Refunder); ok {
+		out = inner.Refund(ctx, req, r)
+	} else {
+		out = ratelimit.Incompatible{PolicyID: req.PolicyID, Category: ratelimit.CategoryProgramFault, Cause: errNoRefunder}
+	}
+	policy := string(req.PolicyID)
+	if _, ok := e.known[req.PolicyID]; !ok {
+		policy = OtherPolicy
+	}
+	kind, _, _ := labels(out)
+	e.m.refunds.WithLabelValues(policy, kind).Inc()
+	if v, ok := out.(ratelimit.Evaluated); ok && v.Decision.Refunded > 0 {
+		e.m.refunded.WithLabelValues(policy).Add(float64(v.Decision.Refunded))
+	}
 	return out
 }
 

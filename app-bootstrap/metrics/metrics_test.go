@@ -330,3 +330,25 @@ func TestInstrumentEdgeSets(t *testing.T) {
 	assert.Equal(t, ratelimit.CategoryProgramFault, ratelimit.CategoryOf(got))
 	assert.Equal(t, 1.0, testutil.ToFloat64(m.outcomes.WithLabelValues("api", "incompatible", "program_fault", "fail_closed")))
 }
+
+// refundPort refunds 3 units every time.
+type refundPort struct{ ratelimittest.Fake }
+
+func (refundPort) Refund(context.Context, ratelimit.Request, ratelimit.Receipt) ratelimit.Outcome {
+	return ratelimit.Evaluated{Decision: ratelimit.Decision{Allowed: true, Refunded: 3}}
+}
+
+func TestInstrumentEdgeRefunds(t *testing.T) {
+	m := New()
+	port := m.InstrumentEdge(&refundPort{}, []ratelimit.PolicyID{"api"})
+	for range 2 {
+		out := port.Refund(context.Background(), req("api"), ratelimit.NewReceipt("api", 1, 3, 1, ratelimit.GlobalRedis))
+		assert.Equal(t, int64(3), out.(ratelimit.Evaluated).Decision.Refunded)
+	}
+	assert.Equal(t, 2.0, testutil.ToFloat64(m.refunds.WithLabelValues("api", "evaluated")))
+	assert.Equal(t, 6.0, testutil.ToFloat64(m.refunded.WithLabelValues("api")))
+	m = New()
+	out := m.InstrumentEdge(fixed(nil), []ratelimit.PolicyID{"api"}).Refund(context.Background(), req("api"), ratelimit.Receipt{})
+	assert.Equal(t, ratelimit.CategoryProgramFault, ratelimit.CategoryOf(out))
+	assert.Equal(t, 1.0, testutil.ToFloat64(m.refunds.WithLabelValues("api", "incompatible")))
+}

@@ -233,6 +233,13 @@ type Decision struct {
 	PolicyRevision int64
 	Source         Source
 	Certainty      Certainty
+	// Receipt, set on an allowed decision that consumed (not a replay),
+	// lets the caller give that admission back (Refunder, ADR 0025); the
+	// zero Receipt otherwise.
+	Receipt Receipt
+	// Refunded is set by Refunder.Refund only: the units the refund gave
+	// back (0: nothing was left to give back, or the receipt is stale).
+	Refunded int64
 	// Replayed is true when the port answered a decision it had recorded
 	// for the request's EvaluationID within the policy's dedup window (at
 	// most Policy.DedupMaxReplays times per ID): the same decision,
@@ -258,3 +265,53 @@ func (d Decision) String() string {
 	}
 	return fmt.Sprintf("%s %s rev %d remaining %d/%d retry %v", verdict, d.PolicyID, d.PolicyRevision, d.Remaining, d.Limit, d.RetryAfter)
 }
+
+// Receipt is what an admission returned so that its caller can give it
+// back (ADR 0025): the policy and revision that admitted, the units it took
+// and the server instant it admitted at, and which source decided it. It
+// names no subject (the caller passes its Request again) and is four
+// integers and an ID. Callers treat it as opaque: only the port that
+// issued it reads it.
+type Receipt struct {
+	policy   PolicyID
+	revision int64
+	cost     int64
+	atMillis int64
+	source   Source
+}
+
+// NewReceipt is for providers: the receipt of an admission of cost units
+// under policy's revision at atMillis (server milliseconds), decided by
+// source.
+func NewReceipt(policy PolicyID, revision, cost, atMillis int64, source Source) Receipt {
+	return Receipt{policy: policy, revision: revision, cost: cost, atMillis: atMillis, source: source}
+}
+
+// WithCost is r with the units taken set to cost (a provider knows the
+// request's cost where it builds the decision's receipt).
+func (r Receipt) WithCost(cost int64) Receipt { r.cost = cost; return r }
+
+// IsZero reports whether r is the zero Receipt (nothing to give back).
+func (r Receipt) IsZero() bool { return r == Receipt{} }
+
+// PolicyID is the policy that admitted.
+func (r Receipt) PolicyID() PolicyID { return r.policy }
+
+// Revision is the policy revision that admitted.
+func (r Receipt) Revision() int64 { return r.revision }
+
+// Cost is the units the admission took.
+func (r Receipt) Cost() int64 { return r.cost }
+
+// AtMillis is the server instant the admission was made at.
+func (r Receipt) AtMillis() int64 { return r.atMillis }
+
+// Source is who decided the admission: a receipt is given back only by a
+// port of the same source.
+func (r Receipt) Source() Source { return r.source }
+
+// String renders the receipt for logs (it holds no subject).
+func (r Receipt) String() string {
+	return fmt.Sprintf("receipt(%s rev %d cost %d at %d %s)", r.policy, r.revision, r.cost, r.atMillis, r.source)
+}
+

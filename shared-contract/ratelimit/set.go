@@ -174,3 +174,21 @@ func Deciding(members []Decision) int {
 	}
 	return best
 }
+
+// Refunder gives back what one admission took (ADR 0025): req is the
+// request that was admitted (its policy and subject; its Cost is not used,
+// the receipt's is) and r the receipt its allowed decision carried. An
+// Evaluated outcome means the refund ran or had nothing to do: its
+// decision is Allowed, Refunded says how many units came back (0 for a
+// stale receipt: another revision, another source, a rolled window) and
+// Remaining what is left after it. Unavailable: nothing was sent, nothing
+// changed; Indeterminate: the refund may have run; in either case the
+// charge may stay, which can only under-admit. A zero receipt or one of
+// another policy is Unavailable{invalid_request}.
+type Refunder interface {
+	Refund(ctx context.Context, req Request, r Receipt) Outcome
+}
+
+// ErrInvalidReceipt is wrapped by the error of a Refund given a zero
+// receipt, or one of another policy than the request's.
+var ErrInvalidReceipt = errors.New("invalid receipt")
