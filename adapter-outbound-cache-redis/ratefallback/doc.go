@@ -11,7 +11,9 @@
 // charge of a subject's pending admissions in the same round trip as its
 // next global decision), table.go (the bounded per-subject table, the
 // local decision, the sweep), reconcile.go (the background pass: failed
-// charges retried with backoff, Stats), share.go (SharePolicy), set.go
+// charges retried with backoff, Stats), share.go (SharePolicy), refund.go
+// (Refund: a local receipt given back on the local table, a Redis one
+// passed to the provider; ADR 0025), set.go
 // (EvaluateSet: owed charges first, then the provider's set, and with
 // Redis unreachable the members decided on their local shares all or
 // nothing; ADR 0027).

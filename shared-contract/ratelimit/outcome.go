@@ -314,4 +314,3 @@ func (r Receipt) Source() Source { return r.source }
 func (r Receipt) String() string {
 	return fmt.Sprintf("receipt(%s rev %d cost %d at %d %s)", r.policy, r.revision, r.cost, r.atMillis, r.source)
 }
-
