@@ -17,7 +17,9 @@
 // Files: options.go (Options, New, Exact, errors), cache.go (Cache,
 // Evaluate: the lookup, the recording and the bounded table, Invalidate,
 // Stats), set.go (EvaluateSet: a policy set answered by a member's cached
-// denial, and the denying members of a denied set recorded; ADR 0027),
+// denial, and the denying members of a denied set recorded, ADR 0027;
+// Refund: passed on, this instance's cached denial of the subject
+// dropped, ADR 0025),
 // pubsub.go (Channel, Publish, Start and Close of the subscription, its
 // loop and its heartbeat). A global policy's entry is its
 // ratelimit.GlobalSubject's, shared by every subject.

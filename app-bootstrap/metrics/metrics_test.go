@@ -334,7 +334,7 @@ func TestInstrumentEdgeSets(t *testing.T) {
 // refundPort refunds 3 units every time.
 type refundPort struct{ ratelimittest.Fake }
 
-func (refundPort) Refund(context.Context, ratelimit.Request, ratelimit.Receipt) ratelimit.Outcome {
+func (*refundPort) Refund(context.Context, ratelimit.Request, ratelimit.Receipt) ratelimit.Outcome {
 	return ratelimit.Evaluated{Decision: ratelimit.Decision{Allowed: true, Refunded: 3}}
 }
 
