@@ -62,6 +62,12 @@ var algorithms = []ratelimit.Algorithm{
 var (
 	gcraName       = providerName(ratelimit.AlgorithmGCRA.String())
 	slidingLogName = providerName(ratelimit.AlgorithmSlidingLog.String())
+	// setName is a policy set of the fixed-window and token-bucket
+	// policies in one EvaluateSet (one set-program call: both keys share
+	// the subject's slot, ADR 0026); twoCallsName is the same two
+	// policies asked one Evaluate after the other (issue 23).
+	setName      = FamilyProvider + "/set-of-2"
+	twoCallsName = FamilyProvider + "/two-calls"
 )
 
 // Client settings shared by every measured limiter: the coordination
@@ -304,6 +310,31 @@ func newLimiters(ctx context.Context, addr string, subs subjects) (set *limiterS
 			close: closeProv,
 		})
 	}
+	// A policy set of two members beside the same two policies asked one
+	// after the other: the set's cost against two single calls.
+	setMembers := []ratelimit.PolicyID{pols[0].ID(), pols[2].ID()}
+	set.add(&limiter{
+		Name: setName, Family: FamilyProvider, Algorithm: "set",
+		op: func(ctx context.Context, i int) error {
+			out := prov.EvaluateSet(ctx, ratelimit.SetRequest{Members: setMembers, SubjectDigest: subs[i], Cost: 1, Deadline: deadline})
+			if !ratelimit.Admitted(out) {
+				return fmt.Errorf("provider set: not admitted: %#v", out)
+			}
+			return nil
+		},
+		close: closeProv,
+	})
+	first, second := evaluate(setMembers[0]), evaluate(setMembers[1])
+	set.add(&limiter{
+		Name: twoCallsName, Family: FamilyProvider, Algorithm: "two-calls",
+		op: func(ctx context.Context, i int) error {
+			if err := first(ctx, i); err != nil {
+				return err
+			}
+			return second(ctx, i)
+		},
+		close: closeProv,
+	})
 	if logOK {
 		id := logPol.ID()
 		set.add(&limiter{

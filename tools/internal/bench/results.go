@@ -455,6 +455,10 @@ const (
 	// Issue 22.
 	CmpGCRAVsRedisRateOps          = "provider gcra/redis_rate throughput"
 	CmpPipelinedGCRAVsRedisRateOps = "provider (pipelined) gcra/redis_rate throughput"
+	// Issue 23.
+	CmpSetVsTwoCallsOps = "policy set of 2/two single calls throughput"
+	CmpSetVsTwoCallsP50 = "policy set of 2/two single calls p50"
+	CmpSetVsOneCallP50  = "policy set of 2/one call (token bucket) p50"
 )
 
 // comparisons derives every paired comparison the targets and the report use.
@@ -482,6 +486,9 @@ func comparisons(runs []RunResult) []Comparison {
 	out = append(out, compare(runs, CmpRedisRateVsTrivialCPU, KindRatio, "evalshaUsecPerCall", FamilyRedisRate, FamilyTrivial)...)
 	out = append(out, compare(runs, CmpGCRAVsRedisRateOps, KindRatio, "opsPerSec", gcraName, FamilyRedisRate)...)
 	out = append(out, compare(runs, CmpPipelinedGCRAVsRedisRateOps, KindRatio, "opsPerSec", pipelinedGCRAName, FamilyRedisRate)...)
+	out = append(out, compare(runs, CmpSetVsTwoCallsOps, KindRatio, "opsPerSec", setName, twoCallsName)...)
+	out = append(out, compare(runs, CmpSetVsTwoCallsP50, KindRatio, "p50Micros", setName, twoCallsName)...)
+	out = append(out, compare(runs, CmpSetVsOneCallP50, KindRatio, "p50Micros", setName, tb)...)
 	return out
 }
 

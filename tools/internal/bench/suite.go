@@ -237,6 +237,7 @@ var matrixOrder = []string{
 	providerName("sliding_window_counter"), bareName("sliding_window_counter"),
 	providerName("token_bucket"), bareName("token_bucket"), pipelinedName, pipelinedFixedName,
 	gcraName, bareName("gcra"), pipelinedGCRAName,
+	setName, twoCallsName,
 	FamilyRedisRate, FamilyUlule, FamilyTrivial,
 }
 
@@ -247,6 +248,7 @@ var matrixUnits = [][]string{
 	{providerName("sliding_window_counter"), bareName("sliding_window_counter")},
 	{providerName("token_bucket"), bareName("token_bucket")},
 	{gcraName, bareName("gcra")},
+	{setName, twoCallsName},
 	{pipelinedName}, {pipelinedFixedName}, {pipelinedGCRAName}, {FamilyRedisRate}, {FamilyUlule}, {FamilyTrivial},
 }
 

@@ -45,6 +45,9 @@ const (
 	TargetGCRAVsRedisRateHigh = "i22-gcra-vs-redis_rate-c16-c64"
 	TargetGCRAMemory          = "i22-gcra-redis-memory-per-subject"
 	TargetSlidingLogAbuseFlat = "i22-sliding-log-memory-under-abuse"
+
+	// Issue 23 (a policy set of two members that share a slot).
+	TargetSetVsOneCallP50 = "i23-set-of-2-p50-vs-one-call-c1"
 )
 
 // evaluateTargets computes every target of issue 6 from res (runs,
@@ -177,7 +180,8 @@ func evaluateTargets(res *Results) []Target {
 		Note: fmt.Sprintf("middleware %.0f ns/op, bare handler %.0f ns/op; paired difference %.0f ns", mw.NsPerOp, bare.NsPerOp, pairedDiff(mw.Samples, bare.Samples))}, over, MicroEdgeMiddleware+" - "+MicroEdgeBare, mwOK && bareOK)
 	ts = append(ts, issue13Targets(res)...)
 	ts = append(ts, floodTargets(res)...)
-	return append(ts, issue22Targets(res)...)
+	ts = append(ts, issue22Targets(res)...)
+	return append(ts, issue23Targets(res)...)
 }
 
 // worstAt is the worst median of comparison name over the cells at the
@@ -302,6 +306,17 @@ func issue22Targets(res *Results) []Target {
 	}
 	add(Target{ID: TargetSlidingLogAbuseFlat, Title: "Issue 22: sliding log memory per subject under a client sending 10x its limit vs sending the limit", Goal: "flat: within 1%", Op: "<=", Threshold: 1, Unit: "%"}, abuse, where, abuseOK)
 	return ts
+}
+
+// issue23Targets computes the target of issue 23: a policy set of two
+// members that share a slot costs one call's latency (one set-program
+// call), judged at c=1 where latency is the round trip, worst cell.
+func issue23Targets(res *Results) []Target {
+	v, w, ok := worstAt(res, CmpSetVsOneCallP50, "", true, 1)
+	twoCalls, _, _ := worstAt(res, CmpSetVsTwoCallsP50, "", true, 1)
+	return []Target{judged(Target{ID: TargetSetVsOneCallP50, Title: "Issue 23: p50 of a policy set of 2 members (one slot) vs one single call at c=1",
+		Goal: "<= 1.25x (one call's latency)", Op: "<=", Threshold: 1.25, Unit: "x",
+		Note: fmt.Sprintf("against two single calls one after the other: %.2fx", twoCalls)}, v, w, ok)}
 }
 
 // pairedRatio is the median of a[k]/b[k] over the repetitions both have.

@@ -147,6 +147,7 @@ func Validate(res *Results) error {
 		TargetServerCPUVsRedisRate, TargetMemory190, TargetP50VsBareC1,
 		TargetFloodCommands, TargetFloodVsRedisRate, TargetFloodVsUlule, TargetFloodWellP99,
 		TargetGCRAVsRedisRateC1, TargetGCRAVsRedisRateHigh, TargetGCRAMemory, TargetSlidingLogAbuseFlat,
+		TargetSetVsOneCallP50,
 	}
 	if len(res.Targets) != len(wantTargets) {
 		bad("%d targets, want %d", len(res.Targets), len(wantTargets))
