@@ -29,7 +29,7 @@ func (c *Cache) EvaluateSet(ctx context.Context, req ratelimit.SetRequest) (out 
 	defer func() {
 		if r := recover(); r != nil {
 			out = ratelimit.Incompatible{
-				PolicyID: knownID(firstMember(req)),
+				PolicyID: knownID(req.FirstMember()),
 				Category: ratelimit.CategoryProgramFault,
 				Cause:    fmt.Errorf("ratedenial: panic: %.200s", fmt.Sprint(r)),
 			}
@@ -37,7 +37,7 @@ func (c *Cache) EvaluateSet(ctx context.Context, req ratelimit.SetRequest) (out 
 	}()
 	inner, ok := c.inner.(ratelimit.SetPort)
 	if !ok {
-		return ratelimit.Incompatible{PolicyID: knownID(firstMember(req)), Category: ratelimit.CategoryProgramFault, Cause: errNoSetPort}
+		return ratelimit.Incompatible{PolicyID: knownID(req.FirstMember()), Category: ratelimit.CategoryProgramFault, Cause: errNoSetPort}
 	}
 	if ctx == nil || req.Validate() != nil {
 		return inner.EvaluateSet(ctx, req) // its precheck answers the bad request
@@ -77,14 +77,6 @@ func (c *Cache) EvaluateSet(ctx context.Context, req ratelimit.SetRequest) (out 
 		}
 	}
 	return out
-}
-
-// firstMember is the set's first member, "" for none.
-func firstMember(req ratelimit.SetRequest) ratelimit.PolicyID {
-	if len(req.Members) == 0 {
-		return ""
-	}
-	return req.Members[0]
 }
 
 var _ ratelimit.Refunder = (*Cache)(nil)

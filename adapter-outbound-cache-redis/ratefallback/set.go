@@ -28,7 +28,7 @@ func (f *Fallback) EvaluateSet(ctx context.Context, req ratelimit.SetRequest) (o
 	defer func() {
 		if r := recover(); r != nil {
 			out = ratelimit.Incompatible{
-				PolicyID: knownID(firstMember(req)),
+				PolicyID: knownID(req.FirstMember()),
 				Category: ratelimit.CategoryProgramFault,
 				Cause:    fmt.Errorf("ratefallback: panic: %.200s", fmt.Sprint(r)),
 			}
@@ -36,7 +36,7 @@ func (f *Fallback) EvaluateSet(ctx context.Context, req ratelimit.SetRequest) (o
 	}()
 	inner, ok := f.p.(ratelimit.SetPort)
 	if !ok {
-		return ratelimit.Incompatible{PolicyID: knownID(firstMember(req)), Category: ratelimit.CategoryProgramFault, Cause: errNoSetPort}
+		return ratelimit.Incompatible{PolicyID: knownID(req.FirstMember()), Category: ratelimit.CategoryProgramFault, Cause: errNoSetPort}
 	}
 	if ctx == nil || req.Validate() != nil {
 		return inner.EvaluateSet(ctx, req) // its precheck answers the bad request
@@ -131,12 +131,4 @@ func (f *Fallback) decideSet(req ratelimit.SetRequest, u ratelimit.Unavailable) 
 		}
 	}
 	return ratelimit.Evaluated{Decision: members[ratelimit.Deciding(members)], Members: members}
-}
-
-// firstMember is the set's first member, "" for none.
-func firstMember(req ratelimit.SetRequest) ratelimit.PolicyID {
-	if len(req.Members) == 0 {
-		return ""
-	}
-	return req.Members[0]
 }

@@ -37,17 +37,17 @@ func (p *Provider) EvaluateSet(ctx context.Context, req ratelimit.SetRequest) (o
 	defer func() {
 		if r := recover(); r != nil {
 			out = ratelimit.Incompatible{
-				PolicyID: knownID(firstMember(req)),
+				PolicyID: knownID(req.FirstMember()),
 				Category: ratelimit.CategoryProgramFault,
 				Cause:    fmt.Errorf("redisrate: %w: %s", errPanic, truncate(fmt.Sprint(r))),
 			}
 		}
 	}()
 	if ctx == nil {
-		return p.unavailable(knownID(firstMember(req)), ratelimit.CategoryInvalidRequest, errNilContext)
+		return p.unavailable(knownID(req.FirstMember()), ratelimit.CategoryInvalidRequest, errNilContext)
 	}
 	if err := req.Validate(); err != nil {
-		return p.unavailable(knownID(firstMember(req)), ratelimit.CategoryInvalidRequest, err)
+		return p.unavailable(knownID(req.FirstMember()), ratelimit.CategoryInvalidRequest, err)
 	}
 	members := make([]checked, len(req.Members))
 	for i := range req.Members {
@@ -267,12 +267,4 @@ func withCause(o ratelimit.Outcome, err error) ratelimit.Outcome {
 		return v
 	}
 	return o
-}
-
-// firstMember is the set's first member, "" for none.
-func firstMember(req ratelimit.SetRequest) ratelimit.PolicyID {
-	if len(req.Members) == 0 {
-		return ""
-	}
-	return req.Members[0]
 }

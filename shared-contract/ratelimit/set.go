@@ -117,6 +117,14 @@ func (r SetRequest) Validate() error {
 	return errors.Join(validateShared(errs, r.SubjectDigest, r.Cost, r.Deadline)...)
 }
 
+// FirstMember is Members[0], the most specific member; "" for none.
+func (r SetRequest) FirstMember() PolicyID {
+	if len(r.Members) == 0 {
+		return ""
+	}
+	return r.Members[0]
+}
+
 // Member is the single-policy Request of member i: the set's subject,
 // cost and deadline under Members[i].
 func (r SetRequest) Member(i int) Request {

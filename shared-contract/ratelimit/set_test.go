@@ -127,3 +127,8 @@ func TestPolicyOf(t *testing.T) {
 	assert.Equal(t, ratelimit.PolicyID(""), ratelimit.PolicyOf(nil))
 	assert.Equal(t, ratelimit.PolicyID(""), ratelimit.PolicyOf(&ratelimit.Unavailable{PolicyID: "e"}), "a pointer is not an outcome")
 }
+
+func TestSetRequestFirstMember(t *testing.T) {
+	assert.Equal(t, ratelimit.PolicyID("per-second"), validSet().FirstMember())
+	assert.Equal(t, ratelimit.PolicyID(""), ratelimit.SetRequest{}.FirstMember())
+}
