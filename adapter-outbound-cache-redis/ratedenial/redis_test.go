@@ -28,6 +28,19 @@ func TestConformanceOverProvider(t *testing.T) {
 	})
 }
 
+// TestConformanceSetsOverProvider runs the SetPort suite against the
+// cache over the provider on a real server.
+func TestConformanceSetsOverProvider(t *testing.T) {
+	srv := redistest.Start(t)
+	keys := randomKeys(t)
+	ratelimittest.RunSets(t, func(t *testing.T, policies []ratelimit.Policy) ratelimit.EdgePort {
+		rc := client(t, srv)
+		c := cache(t, provider(t, rc, keys, policies), ratedenial.Options{Policies: policies, Keys: keys, Client: rc})
+		waitLive(t, c)
+		return c
+	})
+}
+
 // waitLive waits (at most 5 s) until c is subscribed.
 func waitLive(t testing.TB, c *ratedenial.Cache) {
 	t.Helper()

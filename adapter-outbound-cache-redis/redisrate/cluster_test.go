@@ -81,6 +81,16 @@ func TestClusterConformance(t *testing.T) {
 	})
 }
 
+// TestClusterConformanceSets runs the SetPort suite on the cluster (a
+// subject's members share its slot: one set-program call).
+func TestClusterConformanceSets(t *testing.T) {
+	c := redistest.StartCluster(t)
+	keys := randomKeys(t)
+	ratelimittest.RunSets(t, func(t *testing.T, policies []ratelimit.Policy) ratelimit.EdgePort {
+		return clusterProvider(t, c.Addrs(), keys, policies)
+	})
+}
+
 // TestClusterKeysOnEveryPrimary: subjects land on every primary, every
 // decision is exactly the model's, and calls summed over all nodes equal
 // the evaluations (each ran once, none twice); Start loaded the programs

@@ -109,6 +109,16 @@ func TestConformanceRedis(t *testing.T) {
 	})
 }
 
+// TestConformanceSetsRedis runs the SetPort conformance suite against the
+// provider on a real server (every member in one set-program call).
+func TestConformanceSetsRedis(t *testing.T) {
+	srv := redistest.Start(t)
+	keys := randomKeys(t)
+	ratelimittest.RunSets(t, func(t *testing.T, policies []ratelimit.Policy) ratelimit.EdgePort {
+		return serviceProvider(t, srv, keys, policies, nil)
+	})
+}
+
 // TestServiceProgramsMatchModel is the differential test through the
 // provider's executor and parser: on seeded random sequences of costs and
 // real time steps, each reply equals the model's for the server time the

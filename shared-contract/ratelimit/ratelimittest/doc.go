@@ -1,7 +1,10 @@
 // Package ratelimittest is the conformance kit of ratelimit.EdgePort, in the
 // spirit of net/http/httptest: Run checks the behaviour every EdgePort must
 // have (outcomes, decision fields, certainty, a denial consumes nothing,
-// validation and the deadline precheck), and Fake is a scriptable port for
+// validation and the deadline precheck), RunSets what every
+// ratelimit.SetPort must do (all or nothing, every member reported, a
+// denial consuming nothing of the other members; ADR 0027; sets.go), and
+// Fake is a scriptable port for
 // the tests of the port's callers (the web middleware, decorators, wiring).
 //
 // It imports the standard library (testing included) and ratelimit only; it
