@@ -23,18 +23,35 @@ func TestConformance(t *testing.T) {
 	srv := redistest.Start(t)
 	keys := randomKeys(t)
 	ratelimittest.Run(t, func(t *testing.T, policies []ratelimit.Policy) ratelimit.EdgePort {
-		local := make([]ratelimit.Policy, 0, len(policies))
-		for _, p := range policies {
-			lp, err := ratelimit.NewPolicy(ratelimit.PolicySpec{
-				ID: p.ID(), Revision: p.Revision(), Algorithm: p.Algorithm(), Params: p.Params(), MaxCost: p.MaxCost(),
-				CleanupGrace: p.CleanupGrace(), MaxClockRegression: p.MaxClockRegression(), DedupWindow: p.DedupWindow(),
-				FailurePolicy: ratelimit.LocalFallback, FallbackInstances: 2,
-			})
-			require.NoError(t, err)
-			local = append(local, lp)
-		}
+		local := asLocalFallback(t, policies)
 		return fallback(t, provider(t, srv, keys, local, 3), local, nil)
 	})
+}
+
+// TestConformanceSets runs the SetPort suite through the fallback (Redis
+// up: the provider decides the sets, ADR 0027).
+func TestConformanceSets(t *testing.T) {
+	srv := redistest.Start(t)
+	keys := randomKeys(t)
+	ratelimittest.RunSets(t, func(t *testing.T, policies []ratelimit.Policy) ratelimit.EdgePort {
+		local := asLocalFallback(t, policies)
+		return fallback(t, provider(t, srv, keys, local, 3), local, nil)
+	})
+}
+
+// asLocalFallback is policies as local-fallback policies for 2 instances.
+func asLocalFallback(t *testing.T, policies []ratelimit.Policy) []ratelimit.Policy {
+	local := make([]ratelimit.Policy, 0, len(policies))
+	for _, p := range policies {
+		lp, err := ratelimit.NewPolicy(ratelimit.PolicySpec{
+			ID: p.ID(), Revision: p.Revision(), Algorithm: p.Algorithm(), Params: p.Params(), MaxCost: p.MaxCost(),
+			CleanupGrace: p.CleanupGrace(), MaxClockRegression: p.MaxClockRegression(), DedupWindow: p.DedupWindow(),
+			FailurePolicy: ratelimit.LocalFallback, FallbackInstances: 2,
+		})
+		require.NoError(t, err)
+		local = append(local, lp)
+	}
+	return local
 }
 
 // unstarted is a provider for pols that New accepts (New does no I/O).
