@@ -1,6 +1,9 @@
 // Package ratelimit is the provider-neutral edge rate-limit contract: the
 // EdgePort that an inbound adapter calls, the Request it sends, the immutable
-// Policy a provider enforces, and the sealed Outcome it gets back.
+// Policy a provider enforces, and the sealed Outcome it gets back; beside
+// it the SetPort that evaluates a policy set all or nothing (SetRequest,
+// Scope, Deciding; ADR 0027) and the Refunder that gives an admission back
+// by its Receipt (ADR 0025).
 //
 // It owns the semantics of admission (fail closed: only an allowed Evaluated
 // outcome admits), the failure taxonomy (Unavailable, Indeterminate,
