@@ -91,3 +91,32 @@ func TestClusterSetAcrossSlotsNeverBeyondAnyMember(t *testing.T) {
 		assert.False(t, ratelimit.Admitted(probe))
 	}
 }
+
+// TestClusterSetMembersInRequestOrder: members of one slot are decided
+// together even when a member of another slot is asked between them, and
+// the outcome still lists them in the order asked.
+func TestClusterSetMembersInRequestOrder(t *testing.T) {
+	c := redistest.StartCluster(t)
+	keys := randomKeys(t)
+	a := fixedPolicy(t, "a", 10, time.Hour)
+	g := mustPolicy(t, ratelimit.PolicySpec{ID: "g", Params: ratelimit.FixedWindow{Limit: 10, Window: time.Hour}, Scope: ratelimit.ScopeGlobal})
+	b := fixedPolicy(t, "b", 10, time.Hour)
+	ratelimittest.ClearOfWindowEnd(t, time.Hour, time.Minute)
+	p := clusterProvider(t, c.Addrs(), keys, []ratelimit.Policy{a, g, b})
+	gk, err := StateKey(keys, g, randomSubject(t))
+	require.NoError(t, err)
+	var s ratelimit.SubjectDigest
+	for range 100 {
+		s = randomSubject(t)
+		if k, _ := StateKey(keys, a, s); keyspace.Slot(k) != keyspace.Slot(gk) {
+			break
+		}
+	}
+	out := askSet(p, s, "a", "g", "b")
+	require.True(t, ratelimit.Admitted(out), "%v", out)
+	var ids []ratelimit.PolicyID
+	for _, m := range out.(ratelimit.Evaluated).Members {
+		ids = append(ids, m.PolicyID)
+	}
+	assert.Equal(t, []ratelimit.PolicyID{"a", "g", "b"}, ids)
+}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 
 	"github.com/tech-log/tech-log-backend/adapter-outbound-cache-redis/internal/send"
 	"github.com/tech-log/tech-log-backend/adapter-outbound-cache-redis/programs"
@@ -93,8 +94,18 @@ func (p *Provider) EvaluateSet(ctx context.Context, req ratelimit.SetRequest) (o
 		if failed != nil {
 			return withCause(failed, refundErr)
 		}
-		return ratelimit.Evaluated{Decision: decided[ratelimit.Deciding(decided)], Members: decided}
+		return setOutcome(req, decided)
 	}
+	return setOutcome(req, decided)
+}
+
+// setOutcome is the Evaluated outcome of a set: the members decided, in
+// request order (groups decide members of one slot together, which may
+// not be the order they were asked in), and Deciding's member.
+func setOutcome(req ratelimit.SetRequest, decided []ratelimit.Decision) ratelimit.Outcome {
+	slices.SortStableFunc(decided, func(a, b ratelimit.Decision) int {
+		return slices.Index(req.Members, a.PolicyID) - slices.Index(req.Members, b.PolicyID)
+	})
 	return ratelimit.Evaluated{Decision: decided[ratelimit.Deciding(decided)], Members: decided}
 }
 
