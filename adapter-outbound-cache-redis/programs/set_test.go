@@ -13,6 +13,7 @@ import (
 	"github.com/tech-log/tech-log-backend/adapter-outbound-cache-redis/programs/luasrc"
 	"github.com/tech-log/tech-log-backend/adapter-outbound-cache-redis/redistest"
 	"github.com/tech-log/tech-log-backend/shared-contract/ratelimit"
+	"github.com/tech-log/tech-log-backend/shared-contract/ratelimit/ratelimittest"
 )
 
 // TestSetSourceIsRendered: rate-set-v1.lua is luasrc.RenderSet's output
@@ -156,6 +157,8 @@ func TestSetFramingIsChecked(t *testing.T) {
 // (same value layout, a TTL), and a set one member denies leaves every
 // value and TTL as they were.
 func TestRedisSetProgram(t *testing.T) {
+	// Hour windows: no run may cross an hour's end.
+	ratelimittest.ClearOfWindowEnd(t, time.Hour, time.Minute)
 	srv := redistest.Start(t)
 	c := srv.Client()
 	ctx := redisCtx(t)

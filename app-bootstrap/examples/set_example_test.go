@@ -20,10 +20,11 @@ func Example_policySet() {
 	redisAddr, stopRedis := privateRedis()
 	defer stopRedis()
 	ctx := context.Background()
+	// Token buckets: no window end can reset a count while the example runs.
 	policy := func(id ratelimit.PolicyID, limit int64, window time.Duration, scope ratelimit.Scope) ratelimit.Policy {
 		p, err := ratelimit.NewPolicy(ratelimit.PolicySpec{
-			ID: id, Revision: 1, Algorithm: ratelimit.AlgorithmFixedWindow,
-			Params: ratelimit.FixedWindow{Limit: limit, Window: window}, MaxCost: 1,
+			ID: id, Revision: 1, Algorithm: ratelimit.AlgorithmTokenBucket,
+			Params: ratelimit.TokenBucket{Capacity: limit, RefillTokens: limit, RefillPeriod: window}, MaxCost: 1,
 			CleanupGrace: time.Minute, MaxClockRegression: 2 * time.Second, FailurePolicy: ratelimit.FailClosed,
 			Scope: scope,
 		})

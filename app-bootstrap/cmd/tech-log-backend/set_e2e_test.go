@@ -5,11 +5,13 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/tech-log/tech-log-backend/adapter-outbound-cache-redis/redistest"
+	"github.com/tech-log/tech-log-backend/shared-contract/ratelimit/ratelimittest"
 )
 
 // setE2EPolicies: GET /api/v1/ping is limited by a policy set (ADR
@@ -33,6 +35,8 @@ const setE2EPolicies = `{"policies": [
 // denials take nothing of the global member, so client B still gets the 2
 // requests left of the global 5, and is then denied by the global member.
 func TestE2EPolicySetAllOrNothing(t *testing.T) {
+	// Hour windows: no run may cross an hour's end (a minute is margin).
+	ratelimittest.ClearOfWindowEnd(t, time.Hour, time.Minute)
 	rs := redistest.Start(t)
 	policies := filepath.Join(t.TempDir(), "set-policies.json")
 	require.NoError(t, os.WriteFile(policies, []byte(setE2EPolicies), 0o600))
