@@ -38,6 +38,9 @@ const (
 	// ArgPeriodMicros is the reduced period P in microseconds, the emission
 	// interval's numerator.
 	ArgPeriodMicros
+	// ArgDelayAfter is a leaky bucket's delayAfter (0..queueSize): the
+	// queued requests sent without delay (ADR 0028).
+	ArgDelayAfter
 )
 
 // Argument counts (ARGV length) per program.
@@ -45,6 +48,10 @@ const (
 	ArgCountWindow      = ArgWindow + 1       // fixed window, sliding counter, sliding log
 	ArgCountTokenBucket = ArgRefillPeriod + 1 // token bucket
 	ArgCountGCRA        = ArgPeriodMicros + 1 // gcra
+	ArgCountLeakyBucket = ArgDelayAfter + 1   // leaky bucket
+
+	// maxArgCount is the longest ARGV of an algorithm's decision program.
+	maxArgCount = ArgCountLeakyBucket
 )
 
 // ArgCountRefund is the number of ARGV a refund program (RefundFor) appends
@@ -60,7 +67,7 @@ func RefundArgs(p ratelimit.Policy, cost, atMillis int64) []any {
 	if p.IsZero() {
 		return nil
 	}
-	return append(appendArgs(make([]any, 0, ArgCountTokenBucket+ArgCountRefund), p, cost), atMillis)
+	return append(appendArgs(make([]any, 0, maxArgCount+ArgCountRefund), p, cost), atMillis)
 }
 
 // NumKeys is the number of KEYS every program takes: its one state hash.
@@ -71,7 +78,7 @@ const NumKeys = 1
 // when it is outside 1..limit. For the zero Policy it returns an empty list,
 // which every program answers StatusInvalid.
 func Args(p ratelimit.Policy, cost int64) []any {
-	return appendArgs(make([]any, 0, ArgCountTokenBucket), p, cost)
+	return appendArgs(make([]any, 0, maxArgCount), p, cost)
 }
 
 // appendArgs appends the ARGV that Args returns to dst and returns the
@@ -85,7 +92,11 @@ func appendArgs(dst []any, p ratelimit.Policy, cost int64) []any {
 		return append(dst, tokens, period)
 	}
 	if rate, per, _, ok := p.Emission(); ok {
-		return append(dst, rate, per)
+		dst = append(dst, rate, per)
+		if delayAfter, _, ok := p.Queue(); ok {
+			dst = append(dst, delayAfter)
+		}
+		return dst
 	}
 	return append(dst, p.WindowMillis())
 }

@@ -67,7 +67,7 @@ func charge(p ratelimit.Policy, st State, now, frac, units int64, c *calc) (Repl
 		reset := c.mul(c.add(k, 2), n.win)
 		next = encodeState(n.alg, SchemaVersion, int64(n.alg), rev, eff, k, charged, prev)
 		r = Reply{StatusAllowed, now, eff, n.limit, remaining, 0, reset}
-	case ratelimit.AlgorithmGCRA:
+	case ratelimit.AlgorithmGCRA, ratelimit.AlgorithmLeakyBucket:
 		r, next = n.gcra(f, now, eff, gcraFrac(now, eff, frac), units, rev, true, c)
 	case ratelimit.AlgorithmSlidingLog:
 		r, next = n.slidingLog(st, f, now, eff, units, rev, true, c)

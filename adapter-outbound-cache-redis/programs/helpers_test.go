@@ -252,6 +252,7 @@ var algorithms = []ratelimit.Algorithm{
 	ratelimit.AlgorithmTokenBucket,
 	ratelimit.AlgorithmGCRA,
 	ratelimit.AlgorithmSlidingLog,
+	ratelimit.AlgorithmLeakyBucket,
 }
 
 // smallPolicy is a simple valid policy for algorithm a.
@@ -266,6 +267,8 @@ func smallPolicy(t testing.TB, a ratelimit.Algorithm, regression time.Duration) 
 		return mustPolicy(t, a, ratelimit.GCRA{Rate: 3, Period: time.Second, Burst: 5}, 5, time.Second, regression)
 	case ratelimit.AlgorithmSlidingLog:
 		return mustPolicy(t, a, ratelimit.SlidingLog{Limit: 5, Window: time.Second}, 5, time.Second, regression)
+	case ratelimit.AlgorithmLeakyBucket:
+		return mustPolicy(t, a, ratelimit.LeakyBucket{Rate: 3, Period: time.Second, QueueSize: 4, DelayAfter: 1, MaxDelay: time.Second}, 5, time.Second, regression)
 	default:
 		return mustPolicy(t, a, ratelimit.TokenBucket{Capacity: 5, RefillTokens: 3, RefillPeriod: time.Second}, 5, time.Second, regression)
 	}

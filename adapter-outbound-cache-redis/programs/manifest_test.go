@@ -44,7 +44,7 @@ func TestManifestMatchesSources(t *testing.T) {
 	}
 	_, ok := ForAlgorithm(0)
 	require.False(t, ok)
-	_, ok = ForAlgorithm(ratelimit.AlgorithmSlidingLog + 1)
+	_, ok = ForAlgorithm(ratelimit.AlgorithmLeakyBucket + 1)
 	require.False(t, ok)
 }
 

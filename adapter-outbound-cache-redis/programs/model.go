@@ -141,7 +141,7 @@ func evaluate(p ratelimit.Policy, st State, now, frac, cost int64, c *calc) (Rep
 		r, next = n.fixedWindow(f, now, eff, cost, p.Revision(), c)
 	case ratelimit.AlgorithmSlidingWindowCounter:
 		r, next = n.slidingCounter(f, now, eff, cost, p.Revision(), c)
-	case ratelimit.AlgorithmGCRA:
+	case ratelimit.AlgorithmGCRA, ratelimit.AlgorithmLeakyBucket:
 		r, next = n.gcra(f, now, eff, gcraFrac(now, eff, frac), cost, p.Revision(), false, c)
 	case ratelimit.AlgorithmSlidingLog:
 		r, next = n.slidingLog(st, f, now, eff, cost, p.Revision(), false, c)
@@ -171,7 +171,7 @@ func (n numbers) validState(f map[string]int64, rev int64, c *calc) bool {
 	case ratelimit.AlgorithmSlidingWindowCounter:
 		return f[FieldWindow] == c.floor(f[FieldLastObserved], n.win) &&
 			f[FieldCount] >= 1 && f[FieldCount] <= n.limit && f[FieldPrevious] <= n.limit
-	case ratelimit.AlgorithmGCRA:
+	case ratelimit.AlgorithmGCRA, ratelimit.AlgorithmLeakyBucket:
 		return f[FieldArrival] <= c.add(n.fullScaled, c.mul(999, n.rate))
 	case ratelimit.AlgorithmSlidingLog:
 		// The header's ranges here; the newest entry's instant (at most l)
@@ -304,7 +304,10 @@ func (n numbers) gcraOffset(f map[string]int64, eff, frac int64, c *calc) int64 
 }
 
 // gcra decides (or, with charge, charges) one request: G1 bounds every
-// scaled quantity by B*P + 999*R, G2 the reset instant and the TTL.
+// scaled quantity by B*P + 999*R, G2 the reset instant and the TTL. A
+// leaky bucket's admission (ADR 0028) carries its delay in
+// RetryAfterMillis: its slot max(TAT, now), D/R µs away, less delayAfter
+// emission intervals, rounded up to a millisecond.
 func (n numbers) gcra(f map[string]int64, now, eff, frac, cost, rev int64, charge bool, c *calc) (Reply, State) {
 	bp := n.fullScaled
 	d := n.gcraOffset(f, eff, frac, c)
@@ -332,7 +335,11 @@ func (n numbers) gcra(f map[string]int64, now, eff, frac, cost, rev int64, charg
 	}
 	reset := resetAt(after)
 	next := encodeState(n.alg, SchemaVersion, int64(n.alg), rev, eff, c.add(after, c.mul(frac, n.rate)))
-	return Reply{StatusAllowed, now, eff, n.limit, left(after), 0, reset}, next
+	var delay int64
+	if n.alg == ratelimit.AlgorithmLeakyBucket && !charge && d > n.delayAfterScaled {
+		delay = c.ceil(c.ceil(c.sub(d, n.delayAfterScaled), n.rate), 1000)
+	}
+	return Reply{StatusAllowed, now, eff, n.limit, left(after), delay, reset}, next
 }
 
 // logNewestValid mirrors the programs' last read check of a sliding log,

@@ -65,6 +65,14 @@ var (
 	gcraRefundSource string
 	//go:embed rate-sliding-log-refund-v1.lua
 	slidingLogRefundSource string
+	//go:embed rate-leaky-bucket-v1.lua
+	leakyBucketSource string
+	//go:embed rate-leaky-bucket-charge-v1.lua
+	leakyBucketChargeSource string
+	//go:embed rate-leaky-bucket-dedup-v2.lua
+	leakyBucketDedupSource string
+	//go:embed rate-leaky-bucket-refund-v1.lua
+	leakyBucketRefundSource string
 	//go:embed manifest.json
 	manifestJSON []byte
 )
@@ -118,21 +126,25 @@ func definitions() []definition {
 		{"rate-token-bucket-v1", 1, ratelimit.AlgorithmTokenBucket, ArgCountTokenBucket, tokenBucketSource, false, false, false},
 		{"rate-gcra-v1", 1, ratelimit.AlgorithmGCRA, ArgCountGCRA, gcraSource, false, false, false},
 		{"rate-sliding-log-v1", 1, ratelimit.AlgorithmSlidingLog, ArgCountWindow, slidingLogSource, false, false, false},
+		{"rate-leaky-bucket-v1", 1, ratelimit.AlgorithmLeakyBucket, ArgCountLeakyBucket, leakyBucketSource, false, false, false},
 		{"rate-fixed-window-charge-v1", 1, ratelimit.AlgorithmFixedWindow, ArgCountWindow, fixedWindowChargeSource, true, false, false},
 		{"rate-sliding-counter-charge-v1", 1, ratelimit.AlgorithmSlidingWindowCounter, ArgCountWindow, slidingCounterChargeSource, true, false, false},
 		{"rate-token-bucket-charge-v1", 1, ratelimit.AlgorithmTokenBucket, ArgCountTokenBucket, tokenBucketChargeSource, true, false, false},
 		{"rate-gcra-charge-v1", 1, ratelimit.AlgorithmGCRA, ArgCountGCRA, gcraChargeSource, true, false, false},
 		{"rate-sliding-log-charge-v1", 1, ratelimit.AlgorithmSlidingLog, ArgCountWindow, slidingLogChargeSource, true, false, false},
+		{"rate-leaky-bucket-charge-v1", 1, ratelimit.AlgorithmLeakyBucket, ArgCountLeakyBucket, leakyBucketChargeSource, true, false, false},
 		{"rate-fixed-window-dedup-v2", 2, ratelimit.AlgorithmFixedWindow, ArgCountWindow + ArgCountDedup, fixedWindowDedupSource, false, true, false},
 		{"rate-sliding-counter-dedup-v2", 2, ratelimit.AlgorithmSlidingWindowCounter, ArgCountWindow + ArgCountDedup, slidingCounterDedupSource, false, true, false},
 		{"rate-token-bucket-dedup-v2", 2, ratelimit.AlgorithmTokenBucket, ArgCountTokenBucket + ArgCountDedup, tokenBucketDedupSource, false, true, false},
 		{"rate-gcra-dedup-v2", 2, ratelimit.AlgorithmGCRA, ArgCountGCRA + ArgCountDedup, gcraDedupSource, false, true, false},
 		{"rate-sliding-log-dedup-v2", 2, ratelimit.AlgorithmSlidingLog, ArgCountWindow + ArgCountDedup, slidingLogDedupSource, false, true, false},
+		{"rate-leaky-bucket-dedup-v2", 2, ratelimit.AlgorithmLeakyBucket, ArgCountLeakyBucket + ArgCountDedup, leakyBucketDedupSource, false, true, false},
 		{"rate-fixed-window-refund-v1", 1, ratelimit.AlgorithmFixedWindow, ArgCountWindow + ArgCountRefund, fixedWindowRefundSource, false, false, true},
 		{"rate-sliding-counter-refund-v1", 1, ratelimit.AlgorithmSlidingWindowCounter, ArgCountWindow + ArgCountRefund, slidingCounterRefundSource, false, false, true},
 		{"rate-token-bucket-refund-v1", 1, ratelimit.AlgorithmTokenBucket, ArgCountTokenBucket + ArgCountRefund, tokenBucketRefundSource, false, false, true},
 		{"rate-gcra-refund-v1", 1, ratelimit.AlgorithmGCRA, ArgCountGCRA + ArgCountRefund, gcraRefundSource, false, false, true},
 		{"rate-sliding-log-refund-v1", 1, ratelimit.AlgorithmSlidingLog, ArgCountWindow + ArgCountRefund, slidingLogRefundSource, false, false, true},
+		{"rate-leaky-bucket-refund-v1", 1, ratelimit.AlgorithmLeakyBucket, ArgCountLeakyBucket + ArgCountRefund, leakyBucketRefundSource, false, false, true},
 	}
 }
 

@@ -252,7 +252,7 @@ func pushLastObserved(n numbers, st State, now, ahead int64) State {
 	out := maps.Clone(f)
 	l := max(f[FieldLastObserved], now+ahead)
 	out[FieldLastObserved] = l
-	if n.alg != ratelimit.AlgorithmTokenBucket && n.alg != ratelimit.AlgorithmGCRA && n.alg != ratelimit.AlgorithmSlidingLog {
+	if n.alg == ratelimit.AlgorithmFixedWindow || n.alg == ratelimit.AlgorithmSlidingWindowCounter {
 		w := f[FieldWindow]
 		if nw := l / n.win; nw != w {
 			out[FieldWindow] = nw
@@ -283,6 +283,7 @@ func TestRedisExactBoundaryAfterDenial(t *testing.T) {
 		ratelimit.AlgorithmTokenBucket:          mustPolicy(t, ratelimit.AlgorithmTokenBucket, ratelimit.TokenBucket{Capacity: 5, RefillTokens: 1, RefillPeriod: time.Hour}, 5, time.Second, time.Second),
 		ratelimit.AlgorithmGCRA:                 mustPolicy(t, ratelimit.AlgorithmGCRA, ratelimit.GCRA{Rate: 1, Period: time.Hour, Burst: 5}, 5, time.Second, time.Second),
 		ratelimit.AlgorithmSlidingLog:           mustPolicy(t, ratelimit.AlgorithmSlidingLog, ratelimit.SlidingLog{Limit: 5, Window: time.Hour}, 5, time.Second, time.Second),
+		ratelimit.AlgorithmLeakyBucket:          mustPolicy(t, ratelimit.AlgorithmLeakyBucket, ratelimit.LeakyBucket{Rate: 1, Period: time.Hour, QueueSize: 4, DelayAfter: 4}, 5, time.Second, time.Second),
 	}
 	for _, a := range algorithms {
 		t.Run(a.String(), func(t *testing.T) {

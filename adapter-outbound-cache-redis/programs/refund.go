@@ -99,7 +99,7 @@ func refund(p ratelimit.Policy, st State, now, frac, cost, at int64, c *calc) (R
 			}
 		}
 		r = Reply{StatusAllowed, now, eff, n.limit, tokens, c.ceil(back, n.per), reset}
-	case ratelimit.AlgorithmGCRA:
+	case ratelimit.AlgorithmGCRA, ratelimit.AlgorithmLeakyBucket:
 		fr := gcraFrac(now, eff, frac)
 		bp := n.fullScaled
 		d := n.gcraOffset(f, eff, fr, c)

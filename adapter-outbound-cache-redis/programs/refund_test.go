@@ -52,6 +52,7 @@ func TestRefundProgramsInManifest(t *testing.T) {
 		assert.Equal(t, "rate-"+map[ratelimit.Algorithm]string{
 			ratelimit.AlgorithmFixedWindow: "fixed-window", ratelimit.AlgorithmSlidingWindowCounter: "sliding-counter",
 			ratelimit.AlgorithmTokenBucket: "token-bucket", ratelimit.AlgorithmGCRA: "gcra", ratelimit.AlgorithmSlidingLog: "sliding-log",
+			ratelimit.AlgorithmLeakyBucket: "leaky-bucket",
 		}[alg]+"-refund-v1", rf.Name)
 		for _, other := range append(All(), Charges()...) {
 			assert.NotEqual(t, other.SHA1, rf.SHA1)

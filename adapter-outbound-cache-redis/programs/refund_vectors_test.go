@@ -116,6 +116,9 @@ func TestRefundVectors(t *testing.T) {
 		if rate, per, _, ok := p.Emission(); ok {
 			params["rate"], params["periodMicros"] = rate, per
 		}
+		if delayAfter, _, ok := p.Queue(); ok {
+			params["delayAfter"] = delayAfter
+		}
 		want.Cases = append(want.Cases, refundVectorCase{Name: alg.String(), Algorithm: alg.String(), Params: params, Steps: runRefundScript(p, nil)})
 	}
 	golden(t, refundVectorPath, want, *updateRefund, "go test -run TestRefundVectors -update-refund")

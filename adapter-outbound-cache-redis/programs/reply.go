@@ -3,8 +3,10 @@ package programs
 import (
 	"errors"
 	"fmt"
+	"math"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/tech-log/tech-log-backend/shared-contract/ratelimit"
 )
@@ -127,6 +129,25 @@ func (r Reply) ExpiryMillis(p ratelimit.Policy) int64 {
 	return r.ResetAtMillis - r.ServerNowMillis + p.CleanupGrace().Milliseconds()
 }
 
+// Waits splits RetryAfterMillis of a decision reply into what it means: a
+// denial's retry-after, or an admission's delay (a leaky bucket's slot,
+// ADR 0028; always 0 for the other algorithms).
+func (r Reply) Waits() (retryAfter, delay time.Duration) {
+	w := Millis(r.RetryAfterMillis)
+	if r.Status == StatusAllowed {
+		return 0, w
+	}
+	return w, 0
+}
+
+// Millis is ms milliseconds as a Duration, saturating at the longest one.
+func Millis(ms int64) time.Duration {
+	if ms > math.MaxInt64/int64(time.Millisecond) {
+		return time.Duration(math.MaxInt64)
+	}
+	return time.Duration(ms) * time.Millisecond
+}
+
 // ErrMalformedReply is wrapped by every error Check returns.
 var ErrMalformedReply = errors.New("malformed program reply")
 
@@ -233,8 +254,11 @@ func (r Reply) checkDecision(n numbers) error {
 		return malformed("resetAt %d <= effectiveNow %d", reset, eff)
 	case reset-eff > n.horizon():
 		return malformed("resetAt %d more than %d ms after effectiveNow %d", reset, n.horizon(), eff)
-	case r.Status == StatusAllowed && r.RetryAfterMillis != 0:
+	case r.Status == StatusAllowed && r.RetryAfterMillis != 0 && n.alg != ratelimit.AlgorithmLeakyBucket:
 		return malformed("allowed with retryAfter %d", r.RetryAfterMillis)
+	case r.Status == StatusAllowed && r.RetryAfterMillis > n.longestDelayMs:
+		// A leaky bucket's delay (ADR 0028) is at most its longest.
+		return malformed("allowed with delay %d ms, beyond the queue's longest %d ms", r.RetryAfterMillis, n.longestDelayMs)
 	case r.Status == StatusDenied && r.RetryAfterMillis == 0:
 		return malformed("denied with retryAfter 0")
 	case r.RetryAfterMillis > reset-eff:
@@ -272,7 +296,12 @@ type numbers struct {
 	rate, per  int64 // refill tokens, refill period (token bucket); reduced rate, period in µs (GCRA)
 	grace, reg int64
 	fullScaled int64 // token bucket: C*P; GCRA: B*P
-	horizonMs  int64 // ratelimit.Policy.HorizonMillis
+	// delayAfterScaled is a leaky bucket's delayAfter emission intervals,
+	// delayAfter*P in 1/R µs (ADR 0028).
+	delayAfterScaled int64
+	horizonMs        int64 // ratelimit.Policy.HorizonMillis
+	// longestDelayMs bounds a leaky bucket's delay (LeakyBucket.LongestDelay).
+	longestDelayMs int64
 }
 
 func numbersOf(p ratelimit.Policy) numbers {
@@ -289,6 +318,10 @@ func numbersOf(p ratelimit.Policy) numbers {
 	} else if rate, per, _, ok := p.Emission(); ok {
 		n.rate, n.per = rate, per
 		n.fullScaled = n.limit * n.per // G1: the burst offset B*P
+		if q, ok := p.Params().(ratelimit.LeakyBucket); ok {
+			n.delayAfterScaled = q.DelayAfter * n.per // < B*P (G1)
+			n.longestDelayMs = q.LongestDelay().Milliseconds()
+		}
 	} else {
 		n.win = p.WindowMillis()
 	}

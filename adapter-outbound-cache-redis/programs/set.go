@@ -27,6 +27,7 @@ var setCodes = map[ratelimit.Algorithm]int64{
 	ratelimit.AlgorithmTokenBucket:          3,
 	ratelimit.AlgorithmGCRA:                 4,
 	ratelimit.AlgorithmSlidingLog:           5,
+	ratelimit.AlgorithmLeakyBucket:          6,
 }
 
 // SetCode is a's code in the set program's ARGV framing; ok is false for
@@ -53,7 +54,7 @@ func SetArgs(members []ratelimit.Policy, cost int64) []any {
 	if len(members) < 1 || len(members) > SetMaxMembers {
 		return nil
 	}
-	argv := make([]any, 0, 1+len(members)*(1+ArgCountTokenBucket))
+	argv := make([]any, 0, 1+len(members)*(1+maxArgCount))
 	argv = append(argv, int64(len(members)))
 	for _, p := range members {
 		code, ok := setCodes[p.Algorithm()]

@@ -19,7 +19,7 @@ const SchemaVersion = 2
 // canonical decimal.
 const (
 	FieldSchema       = "v" // schema version, SchemaVersion
-	FieldAlgorithm    = "a" // int(ratelimit.Algorithm): 1, 2, 3 or 4
+	FieldAlgorithm    = "a" // int(ratelimit.Algorithm): 1..6
 	FieldRevision     = "r" // policy revision
 	FieldLastObserved = "l" // lastObservedMillis (token bucket: also the last refill)
 	FieldWindow       = "w" // fixed/sliding: window id = floor(l / window)
@@ -56,7 +56,8 @@ type field struct {
 
 // stateLayout is each algorithm's packed fields after the header byte, in
 // order (the programs' struct format: fixed window `>B I6 I6 I7`, sliding
-// counter `>B I6 I6 I5 I5`, token bucket `>B I6 I7 I6`, GCRA `>B I6 I7`,
+// counter `>B I6 I6 I5 I5`, token bucket `>B I6 I7 I6`, GCRA and leaky
+// bucket `>B I6 I7`,
 // sliding log `>B I6 I2 I2`, then its FieldEntries entries of
 // LogEntryBytes before the revision).
 // Every width covers the field's bound: l, w <= S < 2^48; fixed-window
@@ -72,7 +73,7 @@ func stateLayout(a ratelimit.Algorithm) []field {
 		return []field{{FieldLastObserved, 6}, {FieldWindow, 6}, {FieldCount, 5}, {FieldPrevious, 5}}
 	case ratelimit.AlgorithmTokenBucket:
 		return []field{{FieldLastObserved, 6}, {FieldTokens, 7}, {FieldRemainder, 6}}
-	case ratelimit.AlgorithmGCRA:
+	case ratelimit.AlgorithmGCRA, ratelimit.AlgorithmLeakyBucket:
 		return []field{{FieldLastObserved, 6}, {FieldArrival, 7}}
 	case ratelimit.AlgorithmSlidingLog:
 		return []field{{FieldLastObserved, 6}, {FieldSum, 2}, {FieldEntries, 2}}

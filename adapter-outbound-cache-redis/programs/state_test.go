@@ -263,7 +263,7 @@ func invalidArgs(a ratelimit.Algorithm, valid []any) map[string][]any {
 	switch {
 	case len(valid) == ArgCountWindow:
 		out["window 0"] = with(ArgWindow, 0)
-	case a == ratelimit.AlgorithmGCRA:
+	case a == ratelimit.AlgorithmGCRA || a == ratelimit.AlgorithmLeakyBucket:
 		burst := valid[ArgLimit].(int64)
 		out["rate 0"] = with(ArgRate, 0)
 		out["period 0"] = with(ArgPeriodMicros, 0)
@@ -274,6 +274,12 @@ func invalidArgs(a ratelimit.Algorithm, valid []any) map[string][]any {
 		// H - grace, with rate 1, burst 1 and P = 1e15 µs (G1 holds).
 		g2 := with(ArgCleanupGrace, ratelimit.MaxHorizonMillis-1_000_000_000_000)
 		g2[ArgCost], g2[ArgLimit], g2[ArgRate], g2[ArgPeriodMicros] = int64(1), int64(1), int64(1), int64(1_000_000_000_000_000)
+		if a == ratelimit.AlgorithmLeakyBucket {
+			g2[ArgDelayAfter] = int64(0)
+			// ADR 0028: delayAfter is at most queueSize = burst - 1.
+			out["delayAfter = burst"] = with(ArgDelayAfter, burst)
+			out["delayAfter > M"] = with(ArgDelayAfter, "9007199254740992")
+		}
 		out["horizon > H - grace"] = g2
 	default:
 		out["refill tokens 0"] = with(ArgRefillTokens, 0)

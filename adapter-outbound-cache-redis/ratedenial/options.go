@@ -86,7 +86,9 @@ func Exact(a ratelimit.Algorithm) bool {
 		// to the program (the program itself approximates a sliding
 		// window).
 		return true
-	case ratelimit.AlgorithmGCRA:
+	case ratelimit.AlgorithmGCRA, ratelimit.AlgorithmLeakyBucket:
+		// The leaky bucket is GCRA with a burst of queueSize+1 (ADR 0028):
+		// its denials are the queue being full until a computable instant.
 		// A denial writes nothing and TAT only moves later with traffic;
 		// retry is the first whole millisecond at any microsecond of
 		// which the cost is admitted, and a larger cost needs a later

@@ -2,7 +2,6 @@ package ratefallback
 
 import (
 	"errors"
-	"math"
 	"time"
 
 	"github.com/tech-log/tech-log-backend/adapter-outbound-cache-redis/programs"
@@ -121,11 +120,13 @@ func (t trial) receipt(cost int64) ratelimit.Receipt {
 
 // decision is the local decision of a trial.
 func (t trial) decision() ratelimit.Decision {
+	retry, delay := t.r.Waits()
 	return ratelimit.Decision{
 		Allowed:        t.r.Status == programs.StatusAllowed,
 		Limit:          t.r.Limit,
 		Remaining:      t.r.Remaining,
-		RetryAfter:     millis(t.r.RetryAfterMillis),
+		RetryAfter:     retry,
+		Delay:          delay,
 		ResetAt:        time.UnixMilli(t.r.ResetAtMillis),
 		PolicyID:       t.lp.global.ID(),
 		PolicyRevision: t.lp.global.Revision(),
@@ -152,10 +153,3 @@ func (f *Fallback) sweep(now time.Time, force bool) {
 	}
 }
 
-// millis converts ms to a Duration, saturating.
-func millis(ms int64) time.Duration {
-	if ms > math.MaxInt64/int64(time.Millisecond) {
-		return time.Duration(math.MaxInt64)
-	}
-	return time.Duration(ms) * time.Millisecond
-}

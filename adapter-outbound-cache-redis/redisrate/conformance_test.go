@@ -64,11 +64,12 @@ func (m *modelPort) Evaluate(ctx context.Context, req ratelimit.Request) ratelim
 	r, next := programs.Evaluate(p, m.store.states[key], now.UnixMilli(), req.Cost)
 	m.store.states[key] = next
 	m.store.mu.Unlock()
+	retry, delay := r.Waits()
 	switch r.Status {
 	case programs.StatusAllowed, programs.StatusDenied:
 		return ratelimit.Evaluated{Decision: ratelimit.Decision{
 			Allowed: r.Status == programs.StatusAllowed, Limit: r.Limit, Remaining: r.Remaining,
-			RetryAfter: millis(r.RetryAfterMillis), ResetAt: time.UnixMilli(r.ResetAtMillis), ServerNow: time.UnixMilli(r.ServerNowMillis),
+			RetryAfter: retry, Delay: delay, ResetAt: time.UnixMilli(r.ResetAtMillis), ServerNow: time.UnixMilli(r.ServerNowMillis),
 			PolicyID: p.ID(), PolicyRevision: p.Revision(), Source: ratelimit.GlobalRedis, Certainty: p.Certainty(),
 		}}
 	}

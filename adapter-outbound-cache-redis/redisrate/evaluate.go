@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math"
 	"time"
 
 	"github.com/tech-log/tech-log-backend/adapter-outbound-cache-redis/internal/certainty"
@@ -248,10 +247,12 @@ func (p *Provider) replyOutcome(ps *policyState, res send.Replied) ratelimit.Out
 // decision is the Decision of a reply with a decision (its Allowed and
 // Replayed are for the caller to set).
 func (p *Provider) decision(ps *policyState, r programs.Reply) ratelimit.Decision {
+	retry, delay := r.Waits()
 	return ratelimit.Decision{
 		Limit:          r.Limit,
 		Remaining:      r.Remaining,
-		RetryAfter:     millis(r.RetryAfterMillis),
+		RetryAfter:     retry,
+		Delay:          delay,
 		ResetAt:        time.UnixMilli(r.ResetAtMillis),
 		ServerNow:      time.UnixMilli(r.ServerNowMillis),
 		PolicyID:       ps.policy.ID(),
@@ -289,14 +290,6 @@ func (p *Provider) clockHint(r programs.Reply) time.Duration {
 	if r.EffectiveNowMillis == 0 {
 		return MaxClockRetryAfter
 	}
-	return min(max(millis(r.RetryAfterMillis), p.retryHint), MaxClockRetryAfter)
+	return min(max(programs.Millis(r.RetryAfterMillis), p.retryHint), MaxClockRetryAfter)
 }
 
-// millis converts ms to a Duration, saturating instead of overflowing (a
-// policy horizon may exceed the ~292 years a Duration holds).
-func millis(ms int64) time.Duration {
-	if ms > math.MaxInt64/int64(time.Millisecond) {
-		return time.Duration(math.MaxInt64)
-	}
-	return time.Duration(ms) * time.Millisecond
-}

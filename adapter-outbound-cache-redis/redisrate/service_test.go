@@ -162,7 +162,7 @@ func TestServiceProgramsMatchModel(t *testing.T) {
 					ttl, err := admin.PTTL(redistest.AdminCtx(t), key).Result()
 					require.NoError(t, err)
 					assert.Positive(t, ttl, "step %d: finite TTL set", step)
-					assert.LessOrEqual(t, ttl, millis(got.ExpiryMillis(pol)), "step %d TTL", step)
+					assert.LessOrEqual(t, ttl, programs.Millis(got.ExpiryMillis(pol)), "step %d TTL", step)
 				}
 			}
 			assert.Positive(t, statuses[programs.StatusAllowed])

@@ -108,6 +108,9 @@ type policyJSON struct {
 	Rate               *int64    `json:"rate"`
 	Period             *duration `json:"period"`
 	Burst              *int64    `json:"burst"`
+	QueueSize          *int64    `json:"queueSize"`
+	DelayAfter         *int64    `json:"delayAfter"`
+	MaxDelay           *duration `json:"maxDelay"`
 	MaxCost            *int64    `json:"maxCost"`
 	CleanupGrace       *duration `json:"cleanupGrace"`
 	MaxClockRegression *duration `json:"maxClockRegression"`
@@ -263,10 +266,36 @@ func ParsePolicies(r io.Reader) (PolicySet, error) {
 	return set, nil
 }
 
+// MaxQueueDelay is the longest maxDelay a leaky_bucket policy may have:
+// the edge holds an admitted request up to maxDelay before its handler
+// runs, and the service's HTTP write timeout (30 s) must leave the handler
+// time to answer (ADR 0028).
+const MaxQueueDelay = 20 * time.Second
+
+// leakyBucket is the LeakyBucket of a leaky_bucket policy: delayAfter
+// defaults to 0 (every waiter is delayed, nginx's default) and maxDelay to
+// the queue's longest delay; a maxDelay above MaxQueueDelay is a problem.
+func leakyBucket(p policyJSON, problems *[]error) ratelimit.LeakyBucket {
+	q := ratelimit.LeakyBucket{Rate: *p.Rate, Period: parseDuration("period", p.Period, problems), QueueSize: *p.QueueSize}
+	if p.DelayAfter != nil {
+		q.DelayAfter = *p.DelayAfter
+	}
+	if p.MaxDelay != nil {
+		q.MaxDelay = parseDuration("maxDelay", p.MaxDelay, problems)
+	} else {
+		q.MaxDelay = q.LongestDelay()
+	}
+	if q.MaxDelay > MaxQueueDelay {
+		*problems = append(*problems, fmt.Errorf("maxDelay %v (the longest this queue holds a request) is above %v: the HTTP write timeout must leave the handler time to answer; shorten the queue or raise the rate", q.MaxDelay, MaxQueueDelay))
+	}
+	return q
+}
+
 // setMemberProblem says why policy p cannot join the policy set members
 // (the policies already naming one route), or "" when it can: a set has at
-// most ratelimit.MaxSetMembers members, and none of them a dedup window (an
-// Idempotency-Key names one evaluation of one policy).
+// most ratelimit.MaxSetMembers members, none of them with a dedup window
+// (an Idempotency-Key names one evaluation of one policy) and none a leaky
+// bucket (a held request would hold every member's admission).
 func setMemberProblem(members []ratelimit.PolicyID, p ratelimit.Policy, byID map[ratelimit.PolicyID]ratelimit.Policy) string {
 	if len(members) == ratelimit.MaxSetMembers {
 		return fmt.Sprintf("is already named by %d policies, at most %d in one policy set", len(members), ratelimit.MaxSetMembers)
@@ -278,6 +307,9 @@ func setMemberProblem(members []ratelimit.PolicyID, p ratelimit.Policy, byID map
 		}
 		if ok && pol.DedupWindow() > 0 {
 			return fmt.Sprintf("is named by several policies (a policy set) and policy %q has a dedupWindow; a set member cannot have one", id)
+		}
+		if ok && pol.Algorithm() == ratelimit.AlgorithmLeakyBucket {
+			return fmt.Sprintf("is named by several policies (a policy set) and policy %q is a leaky_bucket; a queue cannot be a set member (ADR 0028)", id)
 		}
 	}
 	return ""
@@ -382,7 +414,11 @@ func (p policyJSON) spec() (ratelimit.PolicySpec, []error) {
 		"limit": p.Limit != nil, "window": p.Window != nil,
 		"capacity": p.Capacity != nil, "refillTokens": p.RefillTokens != nil, "refillPeriod": p.RefillPeriod != nil,
 		"rate": p.Rate != nil, "period": p.Period != nil, "burst": p.Burst != nil,
+		"queueSize": p.QueueSize != nil, "delayAfter": p.DelayAfter != nil, "maxDelay": p.MaxDelay != nil,
 	}
+	// optional are fields of alg that may be left out (leaky bucket:
+	// delayAfter 0, maxDelay the queue's longest delay).
+	var optional []string
 	var own []string
 	switch alg {
 	case ratelimit.AlgorithmFixedWindow, ratelimit.AlgorithmSlidingWindowCounter, ratelimit.AlgorithmSlidingLog:
@@ -394,6 +430,9 @@ func (p policyJSON) spec() (ratelimit.PolicySpec, []error) {
 	case ratelimit.AlgorithmGCRA:
 		// redis_rate.Limit{Rate, Burst, Period} (ADR 0021).
 		own = []string{"rate", "period", "burst"}
+	case ratelimit.AlgorithmLeakyBucket:
+		// nginx's limit_req rate, burst and delay= (ADR 0028).
+		own, optional = []string{"rate", "period", "queueSize"}, []string{"delayAfter", "maxDelay"}
 	}
 	mine := map[string]bool{}
 	for _, f := range own {
@@ -402,7 +441,10 @@ func (p policyJSON) spec() (ratelimit.PolicySpec, []error) {
 			missing(f)
 		}
 	}
-	for _, f := range []string{"limit", "window", "capacity", "refillTokens", "refillPeriod", "rate", "period", "burst"} {
+	for _, f := range optional {
+		mine[f] = true
+	}
+	for _, f := range []string{"limit", "window", "capacity", "refillTokens", "refillPeriod", "rate", "period", "burst", "queueSize", "delayAfter", "maxDelay"} {
 		if present[f] && !mine[f] {
 			problems = append(problems, fmt.Errorf("%q is not a parameter of %s", f, alg))
 		}
@@ -421,6 +463,8 @@ func (p policyJSON) spec() (ratelimit.PolicySpec, []error) {
 		spec.Params = ratelimit.GCRA{Rate: *p.Rate, Period: parseDuration("period", p.Period, &problems), Burst: *p.Burst}
 	case ratelimit.AlgorithmSlidingLog:
 		spec.Params = ratelimit.SlidingLog{Limit: *p.Limit, Window: parseDuration("window", p.Window, &problems)}
+	case ratelimit.AlgorithmLeakyBucket:
+		spec.Params = leakyBucket(p, &problems)
 	}
 	return spec, problems
 }

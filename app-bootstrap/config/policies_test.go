@@ -174,7 +174,7 @@ func TestParsePoliciesRejections(t *testing.T) {
 		{"missing failure policy", policyJSONText(replace(fwBase, `"-failurePolicy"`)...), `"failurePolicy" is required`, nil},
 		{"fail open", policyJSONText(replace(fwBase, `"failurePolicy":"fail-open"`)...), "fail-open is not supported", ratelimit.ErrUnsupported},
 		{"failure policy unknown", policyJSONText(replace(fwBase, `"failurePolicy":"sometimes"`)...), `"sometimes" is not fail-closed`, ratelimit.ErrUnsupported},
-		{"unknown algorithm", policyJSONText(replace(fwBase, `"algorithm":"leaky_bucket"`)...), `"leaky_bucket" is not fixed_window`, ratelimit.ErrUnsupported},
+		{"unknown algorithm", policyJSONText(replace(fwBase, `"algorithm":"token_bucket_v2"`)...), `"token_bucket_v2" is not fixed_window`, ratelimit.ErrUnsupported},
 		{"sliding_log with a burst", policyJSONText(append(replace(fwBase, `"algorithm":"sliding_log"`), `"burst":3`)...), `"burst" is not a parameter of sliding_log`, nil},
 		{"sliding_log without a window", policyJSONText(replace(fwBase, `"algorithm":"sliding_log"`, `"-window"`)...), `"window" is required`, nil},
 		{"sliding_log limit above the cap", policyJSONText(replace(fwBase, `"algorithm":"sliding_log"`, `"limit":10001`)...), `Params.Limit`, ratelimit.ErrLimitAboveCap},

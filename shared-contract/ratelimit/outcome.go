@@ -233,6 +233,12 @@ type Decision struct {
 	PolicyRevision int64
 	Source         Source
 	Certainty      Certainty
+	// Delay is set on an allowed decision of a leaky bucket (ADR 0028):
+	// how long after the decision the request's slot comes, on the server's
+	// clock. The caller holds the request that long before acting on it,
+	// or gives the slot back with Receipt when it will not wait. 0 means go
+	// now; it is always 0 for the other algorithms and on a denial.
+	Delay time.Duration
 	// Receipt, set on an allowed decision that consumed (not a replay),
 	// lets the caller give that admission back (Refunder, ADR 0025); the
 	// zero Receipt otherwise.
@@ -262,6 +268,9 @@ func (d Decision) String() string {
 	verdict := "denied"
 	if d.Allowed {
 		verdict = "allowed"
+	}
+	if d.Delay > 0 {
+		return fmt.Sprintf("%s %s rev %d remaining %d/%d delay %v", verdict, d.PolicyID, d.PolicyRevision, d.Remaining, d.Limit, d.Delay)
 	}
 	return fmt.Sprintf("%s %s rev %d remaining %d/%d retry %v", verdict, d.PolicyID, d.PolicyRevision, d.Remaining, d.Limit, d.RetryAfter)
 }

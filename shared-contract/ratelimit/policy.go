@@ -94,8 +94,9 @@ type PolicySpec struct {
 	// state key and of the stored state).
 	Revision  int64
 	Algorithm Algorithm
-	// Params is a FixedWindow, SlidingWindowCounter, TokenBucket, GCRA or
-	// SlidingLog value (not a pointer) and must match Algorithm.
+	// Params is a FixedWindow, SlidingWindowCounter, TokenBucket, GCRA,
+	// SlidingLog or LeakyBucket value (not a pointer) and must match
+	// Algorithm.
 	Params Params
 	// MaxCost is the largest Request.Cost accepted, 1..limit (or capacity,
 	// or burst).
@@ -196,6 +197,11 @@ func NewPolicy(spec PolicySpec) (Policy, error) {
 		if spec.DedupWindow > MaxDedupWindow {
 			v.fail("DedupWindow", ErrDedupWindow, "%v > %v", spec.DedupWindow, MaxDedupWindow)
 		}
+		if spec.Algorithm == AlgorithmLeakyBucket {
+			// A replay would answer an admission whose slot the caller
+			// may have given back (Refunder): a free pass (ADR 0028).
+			v.fail("DedupWindow", ErrUnsupported, "a leaky_bucket policy cannot have a dedup window (a replayed admission would skip the queue)")
+		}
 	}
 	var replays int64
 	switch {
@@ -221,7 +227,7 @@ func NewPolicy(spec PolicySpec) (Policy, error) {
 	}
 	v.positive("MaxCost", spec.MaxCost)
 	if !spec.Algorithm.Valid() {
-		v.fail("Algorithm", ErrUnsupported, "%v is not fixed_window, sliding_window_counter, token_bucket, gcra or sliding_log", spec.Algorithm)
+		v.fail("Algorithm", ErrUnsupported, "%v is not fixed_window, sliding_window_counter, token_bucket, gcra, sliding_log or leaky_bucket", spec.Algorithm)
 	}
 
 	var limit int64
@@ -242,10 +248,12 @@ func NewPolicy(spec PolicySpec) (Policy, error) {
 		limit, paramsAlg = v.gcra(p, grace), AlgorithmGCRA
 	case SlidingLog:
 		limit, paramsAlg = v.slidingLog(p, grace), AlgorithmSlidingLog
+	case LeakyBucket:
+		limit, paramsAlg = v.leakyBucket(p, grace), AlgorithmLeakyBucket
 	default:
 		// A pointer to a params type also satisfies Params; keeping it would
 		// let the caller mutate a frozen policy.
-		v.fail("Params", ErrUnsupported, "%T: parameters must be a FixedWindow, SlidingWindowCounter, TokenBucket, GCRA or SlidingLog value", p)
+		v.fail("Params", ErrUnsupported, "%T: parameters must be a FixedWindow, SlidingWindowCounter, TokenBucket, GCRA, SlidingLog or LeakyBucket value", p)
 	}
 	if paramsAlg != 0 && spec.Algorithm.Valid() && spec.Algorithm != paramsAlg {
 		v.fail("Algorithm", ErrAlgorithmMismatch, "algorithm %v with %v parameters", spec.Algorithm, paramsAlg)
@@ -364,6 +372,33 @@ func (v *policyValidator) gcra(p GCRA, grace int64) int64 {
 	return p.Burst
 }
 
+// leakyBucket checks the queue's fields and then formulas G1-G2 on the
+// GCRA it runs on (LeakyBucket.gcra: burst QueueSize+1; ADR 0028): 0 <=
+// DelayAfter <= QueueSize, and the longest delay a request can be given,
+// ceil((QueueSize - DelayAfter) emission intervals) in whole milliseconds,
+// at most MaxDelay, so an admitted request can always be held to its slot.
+func (v *policyValidator) leakyBucket(p LeakyBucket, grace int64) int64 {
+	if p.QueueSize < 0 {
+		v.fail("Params.QueueSize", ErrNonPositive, "%d: want 0 or more", p.QueueSize)
+	}
+	if p.DelayAfter < 0 || p.DelayAfter > max(p.QueueSize, 0) {
+		v.fail("Params.DelayAfter", ErrArithmeticRange, "%d: want 0..queueSize %d", p.DelayAfter, p.QueueSize)
+	}
+	maxDelay := v.millis("Params.MaxDelay", p.MaxDelay, true)
+	if p.QueueSize < 0 || p.QueueSize >= MaxExactInt {
+		return 0
+	}
+	errs := len(v.errs)
+	limit := v.gcra(p.gcra(), grace)
+	if len(v.errs) > errs {
+		return limit
+	}
+	if longest := p.LongestDelay(); longest > time.Duration(maxDelay)*time.Millisecond {
+		v.fail("Params.MaxDelay", ErrArithmeticRange, "%v: the longest delay of this queue is %v ((queueSize - delayAfter) emission intervals)", p.MaxDelay, longest)
+	}
+	return limit
+}
+
 // slidingLog checks formulas L1-L2 of docs/arithmetic.md.
 func (v *policyValidator) slidingLog(p SlidingLog, grace int64) int64 {
 	v.positive("Params.Limit", p.Limit)
@@ -450,14 +485,31 @@ func (p Policy) Refill() (tokens, periodMillis int64, ok bool) {
 
 // Emission returns a GCRA policy's emission interval Period/Rate as the
 // reduced fraction periodMicros/rate of microseconds (GCRA.Emission) and its
-// burst; ok is false for the other algorithms and the zero Policy.
+// burst, and for a leaky bucket those of the GCRA it runs on (burst
+// QueueSize+1; ADR 0028); ok is false for the other algorithms and the zero
+// Policy.
 func (p Policy) Emission() (rate, periodMicros, burst int64, ok bool) {
-	q, ok := p.params.(GCRA)
-	if !ok {
+	var q GCRA
+	switch v := p.params.(type) {
+	case GCRA:
+		q = v
+	case LeakyBucket:
+		q = v.gcra()
+	default:
 		return 0, 0, 0, false
 	}
 	rate, periodMicros = q.Emission()
 	return rate, periodMicros, q.Burst, true
+}
+
+// Queue returns a leaky bucket's DelayAfter and MaxDelay; ok is false for
+// the other algorithms and the zero Policy.
+func (p Policy) Queue() (delayAfter int64, maxDelay time.Duration, ok bool) {
+	q, ok := p.params.(LeakyBucket)
+	if !ok {
+		return 0, 0, false
+	}
+	return q.DelayAfter, q.MaxDelay, true
 }
 
 // Scope is whose budget the policy counts (PolicySpec.Scope).
@@ -519,11 +571,11 @@ func (p Policy) FallbackShare() int64 {
 	return max(1, p.Limit()/p.fallbackInstances)
 }
 
-// Certainty is Certain for fixed window, token bucket, GCRA and sliding log and
-// ApproximateAlgorithm for the sliding-window counter.
+// Certainty is Certain for fixed window, token bucket, GCRA, sliding log and
+// leaky bucket and ApproximateAlgorithm for the sliding-window counter.
 func (p Policy) Certainty() Certainty {
 	switch p.Algorithm() {
-	case AlgorithmFixedWindow, AlgorithmTokenBucket, AlgorithmGCRA, AlgorithmSlidingLog:
+	case AlgorithmFixedWindow, AlgorithmTokenBucket, AlgorithmGCRA, AlgorithmSlidingLog, AlgorithmLeakyBucket:
 		return Certain
 	case AlgorithmSlidingWindowCounter:
 		return ApproximateAlgorithm
@@ -595,6 +647,10 @@ const (
 	// AlgorithmSlidingLog is the exact sliding log: every admission is kept
 	// with its cost for one window (ADR 0024).
 	AlgorithmSlidingLog
+	// AlgorithmLeakyBucket is the leaky bucket as a queue: a request beyond
+	// the rate is admitted with a delay while the queue has room (nginx's
+	// limit_req with burst and delay=; ADR 0028).
+	AlgorithmLeakyBucket
 )
 
 var algorithmNames = [...]string{
@@ -603,6 +659,7 @@ var algorithmNames = [...]string{
 	AlgorithmTokenBucket:          "token_bucket",
 	AlgorithmGCRA:                 "gcra",
 	AlgorithmSlidingLog:           "sliding_log",
+	AlgorithmLeakyBucket:          "leaky_bucket",
 }
 
 // String returns the stable wire name ("fixed_window", ...), used in the
@@ -616,22 +673,22 @@ func (a Algorithm) String() string {
 
 // Valid reports whether a is one of the supported algorithms.
 func (a Algorithm) Valid() bool {
-	return a >= AlgorithmFixedWindow && a <= AlgorithmSlidingLog
+	return a >= AlgorithmFixedWindow && a <= AlgorithmLeakyBucket
 }
 
 // ParseAlgorithm maps a wire name to an Algorithm; unknown names are errors.
 func ParseAlgorithm(s string) (Algorithm, error) {
-	for a := AlgorithmFixedWindow; a <= AlgorithmSlidingLog; a++ {
+	for a := AlgorithmFixedWindow; a <= AlgorithmLeakyBucket; a++ {
 		if algorithmNames[a] == s {
 			return a, nil
 		}
 	}
-	return 0, fmt.Errorf("%w: algorithm %q is not fixed_window, sliding_window_counter, token_bucket, gcra or sliding_log", ErrUnsupported, bounded(s))
+	return 0, fmt.Errorf("%w: algorithm %q is not fixed_window, sliding_window_counter, token_bucket, gcra, sliding_log or leaky_bucket", ErrUnsupported, bounded(s))
 }
 
 // Params is the sealed set of algorithm parameter types: FixedWindow,
-// SlidingWindowCounter, TokenBucket, GCRA and SlidingLog. No other package can add a
-// type.
+// SlidingWindowCounter, TokenBucket, GCRA, SlidingLog and LeakyBucket. No
+// other package can add a type.
 //
 //sumtype:decl
 type Params interface {
@@ -657,6 +714,7 @@ var (
 	_ numbered = TokenBucket{}
 	_ numbered = GCRA{}
 	_ numbered = SlidingLog{}
+	_ numbered = LeakyBucket{}
 )
 
 // FixedWindow admits Limit units per aligned window of Window (whole
@@ -711,6 +769,48 @@ type SlidingLog struct {
 	Limit  int64
 	Window time.Duration
 }
+
+// LeakyBucket is the leaky bucket as a queue (ADR 0028): requests leave at
+// Rate per Period (whole milliseconds), one emission interval Period/Rate
+// apart on the server clock. A request that finds the queue empty goes at
+// once; one beyond the rate is admitted with a delay, its slot, while at
+// most QueueSize requests are waiting, the first DelayAfter of them
+// without delay (nginx's delay=); beyond that it is denied. It runs on the
+// GCRA arithmetic with a burst of QueueSize+1, so Limit is QueueSize+1.
+// MaxDelay is the longest a caller holds an admitted request; it must be
+// at least the longest delay the queue can give (LongestDelay).
+type LeakyBucket struct {
+	Rate       int64
+	Period     time.Duration
+	QueueSize  int64
+	DelayAfter int64
+	MaxDelay   time.Duration
+}
+
+// gcra is the GCRA the queue runs on: burst QueueSize+1.
+func (q LeakyBucket) gcra() GCRA {
+	return GCRA{Rate: q.Rate, Period: q.Period, Burst: q.QueueSize + 1}
+}
+
+// LongestDelay is the longest delay the queue can give a request,
+// (QueueSize - DelayAfter) emission intervals rounded up to a whole
+// millisecond; 0 for parameters without an emission interval.
+func (q LeakyBucket) LongestDelay() time.Duration {
+	rate, per := q.gcra().Emission()
+	waiting := q.QueueSize - q.DelayAfter
+	if rate < 1 || waiting <= 0 || !mulFits(waiting, per) {
+		return 0
+	}
+	return time.Duration(ceilDiv(ceilDiv(waiting*per, rate), 1000)) * time.Millisecond
+}
+
+// Algorithm implements Params.
+func (LeakyBucket) Algorithm() Algorithm { return AlgorithmLeakyBucket }
+
+func (q LeakyBucket) limit() int64         { return q.QueueSize + 1 }
+func (q LeakyBucket) windowMillis() int64  { return q.gcra().windowMillis() }
+func (q LeakyBucket) horizonMillis() int64 { return q.gcra().horizonMillis() }
+func (LeakyBucket) sealedParams()          {}
 
 // Algorithm implements Params.
 func (SlidingLog) Algorithm() Algorithm { return AlgorithmSlidingLog }

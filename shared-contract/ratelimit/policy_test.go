@@ -412,13 +412,13 @@ func TestPolicyCertaintyAndLimit(t *testing.T) {
 }
 
 func TestParseAlgorithm(t *testing.T) {
-	for _, a := range []ratelimit.Algorithm{ratelimit.AlgorithmFixedWindow, ratelimit.AlgorithmSlidingWindowCounter, ratelimit.AlgorithmTokenBucket, ratelimit.AlgorithmGCRA, ratelimit.AlgorithmSlidingLog} {
+	for _, a := range []ratelimit.Algorithm{ratelimit.AlgorithmFixedWindow, ratelimit.AlgorithmSlidingWindowCounter, ratelimit.AlgorithmTokenBucket, ratelimit.AlgorithmGCRA, ratelimit.AlgorithmSlidingLog, ratelimit.AlgorithmLeakyBucket} {
 		got, err := ratelimit.ParseAlgorithm(a.String())
 		require.NoError(t, err)
 		assert.Equal(t, a, got)
 		assert.True(t, a.Valid())
 	}
-	for _, s := range []string{"", "fixed-window", "Fixed_Window", "FIXED_WINDOW", "token_bucket ", "sliding-log", "Sliding_Log", "GCRA", "gcra ", "leaky_bucket", "Algorithm(1)", "1"} {
+	for _, s := range []string{"", "fixed-window", "Fixed_Window", "FIXED_WINDOW", "token_bucket ", "sliding-log", "Sliding_Log", "GCRA", "gcra ", "leaky-bucket", "Leaky_Bucket", "Algorithm(1)", "1"} {
 		t.Run("reject "+s, func(t *testing.T) {
 			a, err := ratelimit.ParseAlgorithm(s)
 			assert.ErrorIs(t, err, ratelimit.ErrUnsupported)
@@ -448,7 +448,7 @@ func TestParseFailurePolicy(t *testing.T) {
 func TestEnumZeroValuesInvalid(t *testing.T) {
 	var a ratelimit.Algorithm
 	assert.False(t, a.Valid())
-	assert.False(t, ratelimit.Algorithm(6).Valid())
+	assert.False(t, ratelimit.Algorithm(7).Valid())
 	assert.False(t, ratelimit.Algorithm(-1).Valid())
 	assert.Equal(t, "Algorithm(0)", a.String())
 	assert.Equal(t, "FailurePolicy(0)", ratelimit.FailurePolicy(0).String())
@@ -541,4 +541,65 @@ func TestNewPolicyDedupMaxReplays(t *testing.T) {
 		*spec.DedupMaxReplays = 5
 		assert.Equal(t, n, p.DedupMaxReplays(), "NewPolicy copies the value")
 	}
+}
+
+// TestLeakyBucketPolicy: a leaky bucket (ADR 0028) is GCRA with a burst of
+// QueueSize+1, and every queue field is checked: DelayAfter within
+// 0..QueueSize, a MaxDelay that covers the longest delay, no dedup window.
+func TestLeakyBucketPolicy(t *testing.T) {
+	spec := func(q ratelimit.LeakyBucket) ratelimit.PolicySpec {
+		return ratelimit.PolicySpec{ID: "queue", Revision: 1, Algorithm: ratelimit.AlgorithmLeakyBucket, Params: q, MaxCost: 1,
+			CleanupGrace: time.Second, FailurePolicy: ratelimit.FailClosed}
+	}
+	issue := ratelimit.LeakyBucket{Rate: 10, Period: time.Second, QueueSize: 20, MaxDelay: 2 * time.Second}
+	assert.Equal(t, 2*time.Second, issue.LongestDelay(), "20 waiting, 100 ms apart")
+	p, err := ratelimit.NewPolicy(spec(issue))
+	require.NoError(t, err)
+	assert.Equal(t, int64(21), p.Limit())
+	assert.Equal(t, ratelimit.Certain, p.Certainty())
+	rate, per, burst, ok := p.Emission()
+	require.True(t, ok)
+	assert.Equal(t, []int64{1, 100_000, 21}, []int64{rate, per, burst}, "emission 100 ms, burst queueSize+1")
+	delayAfter, maxDelay, ok := p.Queue()
+	require.True(t, ok)
+	assert.Equal(t, int64(0), delayAfter)
+	assert.Equal(t, 2*time.Second, maxDelay)
+	gspec := spec(issue)
+	gspec.Algorithm, gspec.Params = ratelimit.AlgorithmGCRA, ratelimit.GCRA{Rate: 1, Period: time.Second, Burst: 1}
+	_, _, ok = mustPolicy(t, gspec).Queue()
+	assert.False(t, ok, "only a leaky bucket has a queue")
+
+	nginx := issue
+	nginx.DelayAfter, nginx.MaxDelay = 8, 1200*time.Millisecond
+	assert.Equal(t, 1200*time.Millisecond, nginx.LongestDelay(), "the first 8 go at once")
+	_, err = ratelimit.NewPolicy(spec(nginx))
+	require.NoError(t, err)
+
+	for name, tc := range map[string]struct {
+		q     ratelimit.LeakyBucket
+		field string
+	}{
+		"negative queue":         {ratelimit.LeakyBucket{Rate: 1, Period: time.Second, QueueSize: -1}, "Params.QueueSize"},
+		"delayAfter above queue": {ratelimit.LeakyBucket{Rate: 1, Period: time.Second, QueueSize: 2, DelayAfter: 3}, "Params.DelayAfter"},
+		"negative delayAfter":    {ratelimit.LeakyBucket{Rate: 1, Period: time.Second, QueueSize: 2, DelayAfter: -1}, "Params.DelayAfter"},
+		"maxDelay below longest": {ratelimit.LeakyBucket{Rate: 10, Period: time.Second, QueueSize: 20, MaxDelay: 1999 * time.Millisecond}, "Params.MaxDelay"},
+		"maxDelay not whole ms":  {ratelimit.LeakyBucket{Rate: 10, Period: time.Second, QueueSize: 0, MaxDelay: time.Microsecond}, "Params.MaxDelay"},
+		"zero rate":              {ratelimit.LeakyBucket{Rate: 0, Period: time.Second, QueueSize: 1, MaxDelay: time.Hour}, "Params.Rate"},
+		"period not whole ms":    {ratelimit.LeakyBucket{Rate: 1, Period: time.Microsecond, QueueSize: 1, MaxDelay: time.Hour}, "Params.Period"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			_, err := ratelimit.NewPolicy(spec(tc.q))
+			var pe *ratelimit.PolicyError
+			require.ErrorAs(t, err, &pe)
+			assert.Equal(t, tc.field, pe.Field, "%v", err)
+		})
+	}
+	withDedup := spec(issue)
+	withDedup.DedupWindow = time.Minute
+	_, err = ratelimit.NewPolicy(withDedup)
+	require.ErrorIs(t, err, ratelimit.ErrUnsupported, "a replay would skip the queue")
+	withCost := spec(issue)
+	withCost.MaxCost = 22
+	_, err = ratelimit.NewPolicy(withCost)
+	require.ErrorIs(t, err, ratelimit.ErrMaxCostAboveLimit, "a cost above queueSize+1 could never be admitted")
 }

@@ -71,7 +71,7 @@ func NewScript(p programs.Program) *Script {
 
 // maxArgs is the longest argument list: name, script, numkeys, the state
 // and dedup keys, ARGV.
-const maxArgs = 5 + programs.ArgCountTokenBucket + programs.ArgCountDedup
+const maxArgs = 5 + programs.ArgCountLeakyBucket + programs.ArgCountDedup
 
 // call holds the reusable per-call argument storage, so that building a
 // command allocates nothing but go-redis's own Cmd.

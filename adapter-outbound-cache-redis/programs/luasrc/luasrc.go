@@ -1,7 +1,8 @@
 // Package luasrc is the one source of every rate-limit program: per algorithm
 // one template file (fixed-window.lua.tmpl, sliding-counter.lua.tmpl,
-// token-bucket.lua.tmpl, gcra.lua.tmpl, sliding-log.lua.tmpl) holding its arguments, state checks and one step per
-// variant, the parts all algorithms share (common.lua.tmpl), and per variant
+// token-bucket.lua.tmpl, gcra.lua.tmpl, sliding-log.lua.tmpl,
+// leaky-bucket.lua.tmpl) holding its arguments, state checks and one step
+// per variant (or, with Algorithm.Base, what differs from its base's), the parts all algorithms share (common.lua.tmpl), and per variant
 // one layout (variant-<name>.lua.tmpl) that composes them. Render produces
 // the program files byte for byte; the checked-in rate-*.lua files and
 // manifest.json beside the programs package are its output, written by
@@ -44,6 +45,20 @@ type Algorithm struct {
 	Slug string
 	// Args is the ARGV count of its decision program.
 	Args int
+	// Base, when set, is the slug of the algorithm whose template is
+	// parsed before this one's: the algorithm runs on Base's steps and its
+	// own file redefines what differs (the leaky bucket on GCRA, ADR 0028).
+	Base string
+}
+
+// files lists the template files of alg's program in variant file v, in
+// parse order (a later definition replaces an earlier one).
+func (alg Algorithm) files(variant string) []string {
+	files := []string{"common.lua.tmpl"}
+	if alg.Base != "" {
+		files = append(files, alg.Base+".lua.tmpl")
+	}
+	return append(files, alg.Slug+".lua.tmpl", "variant-"+variant+".lua.tmpl")
 }
 
 // Algorithms lists the algorithms in manifest order.
@@ -53,6 +68,7 @@ var Algorithms = []Algorithm{
 	{Slug: "token-bucket", Args: 7},
 	{Slug: "gcra", Args: 7},
 	{Slug: "sliding-log", Args: 6},
+	{Slug: "leaky-bucket", Args: 8, Base: "gcra"},
 }
 
 // Variant is one kind of program rendered for every algorithm.
@@ -126,8 +142,7 @@ func Render() ([]File, error) {
 // RenderOne renders the program of algorithm alg in variant v.
 func RenderOne(alg Algorithm, v Variant) (File, error) {
 	name := ProgramName(alg, v)
-	t, err := template.New(name).Option("missingkey=error").ParseFS(templates,
-		"common.lua.tmpl", alg.Slug+".lua.tmpl", "variant-"+v.Name+".lua.tmpl")
+	t, err := template.New(name).Option("missingkey=error").ParseFS(templates, alg.files(v.Name)...)
 	if err != nil {
 		return File{}, fmt.Errorf("parse templates of %s: %w", name, err)
 	}

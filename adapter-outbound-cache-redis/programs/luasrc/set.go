@@ -25,8 +25,7 @@ func MemberName(alg Algorithm) string {
 // prelude, state and decide step (variant-member.lua.tmpl).
 func RenderMember(alg Algorithm) ([]byte, error) {
 	name := MemberName(alg)
-	t, err := template.New(name).Option("missingkey=error").ParseFS(templates,
-		"common.lua.tmpl", alg.Slug+".lua.tmpl", "variant-member.lua.tmpl")
+	t, err := template.New(name).Option("missingkey=error").ParseFS(templates, alg.files("member")...)
 	if err != nil {
 		return nil, fmt.Errorf("parse templates of %s: %w", name, err)
 	}

@@ -1,0 +1,195 @@
+#!lua
+--[[ rate-leaky-bucket-refund-v1: give back what one leaky-bucket (queue) admission took,
+exactly and saturating (ADR 0025); never admits, never denies.
+Spec: docs/programs.md and CONTRACT.md 4/4a. Bounds cite ratelimit/policy.go.
+M = 2^53-1 (MaxExactInt), S = 2^45 (MaxServerMillis), H = MaxHorizonMillis.
+The queue runs on GCRA with a burst B = Q+1 (queueSize Q): a request is
+admitted when its slot max(TAT, now) is at most Q emission intervals away.
+Time is read in microseconds: the effective instant is eff ms plus frac us
+(frac = the TIME reply's usec mod 1000 when eff is the server's own
+millisecond, 0 when eff is a clamped l). The emission interval is P/R us
+exactly (P, R reduced); the theoretical arrival time TAT is kept exactly as
+l*1000 + d/R us, and every scaled quantity is at most B*P + 999*R <= M (G1).
+KEYS[1]  the state value, a string (one key, nothing else is touched)
+ARGV[1]  policy revision             1..M                       (A2)
+ARGV[2]  units to refund             1..B                       (A4)
+ARGV[3]  maxClockRegressionMillis    0..H                       (A3)
+ARGV[4]  cleanupGraceMillis          1..H
+ARGV[5]  B = queueSize + 1           1..floor((M-999*R)/P)      (G1)
+ARGV[6]  rate R (emission: P/R us)   1..floor(M/999)            (G1)
+ARGV[7]  periodMicros P              1.., ceil(ceil(B*P/R)/1000)+1 <= H-grace (G2)
+ARGV[8]  delayAfter                  0..B-1 (the queued requests sent without delay)
+Every ARGV is a canonical decimal integer (no sign, no leading zero).
+Stored value (ADR 0010, ADR 0028): GCRA's, one string, '>BI6I7' then the
+revision:
+  v  schema version, 2 (high 4 bits of the first byte)
+  a  algorithm, 6 (low 4 bits of the first byte; leaky_bucket)
+  r  policy revision, = ARGV[1] (the bytes after the packed fields)
+  l  lastObservedMillis, 0..S: the millisecond of the last admission
+  d  theoretical arrival time after l*1000 us, in 1/R us: TAT = l*1000 + d/R
+     us; 0..B*P + 999*R
+A missing key is an empty queue.
+ALLOWED's retryAfterMillis is the request's delay: its slot max(TAT, now)
+less delayAfter emission intervals, after the effective instant, rounded
+up to a millisecond (0: go now). DENIED's is the wait until the queue has
+room for the cost.
+Reply, 7 integers: status, serverNowMillis, effectiveNowMillis, limit (= queueSize + 1),
+  remaining, retryAfterMillis, resetAtMillis
+  1 ALLOWED / 2 DENIED: every field set; a denial writes nothing.
+  3 CLOCK_UNSAFE: server time beyond S: all fields 0 but the status; clock
+    behind l by more than the tolerated regression: serverNow, effectiveNow = l,
+    retryAfter = l - serverNow - regression, the rest 0. Nothing written.
+  4 STATE_INCOMPATIBLE: serverNow (0 beyond S), the rest 0. Nothing written.
+  5 INVALID (KEYS/ARGV count, syntax or range): as 4. Nothing written.
+Write (ALLOWED only): SET the value with PX (resetAt - serverNow) + grace.
+Refund (not a decision; the reply above reads as follows):
+ARGV[n]  atMillis, the admission's effectiveNowMillis (its receipt) 0..S
+  (n = #ARGV = 9; ARGV[2] is the admission's cost.) After the clock
+  check: status 1 always, retryAfterMillis replaced by the units given back
+  (0: the receipt is stale, nothing written), remaining and resetAt as the
+  state left answers them. A state the refund empties is deleted.
+Refund: TAT becomes max(TAT - units*P/R, now), never before now (deleted
+  when it reaches now: an empty state); the units given back are
+  ceil(moved / P) scaled units, 0 when TAT was not after now.
+]]
+local M = 9007199254740991
+local S = 35184372088832
+local H = 9223372036854    -- floor((2^63-1) / 1e6): the longest time.Duration in ms
+local SECMAX = 35184372088 -- floor(S / 1000)
+
+local find = string.find
+-- POS is int()'s pattern without its "0": a canonical integer >= 1.
+local POS = '^[1-9][0-9]*$'
+local sub, spack, sunpack = string.sub, struct.pack, struct.unpack
+
+-- int parses a canonical non-negative decimal integer <= M (digits only, no
+-- sign, no leading zero, at most 16 characters); nil otherwise, and for nil
+-- (a missing field). Every caller passes a string (an ARGV, TIME or
+-- dedup record element) or nil. Once the pattern has matched, s + 0 converts it exactly as
+-- tonumber(s) would, with one strtod instead of two.
+local function int(s)
+  if s == '0' then return 0 end
+  if s and #s <= 16 and find(s, '^[1-9][0-9]*$') then
+    local n = s + 0
+    if n <= M then return n end
+  end
+  return nil
+end
+
+-- ceil is integer ceiling division of 0 <= a <= M by b >= 1, from the quotient
+-- and remainder (floor(a / b) of doubles is exact for a <= M).
+local function ceil(a, b)
+  local q = math.floor(a / b)
+  if a - q * b > 0 then q = q + 1 end
+  return q
+end
+
+local t = redis.call('TIME')
+local now, future = 0, true
+do
+  -- int() inline, one function call less per field.
+  local sec, usec = t[1], t[2]
+  if (sec == '0' or find(sec, POS)) and (usec == '0' or find(usec, POS)) then
+    sec, usec = sec + 0, usec + 0
+  else
+    sec = nil
+  end
+  if sec ~= nil and sec <= SECMAX and usec < 1000000 then
+    now = sec * 1000 + math.floor(usec / 1000)
+    future = now > S
+  end
+  if future then now = 0 end
+end
+
+if #KEYS ~= 1 or #ARGV ~= 9 then return {5, now, 0, 0, 0, 0, 0} end
+-- The ARGV that must be >= 1 are checked as int() does, inline: the pattern
+-- POS, then one conversion. A matching string longer than 16 characters is
+-- at least 10^16 > M, and each is bounded by M or less below (P too: B >= 1
+-- and B <= (M - 999*R)/P), so this accepts exactly what int() and the
+-- ranges accept.
+local rev, cost, reg, grace, burst, rate, per = ARGV[1], ARGV[2], int(ARGV[3]), ARGV[4], ARGV[5], ARGV[6], ARGV[7]
+if find(rev, POS) and find(cost, POS) and find(grace, POS) and find(burst, POS) and find(rate, POS) and find(per, POS) then
+  rev, cost, grace, burst, rate, per = rev + 0, cost + 0, grace + 0, burst + 0, rate + 0, per + 0
+else
+  rev = nil
+end
+if not (rev and rev <= M and reg and reg <= H and grace <= H
+    and rate <= math.floor(M / 999)
+    and burst <= math.floor((M - 999 * rate) / per)
+    and ceil(ceil(burst * per, rate), 1000) + 1 <= H - grace
+    and cost <= burst) then
+  return {5, now, 0, 0, 0, 0, 0}
+end
+local dap = int(ARGV[8])
+if not (dap and dap < burst) then return {5, now, 0, 0, 0, 0, 0} end
+dap = dap * per -- delayAfter emission intervals, in 1/R us (< B*P, G1)
+if future then return {3, 0, 0, 0, 0, 0, 0} end
+local at = int(ARGV[#ARGV])
+if not (at and at <= S) then return {5, now, 0, 0, 0, 0, 0} end
+
+-- One GET is the type check (WRONGTYPE: not a string) and the read. The
+-- value is 14 bytes packed as '>BI6I7' (header 16*schema+algorithm, l, d),
+-- then the policy revision exactly as ARGV[1]; the length check comes first,
+-- so unpack never reads past the end. The fields are unsigned, so only their
+-- ranges are checked; a field above 2^53 unpacks to an inexact double that is
+-- still above every bound it is compared with.
+local g = redis.pcall('GET', KEYS[1])
+local fl, fd -- fl is nil when there is no state
+if g then
+  if type(g) == 'table' then -- an error reply
+    if g.err and find(g.err, '^WRONGTYPE') then return {4, now, 0, 0, 0, 0, 0} end
+    return g
+  end
+  if #g ~= 14 + #ARGV[1] then return {4, now, 0, 0, 0, 0, 0} end
+  local fh, n
+  fh, fl, fd, n = sunpack('>BI6I7', g)
+  if not (fh == 38 and sub(g, n) == ARGV[1] and fl <= S
+      and fd <= burst * per + 999 * rate) then
+    return {4, now, 0, 0, 0, 0, 0}
+  end
+end
+
+local eff = now
+if fl and now < fl then
+  if fl - now > reg then return {3, now, fl, 0, 0, fl - now - reg, 0} end
+  eff = fl
+end
+
+-- The effective instant in microseconds is eff*1000 + frac; absolute
+-- microsecond instants are never formed (S*1000 > M), only offsets from
+-- eff*1000 and from l*1000.
+local frac = 0
+if eff == now then
+  local us = int(t[2])
+  frac = us - math.floor(us / 1000) * 1000
+end
+-- G1: bp and every scaled quantity below are at most B*P + 999*R <= M.
+local bp = burst * per
+-- D = (TAT - effective instant) * R when TAT is later, else 0 (TAT in the
+-- past: the state is empty). Compare the elapsed time with TAT before
+-- multiplying: delta * R is formed only when it is below d.
+local D = 0
+if fl then
+  local k = ceil(fd, rate) -- us from l*1000 to TAT
+  local e = eff - fl -- whole ms since l, >= 0
+  if e < ceil(k, 1000) then
+    local delta = e * 1000 + frac
+    if delta < k then D = fd - delta * rate end
+  end
+end
+-- The refund moves TAT back by cost*P/R, never before the effective instant.
+local back = cost * per
+if back > D then back = D end
+local after = D - back
+local left = 0
+if after < bp then left = math.floor((bp - after) / per) end
+local reset = eff + ceil(ceil(frac * rate + after, rate), 1000) -- G2
+if back > 0 then
+  if after > 0 then
+    redis.call('SET', KEYS[1], spack('>BI6I7', 38, eff, after + frac * rate) .. ARGV[1],
+      'PX', reset - now + grace)
+  else
+    redis.call('DEL', KEYS[1])
+  end
+end
+return {1, now, eff, burst, left, ceil(back, per), reset}
