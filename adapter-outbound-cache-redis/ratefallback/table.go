@@ -152,4 +152,3 @@ func (f *Fallback) sweep(now time.Time, force bool) {
 		}
 	}
 }
-

@@ -292,4 +292,3 @@ func (p *Provider) clockHint(r programs.Reply) time.Duration {
 	}
 	return min(max(programs.Millis(r.RetryAfterMillis), p.retryHint), MaxClockRetryAfter)
 }
-
