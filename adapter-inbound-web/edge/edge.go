@@ -146,6 +146,7 @@ func (c Config) Validate() error {
 type Middleware struct {
 	port     ratelimit.EdgePort
 	sets     ratelimit.SetPort
+	refunder ratelimit.Refunder // nil: a held request that leaves keeps its charge
 	legacy   bool
 	subjects subject.Identifier
 	pseudo   *subject.Pseudonymizer
@@ -185,6 +186,7 @@ func New(cfg Config) (*Middleware, error) {
 	if m.now == nil {
 		m.now = time.Now
 	}
+	m.refunder, _ = cfg.Port.(ratelimit.Refunder)
 	m.sets = cfg.SetPort
 	if m.sets == nil {
 		m.sets, _ = cfg.Port.(ratelimit.SetPort)

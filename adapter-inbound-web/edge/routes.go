@@ -58,6 +58,9 @@ func (m *Middleware) addMember(t *target, id ratelimit.PolicyID, policies map[ra
 		if p.DedupWindow() > 0 {
 			return "Policy", fmt.Errorf("set member %q has a dedup window; a policy set cannot replay one evaluation", member)
 		}
+		if p.Algorithm() == ratelimit.AlgorithmLeakyBucket {
+			return "Policy", fmt.Errorf("set member %q is a leaky bucket; a queue cannot be a policy-set member (ADR 0028)", member)
+		}
 		list[i] = fields.Bucket{Policy: string(member), Quota: p.Limit(), Window: windowSeconds(p)}
 	}
 	t.dedup = false

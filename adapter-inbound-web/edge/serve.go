@@ -21,6 +21,8 @@ func (m *Middleware) Wrap(next http.Handler) http.Handler {
 // serve is one request: route to policy, identity, digest, evaluation, then
 // the answer for the outcome.
 func (m *Middleware) serve(w http.ResponseWriter, r *http.Request, next http.Handler) {
+	// Only the edge says a request was held (DelayHeader): never a client.
+	r.Header.Del(DelayHeader)
 	t := m.targetFor(r)
 	if t.exempt {
 		next.ServeHTTP(w, r)
@@ -64,8 +66,9 @@ func (m *Middleware) serve(w http.ResponseWriter, r *http.Request, next http.Han
 	}
 	start := time.Now()
 	var out ratelimit.Outcome
+	req := ratelimit.Request{PolicyID: t.policy, SubjectDigest: digest, Cost: cost, EvaluationID: evalID, Deadline: deadline}
 	if t.members == nil {
-		out = m.port.Evaluate(r.Context(), ratelimit.Request{PolicyID: t.policy, SubjectDigest: digest, Cost: cost, EvaluationID: evalID, Deadline: deadline})
+		out = m.port.Evaluate(r.Context(), req)
 	} else {
 		out = m.sets.EvaluateSet(r.Context(), ratelimit.SetRequest{Members: t.members, SubjectDigest: digest, Cost: cost, Deadline: deadline})
 	}
@@ -77,6 +80,15 @@ func (m *Middleware) serve(w http.ResponseWriter, r *http.Request, next http.Han
 		obs.Kind = ratelimit.KindEvaluated
 		m.setDecisionFields(w.Header(), t, o.Decision, now)
 		if ratelimit.Admitted(out) {
+			if o.Decision.Delay > 0 && t.members == nil {
+				// A leaky bucket's slot (ADR 0028); a set has no queue member.
+				held, ok := m.hold(w, r, req, o.Decision, &obs)
+				if !ok {
+					m.observe(obs)
+					return
+				}
+				r = held
+			}
 			obs.Admitted = true
 			m.observe(obs)
 			next.ServeHTTP(w, r)
@@ -179,6 +191,16 @@ type Observation struct {
 	Status int
 	// Latency is the time spent in EdgePort.Evaluate (0 if not called).
 	Latency time.Duration
+	// Delay is how long the request was held for its slot in a
+	// leaky-bucket queue (ADR 0028); 0 when it went at once.
+	Delay time.Duration
+	// Abandoned is true when the request's context ended while it was held:
+	// it was not passed on, and its slot was given back when Refunded.
+	Abandoned bool
+	// Refunded is true when an abandoned request's slot was given back
+	// (the port's refund was evaluated); false leaves the charge, which
+	// can only under-admit.
+	Refunded bool
 }
 
 // Observer receives one Observation per rate-limited request, synchronously,

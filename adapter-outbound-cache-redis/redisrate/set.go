@@ -56,6 +56,9 @@ func (p *Provider) EvaluateSet(ctx context.Context, req ratelimit.SetRequest) (o
 		if refused != nil {
 			return refused
 		}
+		if c.policy.policy.Algorithm() == ratelimit.AlgorithmLeakyBucket {
+			return p.unavailable(req.Members[i], ratelimit.CategoryInvalidRequest, errQueueInSet)
+		}
 		members[i] = c
 	}
 	decided := make([]ratelimit.Decision, 0, len(members))

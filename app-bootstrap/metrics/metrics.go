@@ -71,6 +71,13 @@ const (
 	// policy and outcome kind; RefundedUnitsTotal the units they gave back.
 	RefundsTotal       = "tlb_ratelimit_refunds_total"
 	RefundedUnitsTotal = "tlb_ratelimit_refunded_units_total"
+	// DelayedTotal counts the requests the edge held for their slot in a
+	// leaky-bucket queue (ADR 0028), by policy and result: "passed" (held,
+	// then passed on), "left_refunded" (the context ended first; the slot
+	// was given back), "left_kept" (it ended first and the refund did not
+	// run: the charge stays). DelaySeconds is the delays they were given.
+	DelayedTotal = "tlb_ratelimit_delayed_total"
+	DelaySeconds = "tlb_ratelimit_delay_seconds"
 	// DedupRetriesTotal counts the provider's one retry of an
 	// Indeterminate call with the same evaluation ID, by result: "decided"
 	// (the retry got a decision) or "failed" (it did not).
@@ -82,6 +89,13 @@ const (
 	PipelineBatchesTotal      = "tlb_ratelimit_pipeline_batches_total"
 	PipelineBatchedCallsTotal = "tlb_ratelimit_pipeline_batched_calls_total"
 	PipelineQueued            = "tlb_ratelimit_pipeline_queued"
+)
+
+// Values of DelayedTotal's result label.
+const (
+	DelayPassed       = "passed"
+	DelayLeftRefunded = "left_refunded"
+	DelayLeftKept     = "left_kept"
 )
 
 // Values of DedupTotal's result label.
@@ -127,6 +141,8 @@ type Metrics struct {
 	dedup    *prometheus.CounterVec
 	refunds  *prometheus.CounterVec
 	refunded *prometheus.CounterVec
+	delayed  *prometheus.CounterVec
+	delays   *prometheus.HistogramVec
 }
 
 // New returns Metrics with its own registry holding the Go runtime and
@@ -188,8 +204,17 @@ func New() *Metrics {
 		Name: RefundedUnitsTotal,
 		Help: "Units given back by refunds that ran, by policy.",
 	}, []string{"policy"})
+	m.delayed = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: DelayedTotal,
+		Help: "Requests the edge held for their slot in a leaky-bucket queue (ADR 0028), by policy and result: passed (held, then passed on), left_refunded (the client or the caller's deadline went first; the slot was given back), left_kept (went first; the refund did not run, the charge stays).",
+	}, []string{"policy", "result"})
+	m.delays = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name:    DelaySeconds,
+		Help:    "Delays the leaky-bucket queues gave the requests the edge held, by policy.",
+		Buckets: []float64{.01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 20},
+	}, []string{"policy"})
 	m.registry.MustRegister(
-		m.fallback, m.dedup, m.refunds, m.refunded,
+		m.fallback, m.dedup, m.refunds, m.refunded, m.delayed, m.delays,
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		m.outcomes, m.latency, m.inFlight, m.cacheErr, m.edgeResp, m.localRes, m.identRes, m.ready, m.maxIn,
@@ -241,6 +266,26 @@ func (m *Metrics) EdgeResponse(policy ratelimit.PolicyID, known map[ratelimit.Po
 		p = OtherPolicy
 	}
 	m.edgeResp.WithLabelValues(p, resultLabel(admitted, status)).Inc()
+}
+
+// EdgeDelay counts one request the edge held for its slot in a leaky-bucket
+// queue for delay: passed on, or left first (abandoned) with its slot
+// given back (refunded) or not. known bounds the policy label as
+// EdgeResponse does.
+func (m *Metrics) EdgeDelay(policy ratelimit.PolicyID, known map[ratelimit.PolicyID]struct{}, delay time.Duration, abandoned, refunded bool) {
+	p := string(policy)
+	if _, ok := known[policy]; !ok {
+		p = OtherPolicy
+	}
+	result := DelayPassed
+	switch {
+	case abandoned && refunded:
+		result = DelayLeftRefunded
+	case abandoned:
+		result = DelayLeftKept
+	}
+	m.delayed.WithLabelValues(p, result).Inc()
+	m.delays.WithLabelValues(p).Observe(delay.Seconds())
 }
 
 // IdentityRefused counts one request the identity gate refused with status.

@@ -138,6 +138,9 @@ func NewHandler(p HandlerParams) (http.Handler, error) {
 			Policies:         rl.Policies.Policies,
 			Observer: edge.ObserverFunc(func(o edge.Observation) {
 				p.Metrics.EdgeResponse(o.Policy, known, o.Admitted, o.Status)
+				if o.Delay > 0 {
+					p.Metrics.EdgeDelay(o.Policy, known, o.Delay, o.Abandoned, o.Refunded)
+				}
 			}),
 		})
 		if err != nil {

@@ -236,3 +236,10 @@ func TestReadyTimeout(t *testing.T) {
 	assert.Equal(t, 6*time.Second, readyTimeout(cfg))
 	assert.LessOrEqual(t, readyTimeout(cfg), health.MaxTimeout)
 }
+
+// TestQueueDelayFitsTheWriteTimeout: the longest a leaky-bucket policy may
+// hold a request (config.MaxQueueDelay) leaves the handler time within the
+// HTTP server's write timeout (ADR 0028).
+func TestQueueDelayFitsTheWriteTimeout(t *testing.T) {
+	require.Less(t, config.MaxQueueDelay, writeTimeout)
+}

@@ -1,0 +1,70 @@
+package edge
+
+import (
+	"context"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/tech-log/tech-log-backend/adapter-inbound-web/internal/problem"
+	"github.com/tech-log/tech-log-backend/shared-contract/ratelimit"
+)
+
+// DelayHeader is the request header a handler reads to learn that the
+// edge held its request for a leaky-bucket policy (ADR 0028): the delay
+// waited, in whole milliseconds. The edge removes the header from every
+// rate-limited request before it sets it, so a handler never sees one a
+// client sent.
+const DelayHeader = "Ratelimit-Delay"
+
+type delayKey struct{}
+
+// DelayFrom returns how long the edge held the request in ctx for its slot
+// in a leaky-bucket queue (ADR 0028); ok is false when it was not held.
+func DelayFrom(ctx context.Context) (delay time.Duration, ok bool) {
+	delay, ok = ctx.Value(delayKey{}).(time.Duration)
+	return delay, ok
+}
+
+// hold waits out an admitted request's delay, its slot in a leaky-bucket
+// queue, counted from when the decision arrived (the server reckoned the
+// delay from its own instant before that, so the request never leaves
+// early). It returns the request to pass on, with the delay in DelayHeader
+// and its context. When the request's context ends first (the client went
+// away, or the caller's deadline passed), the slot is given back with the
+// decision's receipt so the next request takes it, the request is answered
+// 503 and not passed on, and ok is false.
+func (m *Middleware) hold(w http.ResponseWriter, r *http.Request, req ratelimit.Request, d ratelimit.Decision, obs *Observation) (held *http.Request, ok bool) {
+	obs.Delay = d.Delay
+	timer := time.NewTimer(d.Delay)
+	defer timer.Stop()
+	select {
+	case <-timer.C:
+		r.Header.Set(DelayHeader, strconv.FormatInt(d.Delay.Milliseconds(), 10))
+		return r.WithContext(context.WithValue(r.Context(), delayKey{}, d.Delay)), true
+	case <-r.Context().Done():
+	}
+	obs.Abandoned = true
+	obs.Refunded = m.giveBack(r.Context(), req, d)
+	obs.Status = http.StatusServiceUnavailable
+	p := problem.New(http.StatusServiceUnavailable, "request left the rate-limit queue before its slot")
+	p.Outcome, p.Category, p.Policy = string(ratelimit.KindEvaluated), string(ratelimit.CategoryCancelled), string(req.PolicyID)
+	problem.Write(w, p)
+	return nil, false
+}
+
+// giveBack refunds the admission d through the port (ratelimit.Refunder)
+// on a context of its own, bounded by the edge's timeout: the request's
+// has ended. It reports whether the refund was evaluated; a port that
+// cannot refund, or a refund that fails, leaves the charge in place,
+// which can only under-admit.
+func (m *Middleware) giveBack(ctx context.Context, req ratelimit.Request, d ratelimit.Decision) bool {
+	if m.refunder == nil || d.Receipt.IsZero() {
+		return false
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), m.timeout)
+	defer cancel()
+	req.Deadline = m.now().Add(m.timeout)
+	out := m.refunder.Refund(ctx, req, d.Receipt)
+	return out != nil && out.Kind() == ratelimit.KindEvaluated
+}
