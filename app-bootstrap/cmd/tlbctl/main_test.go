@@ -47,7 +47,11 @@ const testPolicies = `{"policies": [
   {"id": "login", "revision": 3, "algorithm": "token_bucket",
    "capacity": 5, "refillTokens": 1, "refillPeriod": "1h",
    "maxCost": 1, "cleanupGrace": "1m", "maxClockRegression": "2s",
-   "failurePolicy": "fail-closed", "routes": ["POST /api/v1/login"]}
+   "failurePolicy": "fail-closed", "routes": ["POST /api/v1/login"]},
+  {"id": "queue", "revision": 1, "algorithm": "leaky_bucket",
+   "rate": 1, "period": "1h", "queueSize": 2, "delayAfter": 2,
+   "maxCost": 1, "cleanupGrace": "1m", "maxClockRegression": "2s",
+   "failurePolicy": "fail-closed", "routes": ["GET /api/v1/queue"]}
 ]}`
 
 func ctxT(t *testing.T) context.Context {
@@ -282,6 +286,27 @@ func TestInspectIP(t *testing.T) {
 	tat, err := time.Parse(time.RFC3339Nano, m[1])
 	require.NoError(t, err)
 	assert.WithinDuration(t, time.Now().Add(3*time.Hour), tat, time.Minute)
+}
+
+// TestInspectQueue: a leaky-bucket queue's state (ADR 0028) is decoded
+// like GCRA's, its arrival time being when the last slot ends. Its two
+// delay-free waiters keep the test from being held.
+func TestInspectQueue(t *testing.T) {
+	_, env := setup(t)
+	delete(env, "APP_WEB_IDENTITY")
+	delete(env, "APP_WEB_API_KEYS_FILE")
+	// Admitted (not 429), then answered by the API, which has no such page.
+	require.Equal(t, http.StatusNotFound, serve(t, env, http.MethodGet, "/api/v1/queue", 2))
+	r := tlbctl(t, environ(env), "inspect", "--policy", "queue", "--ip", "127.0.0.1")
+	require.Equal(t, exitOK, r.code, r.stderr)
+	assert.Contains(t, r.stdout, "policy      queue (revision 1, leaky_bucket)")
+	assert.Contains(t, r.stdout, "remaining   1 of 3 (consumed 2)")
+	assert.Contains(t, r.stdout, "stored      algorithm=leaky_bucket revision=1 schema=2")
+	m := regexp.MustCompile(`arrival     (\S+) \(the queue's last slot ends`).FindStringSubmatch(r.stdout)
+	require.Len(t, m, 2, r.stdout)
+	tat, err := time.Parse(time.RFC3339Nano, m[1])
+	require.NoError(t, err)
+	assert.WithinDuration(t, time.Now().Add(2*time.Hour), tat, time.Minute, "two slots of one hour")
 }
 
 // TestBadInputChangesNothing: every bad input is one line on stderr, exit

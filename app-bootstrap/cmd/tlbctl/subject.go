@@ -399,7 +399,11 @@ func printState(w io.Writer, tg target, st state) {
 	if err == nil {
 		fmt.Fprintf(w, "fields      %s\n", formatFields(fields))
 		if tat, ok := arrival(p, fields); ok {
-			fmt.Fprintf(w, "arrival     %s (GCRA theoretical arrival time, to the µs)\n", tat.UTC().Format(time.RFC3339Nano))
+			what := "GCRA theoretical arrival time"
+			if p.Algorithm() == ratelimit.AlgorithmLeakyBucket {
+				what = "the queue's last slot ends"
+			}
+			fmt.Fprintf(w, "arrival     %s (%s, to the µs)\n", tat.UTC().Format(time.RFC3339Nano), what)
 		}
 		printLog(w, st)
 	}
@@ -440,12 +444,13 @@ func reset(ctx context.Context, c *redis.Client, who auditInfo, tg target, st st
 	return nil
 }
 
-// arrival is a GCRA state's theoretical arrival time, l*1000 + d/R µs
-// (rounded down to the µs), when the state holds GCRA fields and p is a
-// GCRA policy (its reduced rate R is the unit of d).
+// arrival is a GCRA or leaky-bucket state's theoretical arrival time,
+// l*1000 + d/R µs (rounded down to the µs), when the state holds the
+// fields of p's algorithm and p is a GCRA or leaky-bucket policy (its
+// reduced rate R is the unit of d; for a queue, the last slot's end).
 func arrival(p ratelimit.Policy, f map[string]int64) (time.Time, bool) {
 	rate, _, _, ok := p.Emission()
-	if !ok || f[programs.FieldAlgorithm] != int64(ratelimit.AlgorithmGCRA) {
+	if !ok || f[programs.FieldAlgorithm] != int64(p.Algorithm()) {
 		return time.Time{}, false
 	}
 	return time.UnixMicro(f[programs.FieldLastObserved]*1000 + f[programs.FieldArrival]/rate), true
@@ -479,7 +484,7 @@ func limitOf(p ratelimit.Policy) int64 {
 }
 
 func algorithmName(a int64) string {
-	for _, alg := range []ratelimit.Algorithm{ratelimit.AlgorithmFixedWindow, ratelimit.AlgorithmSlidingWindowCounter, ratelimit.AlgorithmTokenBucket, ratelimit.AlgorithmGCRA, ratelimit.AlgorithmSlidingLog} {
+	for _, alg := range []ratelimit.Algorithm{ratelimit.AlgorithmFixedWindow, ratelimit.AlgorithmSlidingWindowCounter, ratelimit.AlgorithmTokenBucket, ratelimit.AlgorithmGCRA, ratelimit.AlgorithmSlidingLog, ratelimit.AlgorithmLeakyBucket} {
 		if int64(alg) == a {
 			return alg.String()
 		}
