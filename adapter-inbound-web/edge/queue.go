@@ -14,7 +14,7 @@ import (
 // edge held its request for a leaky-bucket policy (ADR 0028): the delay
 // waited, in whole milliseconds. The edge removes the header from every
 // rate-limited request before it sets it, so a handler never sees one a
-// client sent.
+// client sent. The response to a held request carries it as well.
 const DelayHeader = "Ratelimit-Delay"
 
 type delayKey struct{}
@@ -30,7 +30,7 @@ func DelayFrom(ctx context.Context) (delay time.Duration, ok bool) {
 // queue, counted from when the decision arrived (the server reckoned the
 // delay from its own instant before that, so the request never leaves
 // early). It returns the request to pass on, with the delay in DelayHeader
-// and its context. When the request's context ends first (the client went
+// and its context; the response carries DelayHeader too. When the request's context ends first (the client went
 // away, or the caller's deadline passed), the slot is given back with the
 // decision's receipt so the next request takes it, the request is answered
 // 503 and not passed on, and ok is false.
@@ -40,7 +40,9 @@ func (m *Middleware) hold(w http.ResponseWriter, r *http.Request, req ratelimit.
 	defer timer.Stop()
 	select {
 	case <-timer.C:
-		r.Header.Set(DelayHeader, strconv.FormatInt(d.Delay.Milliseconds(), 10))
+		ms := strconv.FormatInt(d.Delay.Milliseconds(), 10)
+		r.Header.Set(DelayHeader, ms)
+		w.Header().Set(DelayHeader, ms) // and the client: its request waited
 		return r.WithContext(context.WithValue(r.Context(), delayKey{}, d.Delay)), true
 	case <-r.Context().Done():
 	}

@@ -77,6 +77,7 @@ func TestHeldUntilTheSlot(t *testing.T) {
 		}
 		assert.GreaterOrEqual(t, reached.Sub(start), delay, "never before the slot")
 		assert.Equal(t, "60", header)
+		assert.Equal(t, "60", w.Header().Get("RateLimit-Delay"), "the client sees it too")
 		assert.True(t, fromOK)
 		assert.Equal(t, delay, fromCtx)
 	}
