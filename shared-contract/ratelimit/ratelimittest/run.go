@@ -29,6 +29,9 @@ func Policies(t testing.TB, rev int64) []ratelimit.Policy {
 		{ID: "c-bucket", Params: ratelimit.TokenBucket{Capacity: 5, RefillTokens: 1, RefillPeriod: time.Hour}},
 		{ID: "c-gcra", Params: ratelimit.GCRA{Rate: 1, Period: time.Hour, Burst: 5}},
 		{ID: "c-log", Params: ratelimit.SlidingLog{Limit: 5, Window: time.Hour}},
+		// A queue whose 4 waiters all go without delay (ADR 0028): the
+		// kit's sequences need no hold.
+		{ID: "c-queue", Params: ratelimit.LeakyBucket{Rate: 1, Period: time.Hour, QueueSize: 4, DelayAfter: 4}},
 	}
 	out := make([]ratelimit.Policy, 0, len(specs))
 	for _, s := range specs {
