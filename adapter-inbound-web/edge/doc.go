@@ -11,6 +11,11 @@
 // (ratelimit.Deciding), RateLimit-Policy lists every member and Retry-After
 // is the largest member's:
 //
+//   - allowed with a delay (a leaky-bucket queue's slot, ADR 0028): the
+//     request is held until its slot, then passed on with the delay in
+//     DelayHeader and DelayFrom; a request whose context ends first is not
+//     passed on and its slot is refunded through ratelimit.Refunder
+//     (queue.go);
 //   - allowed: the next handler runs, with the RateLimit and RateLimit-Policy
 //     fields of the current draft and, unless switched off, the older
 //     RateLimit-Limit, RateLimit-Remaining and RateLimit-Reset (the syntax
