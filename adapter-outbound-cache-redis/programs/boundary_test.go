@@ -272,7 +272,12 @@ func TestArgValidationMatchesNewPolicy(t *testing.T) {
 	}
 	sl := func(limit, win int64) ratelimit.Params { return ratelimit.SlidingLog{Limit: limit, Window: msd(win)} }
 	FW, SW, TB, GC := ratelimit.AlgorithmFixedWindow, ratelimit.AlgorithmSlidingWindowCounter, ratelimit.AlgorithmTokenBucket, ratelimit.AlgorithmGCRA
-	SL := ratelimit.AlgorithmSlidingLog
+	SL, LB := ratelimit.AlgorithmSlidingLog, ratelimit.AlgorithmLeakyBucket
+	// A queue's MaxDelay is not sent to the program: the edges give it the
+	// longest the contract allows, so only the program's bounds decide.
+	lb := func(rate, per, queue, after int64) ratelimit.Params {
+		return ratelimit.LeakyBucket{Rate: rate, Period: msd(per), QueueSize: queue, DelayAfter: after, MaxDelay: msd(9_000_000_000_000)}
+	}
 	edges := []edge{
 		{"fixed limit M/2", FW, fw(maxExact/2, 1000), 1, 1, 0, 1},
 		{"fixed limit M/2+1", FW, fw(maxExact/2+1, 1000), 1, 1, 0, 1},
@@ -312,6 +317,12 @@ func TestArgValidationMatchesNewPolicy(t *testing.T) {
 		{"log window H-grace", SL, sl(5, horizon-1), 1, 1, 0, 1},
 		{"log window H-grace+1", SL, sl(5, horizon), 1, 1, 0, 1},
 		{"log cost limit", SL, sl(4, 10), 4, 1, 0, 1},
+		{"leaky delayAfter = queue", LB, lb(10, 1000, 4, 4), 1, 1, 0, 1},
+		{"leaky delayAfter = queue+1", LB, lb(10, 1000, 4, 5), 1, 1, 0, 1},
+		{"leaky queue 0", LB, lb(1, 1000, 0, 0), 1, 1, 0, 1},
+		{"leaky B*P + 999*R = M", LB, lb(9, 1, 9007199254731, 0), 1, 1, 0, 1},
+		{"leaky B*P + 999*R = M + P", LB, lb(9, 1, 9007199254732, 0), 1, 1, 0, 1},
+		{"leaky cost queue+1", LB, lb(3, 1000, 3, 0), 4, 1, 0, 1},
 	}
 	m := newMini(t)
 	accepted, rejected := 0, 0
@@ -329,6 +340,8 @@ func TestArgValidationMatchesNewPolicy(t *testing.T) {
 				limit = q.Burst
 			case ratelimit.SlidingLog:
 				limit = q.Limit
+			case ratelimit.LeakyBucket:
+				limit = q.QueueSize + 1
 			}
 			_, err := ratelimit.NewPolicy(ratelimit.PolicySpec{
 				ID: "edge", Revision: e.rev, Algorithm: e.alg, Params: e.params, MaxCost: min(limit, max(e.cost, 1)),
@@ -349,6 +362,9 @@ func TestArgValidationMatchesNewPolicy(t *testing.T) {
 				args = append(args, q.Burst, rate, per)
 			case ratelimit.SlidingLog:
 				args = append(args, q.Limit, q.Window.Milliseconds())
+			case ratelimit.LeakyBucket:
+				rate, per := ratelimit.GCRA{Rate: q.Rate, Period: q.Period}.Emission()
+				args = append(args, q.QueueSize+1, rate, per, q.DelayAfter)
 			}
 			key := "argedge:" + strconv.Itoa(i)
 			v, rerr := m.run(mustProgram(t, e.alg), t0, key, args...)

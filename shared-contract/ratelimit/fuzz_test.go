@@ -103,6 +103,8 @@ func FuzzNewPolicy(f *testing.F) {
 	}
 	seeds := []seed{
 		{alg: 1, a: 5, d: int64(time.Second), maxCost: 5, grace: int64(time.Minute), revision: 1},
+		// The queue (ADR 0028): 10/s, 20 waiting, maxDelay 2 s.
+		{alg: 6, a: 21, b: 10, d: int64(time.Second), maxCost: 1, grace: int64(2 * time.Millisecond), revision: 1},
 		{alg: 2, a: 10_000, d: int64(time.Minute), maxCost: 10, grace: int64(time.Minute), regression: int64(time.Second), revision: 3},
 		{alg: 3, a: 100, b: 10, d: int64(time.Second), maxCost: 10, grace: int64(time.Minute), regression: int64(2 * time.Second), revision: 1},
 		{alg: 1, a: fwLimitMax, d: int64(time.Second), maxCost: fwLimitMax, grace: 1e6, revision: ratelimit.MaxExactInt},
@@ -140,7 +142,7 @@ func FuzzNewPolicy(f *testing.F) {
 		}
 		d, grace, regression = int64(dur(d)), int64(dur(grace)), int64(dur(regression))
 		spec := ratelimit.PolicySpec{
-			ID: "fuzz", Revision: revision, Algorithm: ratelimit.Algorithm(alg % 6), MaxCost: maxCost,
+			ID: "fuzz", Revision: revision, Algorithm: ratelimit.Algorithm(alg % 7), MaxCost: maxCost,
 			CleanupGrace: time.Duration(grace), MaxClockRegression: time.Duration(regression),
 			FailurePolicy: ratelimit.FailClosed,
 		}
@@ -157,7 +159,7 @@ func FuzzNewPolicy(f *testing.F) {
 			n := b%20 - 2
 			spec.DedupMaxReplays = &n
 		}
-		switch alg % 6 {
+		switch alg % 7 {
 		case 1:
 			spec.Params = ratelimit.FixedWindow{Limit: a, Window: time.Duration(d)}
 		case 2:
@@ -171,6 +173,10 @@ func FuzzNewPolicy(f *testing.F) {
 			spec.Params = ratelimit.GCRA{Rate: b, Period: time.Duration(d), Burst: a}
 		case 5:
 			spec.Params = ratelimit.SlidingLog{Limit: a, Window: time.Duration(d)}
+		case 6:
+			// A queue: its size and delay-free count from a and b, its
+			// MaxDelay from the grace (any duration, whole ms or not).
+			spec.Params = ratelimit.LeakyBucket{Rate: b, Period: time.Duration(d), QueueSize: a - 1, DelayAfter: b % 4, MaxDelay: time.Duration(grace) * 1000}
 		}
 		if mismatchAlgo {
 			spec.Algorithm = ratelimit.Algorithm(alg%3 + 1)

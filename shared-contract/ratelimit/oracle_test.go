@@ -102,6 +102,9 @@ func withParams(sh shape, p ratelimit.Params) shape {
 		sh.burst, sh.rate, sh.periodMicros = q.Burst, q.Rate, q.Period.Microseconds()
 	case ratelimit.SlidingLog:
 		sh.limit, sh.window = q.Limit, q.Window.Milliseconds()
+	case ratelimit.LeakyBucket:
+		// GCRA's numbers with a burst of QueueSize+1 (ADR 0028).
+		sh.burst, sh.rate, sh.periodMicros = q.QueueSize+1, q.Rate, q.Period.Microseconds()
 	}
 	return sh
 }
@@ -173,7 +176,7 @@ func worstCase(sh shape) []intermediate {
 			intermediate{"T2 ttl (reset - now) + G", add(fill, reg, g), bigMaxExact},
 			intermediate{"T2 expire-at eff + fill + G", add(bigNow, fill, g), bigMaxExact},
 		)
-	case ratelimit.AlgorithmGCRA:
+	case ratelimit.AlgorithmGCRA, ratelimit.AlgorithmLeakyBucket:
 		b, r, per := gcraReduced(sh)
 		bp := mul(b, per)
 		// The stored offset d = (TAT - l*1000 us) * R' is at most B*P' plus
@@ -324,6 +327,24 @@ func oracleAccepts(s ratelimit.PolicySpec) bool {
 		full := ceilQuo(bp, r)
 		return le(add(bp, mul(bi(999), r)), bigMaxExact) && // G1
 			le(add(ceilQuo(full, bi(1000)), bi(1), g), bigHorizon) // G2
+	case ratelimit.LeakyBucket:
+		// Q1 (docs/arithmetic.md), then GCRA's G1 and G2 with a burst of
+		// QueueSize+1; no dedup window (ADR 0028).
+		maxDelay, ok := wholeMillis(q.MaxDelay, 0)
+		if !ok || s.Algorithm != ratelimit.AlgorithmLeakyBucket || s.DedupWindow != 0 || q.QueueSize < 0 ||
+			q.QueueSize >= ratelimit.MaxExactInt || q.DelayAfter < 0 || q.DelayAfter > q.QueueSize {
+			return false
+		}
+		if _, ok := wholeMillis(q.Period, 1); !ok || q.Rate < 1 || s.MaxCost > q.QueueSize+1 {
+			return false
+		}
+		b, r, per := gcraReduced(shape{burst: q.QueueSize + 1, rate: q.Rate, periodMicros: q.Period.Microseconds()})
+		bp := mul(b, per)
+		if !le(add(bp, mul(bi(999), r)), bigMaxExact) || !le(add(ceilQuo(ceilQuo(bp, r), bi(1000)), bi(1), g), bigHorizon) {
+			return false
+		}
+		longest := ceilQuo(ceilQuo(mul(bi(q.QueueSize-q.DelayAfter), per), r), bi(1000))
+		return le(longest, maxDelay) // Q1
 	case ratelimit.SlidingLog:
 		w, ok := wholeMillis(q.Window, 1)
 		return ok && s.Algorithm == ratelimit.AlgorithmSlidingLog && q.Limit >= 1 && s.MaxCost <= q.Limit &&
