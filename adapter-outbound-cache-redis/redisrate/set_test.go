@@ -174,3 +174,21 @@ func TestSetOneCallPerSlot(t *testing.T) {
 		})
 	}
 }
+
+// TestRefundReplyLost: a refund whose reply is lost after it was sent is
+// Indeterminate and sent once, never retried (a second run could give back
+// units of another admission); the charge may stay, which only
+// under-admits (ADR 0025). This is the edge's path when a client leaves a
+// leaky-bucket queue (ADR 0028).
+func TestRefundReplyLost(t *testing.T) {
+	fw := testPolicies(t)[0]
+	f := &fakeCommander{respond: func(int, sentCommand) fakeReply { return fakeReply{err: io.EOF} }}
+	p := fakeProvider(t, f, 4)
+	req := ratelimit.Request{PolicyID: "fw", SubjectDigest: randomSubject(t), Cost: 1, Deadline: t0.Add(10 * testTimeout)}
+	out := p.Refund(context.Background(), req, ratelimit.NewReceipt("fw", fw.Revision(), 1, t0.UnixMilli(), ratelimit.GlobalRedis))
+	assert.Equal(t, ratelimit.KindIndeterminate, out.Kind(), "%v", out)
+	require.Len(t, f.commands(), 1, "sent once, never retried: %v", f.names())
+	refundProg, ok := programs.RefundFor(fw.Algorithm())
+	require.True(t, ok)
+	assert.Equal(t, refundProg.SHA1, f.commands()[0].program)
+}
