@@ -69,8 +69,6 @@ var (
 	leakyBucketSource string
 	//go:embed rate-leaky-bucket-charge-v1.lua
 	leakyBucketChargeSource string
-	//go:embed rate-leaky-bucket-dedup-v2.lua
-	leakyBucketDedupSource string
 	//go:embed rate-leaky-bucket-refund-v1.lua
 	leakyBucketRefundSource string
 	//go:embed manifest.json
@@ -138,7 +136,6 @@ func definitions() []definition {
 		{"rate-token-bucket-dedup-v2", 2, ratelimit.AlgorithmTokenBucket, ArgCountTokenBucket + ArgCountDedup, tokenBucketDedupSource, false, true, false},
 		{"rate-gcra-dedup-v2", 2, ratelimit.AlgorithmGCRA, ArgCountGCRA + ArgCountDedup, gcraDedupSource, false, true, false},
 		{"rate-sliding-log-dedup-v2", 2, ratelimit.AlgorithmSlidingLog, ArgCountWindow + ArgCountDedup, slidingLogDedupSource, false, true, false},
-		{"rate-leaky-bucket-dedup-v2", 2, ratelimit.AlgorithmLeakyBucket, ArgCountLeakyBucket + ArgCountDedup, leakyBucketDedupSource, false, true, false},
 		{"rate-fixed-window-refund-v1", 1, ratelimit.AlgorithmFixedWindow, ArgCountWindow + ArgCountRefund, fixedWindowRefundSource, false, false, true},
 		{"rate-sliding-counter-refund-v1", 1, ratelimit.AlgorithmSlidingWindowCounter, ArgCountWindow + ArgCountRefund, slidingCounterRefundSource, false, false, true},
 		{"rate-token-bucket-refund-v1", 1, ratelimit.AlgorithmTokenBucket, ArgCountTokenBucket + ArgCountRefund, tokenBucketRefundSource, false, false, true},

@@ -659,152 +659,8 @@ redis.call('SET', KEYS[1], spack('>BI6I2I2', 37, eff, sum + cost, #kept / 8 + 1)
 return {1, now, eff, limit, limit - sum - cost, 0, reset}
 
 end
-local function member_leaky_bucket(KEYS, ARGV, redis)
-local M = 9007199254740991
-local S = 35184372088832
-local H = 9223372036854    -- floor((2^63-1) / 1e6): the longest time.Duration in ms
-local SECMAX = 35184372088 -- floor(S / 1000)
-
-local find = string.find
--- POS is int()'s pattern without its "0": a canonical integer >= 1.
-local POS = '^[1-9][0-9]*$'
-local sub, spack, sunpack = string.sub, struct.pack, struct.unpack
-
--- int parses a canonical non-negative decimal integer <= M (digits only, no
--- sign, no leading zero, at most 16 characters); nil otherwise, and for nil
--- (a missing field). Every caller passes a string (an ARGV, TIME or
--- dedup record element) or nil. Once the pattern has matched, s + 0 converts it exactly as
--- tonumber(s) would, with one strtod instead of two.
-local function int(s)
-  if s == '0' then return 0 end
-  if s and #s <= 16 and find(s, '^[1-9][0-9]*$') then
-    local n = s + 0
-    if n <= M then return n end
-  end
-  return nil
-end
-
--- ceil is integer ceiling division of 0 <= a <= M by b >= 1, from the quotient
--- and remainder (floor(a / b) of doubles is exact for a <= M).
-local function ceil(a, b)
-  local q = math.floor(a / b)
-  if a - q * b > 0 then q = q + 1 end
-  return q
-end
-
-local t = redis.call('TIME')
-local now, future = 0, true
-do
-  -- int() inline, one function call less per field.
-  local sec, usec = t[1], t[2]
-  if (sec == '0' or find(sec, POS)) and (usec == '0' or find(usec, POS)) then
-    sec, usec = sec + 0, usec + 0
-  else
-    sec = nil
-  end
-  if sec ~= nil and sec <= SECMAX and usec < 1000000 then
-    now = sec * 1000 + math.floor(usec / 1000)
-    future = now > S
-  end
-  if future then now = 0 end
-end
-
-if #KEYS ~= 1 or #ARGV ~= 8 then return {5, now, 0, 0, 0, 0, 0} end
--- The ARGV that must be >= 1 are checked as int() does, inline: the pattern
--- POS, then one conversion. A matching string longer than 16 characters is
--- at least 10^16 > M, and each is bounded by M or less below (P too: B >= 1
--- and B <= (M - 999*R)/P), so this accepts exactly what int() and the
--- ranges accept.
-local rev, cost, reg, grace, burst, rate, per = ARGV[1], ARGV[2], int(ARGV[3]), ARGV[4], ARGV[5], ARGV[6], ARGV[7]
-if find(rev, POS) and find(cost, POS) and find(grace, POS) and find(burst, POS) and find(rate, POS) and find(per, POS) then
-  rev, cost, grace, burst, rate, per = rev + 0, cost + 0, grace + 0, burst + 0, rate + 0, per + 0
-else
-  rev = nil
-end
-if not (rev and rev <= M and reg and reg <= H and grace <= H
-    and rate <= math.floor(M / 999)
-    and burst <= math.floor((M - 999 * rate) / per)
-    and ceil(ceil(burst * per, rate), 1000) + 1 <= H - grace
-    and cost <= burst) then
-  return {5, now, 0, 0, 0, 0, 0}
-end
-local dap = int(ARGV[8])
-if not (dap and dap < burst) then return {5, now, 0, 0, 0, 0, 0} end
-dap = dap * per -- delayAfter emission intervals, in 1/R us (< B*P, G1)
-if future then return {3, 0, 0, 0, 0, 0, 0} end
-
--- One GET is the type check (WRONGTYPE: not a string) and the read. The
--- value is 14 bytes packed as '>BI6I7' (header 16*schema+algorithm, l, d),
--- then the policy revision exactly as ARGV[1]; the length check comes first,
--- so unpack never reads past the end. The fields are unsigned, so only their
--- ranges are checked; a field above 2^53 unpacks to an inexact double that is
--- still above every bound it is compared with.
-local g = redis.pcall('GET', KEYS[1])
-local fl, fd -- fl is nil when there is no state
-if g then
-  if type(g) == 'table' then -- an error reply
-    if g.err and find(g.err, '^WRONGTYPE') then return {4, now, 0, 0, 0, 0, 0} end
-    return g
-  end
-  if #g ~= 14 + #ARGV[1] then return {4, now, 0, 0, 0, 0, 0} end
-  local fh, n
-  fh, fl, fd, n = sunpack('>BI6I7', g)
-  if not (fh == 38 and sub(g, n) == ARGV[1] and fl <= S
-      and fd <= burst * per + 999 * rate) then
-    return {4, now, 0, 0, 0, 0, 0}
-  end
-end
-
-local eff = now
-if fl and now < fl then
-  if fl - now > reg then return {3, now, fl, 0, 0, fl - now - reg, 0} end
-  eff = fl
-end
-
--- The effective instant in microseconds is eff*1000 + frac; absolute
--- microsecond instants are never formed (S*1000 > M), only offsets from
--- eff*1000 and from l*1000.
-local frac = 0
-if eff == now then
-  local us = int(t[2])
-  frac = us - math.floor(us / 1000) * 1000
-end
--- G1: bp and every scaled quantity below are at most B*P + 999*R <= M.
-local bp = burst * per
--- D = (TAT - effective instant) * R when TAT is later, else 0 (TAT in the
--- past: the state is empty). Compare the elapsed time with TAT before
--- multiplying: delta * R is formed only when it is below d.
-local D = 0
-if fl then
-  local k = ceil(fd, rate) -- us from l*1000 to TAT
-  local e = eff - fl -- whole ms since l, >= 0
-  if e < ceil(k, 1000) then
-    local delta = e * 1000 + frac
-    if delta < k then D = fd - delta * rate end
-  end
-end
-local need = cost * per
-if D <= bp - need then
-  -- Admit at the slot max(TAT, now), D/R us after the effective instant:
-  -- TAT becomes slot + cost*P/R, at most now + B*P/R. The request waits
-  -- until its slot less delayAfter emission intervals.
-  local after = D + need
-  local reset = eff + ceil(ceil(frac * rate + after, rate), 1000) -- G2
-  local delay = 0
-  if D > dap then delay = ceil(ceil(D - dap, rate), 1000) end
-  redis.call('SET', KEYS[1], spack('>BI6I7', 38, eff, after + frac * rate) .. ARGV[1],
-    'PX', reset - now + grace)
-  return {1, now, eff, burst, math.floor((bp - after) / per), delay, reset}
-end
-local left = 0
-if D < bp then left = math.floor((bp - D) / per) end
--- Admitted once TAT - (B - cost)*P/R is reached: D - (bp - need) > 0 is
--- left of it, in 1/R us, after frac us of this millisecond.
-return {2, now, eff, burst, left, ceil(frac + ceil(D - (bp - need), rate), 1000), eff + ceil(ceil(frac * rate + D, rate), 1000)}
-
-end
-local members = {member_fixed_window, member_sliding_counter, member_token_bucket, member_gcra, member_sliding_log, member_leaky_bucket}
-local argc = {6, 6, 7, 7, 6, 8}
+local members = {member_fixed_window, member_sliding_counter, member_token_bucket, member_gcra, member_sliding_log}
+local argc = {6, 6, 7, 7, 6}
 local n = ARGV[1]
 if not (n and find(n, '^[1-8]$')) then return {5, 0} end
 n = n + 0
@@ -812,7 +668,7 @@ if #KEYS ~= n then return {5, 0} end
 local out, pos = {1, n}, 2
 for i = 1, n do
   local code = ARGV[pos]
-  if not (code and find(code, '^[1-6]$')) then return {5, 0} end
+  if not (code and find(code, '^[1-5]$')) then return {5, 0} end
   code = code + 0
   local c = argc[code]
   if pos + c > #ARGV then return {5, 0} end

@@ -27,11 +27,11 @@ var setCodes = map[ratelimit.Algorithm]int64{
 	ratelimit.AlgorithmTokenBucket:          3,
 	ratelimit.AlgorithmGCRA:                 4,
 	ratelimit.AlgorithmSlidingLog:           5,
-	ratelimit.AlgorithmLeakyBucket:          6,
 }
 
 // SetCode is a's code in the set program's ARGV framing; ok is false for
-// an algorithm the set program does not decide.
+// an algorithm the set program does not decide (the leaky bucket, whose
+// delayed admissions no set can hold; ADR 0028).
 func SetCode(a ratelimit.Algorithm) (code int64, ok bool) {
 	code, ok = setCodes[a]
 	return code, ok

@@ -23,9 +23,14 @@ func TestSetSourceIsRendered(t *testing.T) {
 	f, err := luasrc.RenderSet()
 	require.NoError(t, err)
 	require.Equal(t, string(f.Source), SetProgram().Source, "rate-set-v1.lua is stale: run go generate")
-	require.Len(t, setCodes, len(luasrc.Algorithms))
+	require.Len(t, setCodes, len(luasrc.Algorithms)-1, "every algorithm but the queue")
 	for _, a := range algorithms {
 		code, ok := SetCode(a)
+		if a == ratelimit.AlgorithmLeakyBucket {
+			require.False(t, ok, "a queue is never a set member (ADR 0028)")
+			require.NotContains(t, SetProgram().Source, "member_leaky_bucket")
+			continue
+		}
 		require.True(t, ok, "%v", a)
 		prog := mustProgram(t, a)
 		require.Equal(t, "rate-"+luasrc.Algorithms[code-1].Slug+"-v1", prog.Name, "code %d is %v's member function", code, a)

@@ -49,6 +49,16 @@ type Algorithm struct {
 	// parsed before this one's: the algorithm runs on Base's steps and its
 	// own file redefines what differs (the leaky bucket on GCRA, ADR 0028).
 	Base string
+	// Delays marks an algorithm whose admissions may carry a delay (the
+	// leaky bucket, ADR 0028): a held request can neither be replayed nor
+	// hold a set's other members, so it has no dedup program and no set
+	// member function (Renders).
+	Delays bool
+}
+
+// Renders reports whether alg has a program of variant v.
+func (alg Algorithm) Renders(v Variant) bool {
+	return !alg.Delays || v.Name != "dedup"
 }
 
 // files lists the template files of alg's program in variant file v, in
@@ -68,7 +78,7 @@ var Algorithms = []Algorithm{
 	{Slug: "token-bucket", Args: 7},
 	{Slug: "gcra", Args: 7},
 	{Slug: "sliding-log", Args: 6},
-	{Slug: "leaky-bucket", Args: 8, Base: "gcra"},
+	{Slug: "leaky-bucket", Args: 8, Base: "gcra", Delays: true},
 }
 
 // Variant is one kind of program rendered for every algorithm.
@@ -124,11 +134,14 @@ func ProgramName(alg Algorithm, v Variant) string {
 }
 
 // Render renders every program: for each variant in order, every algorithm
-// in order (the manifest order).
+// in order that has it (Algorithm.Renders; the manifest order).
 func Render() ([]File, error) {
 	var out []File
 	for _, v := range Variants {
 		for _, alg := range Algorithms {
+			if !alg.Renders(v) {
+				continue
+			}
 			f, err := RenderOne(alg, v)
 			if err != nil {
 				return nil, err

@@ -36,12 +36,16 @@ func RenderMember(alg Algorithm) ([]byte, error) {
 	return b.Bytes(), nil
 }
 
-// RenderSet renders the policy-set program (set.lua.tmpl): every
-// algorithm's member function (RenderMember), in Algorithms order (a
-// member's algorithm code is its index + 1), and the all-or-nothing frame.
+// RenderSet renders the policy-set program (set.lua.tmpl): the member
+// function (RenderMember) of every algorithm but those that delay
+// (Algorithm.Delays, last in Algorithms), in Algorithms order (a member's
+// algorithm code is its index + 1), and the all-or-nothing frame.
 func RenderSet() (File, error) {
 	var members, funcs, argc []string
 	for _, alg := range Algorithms {
+		if alg.Delays {
+			continue
+		}
 		m, err := RenderMember(alg)
 		if err != nil {
 			return File{}, err
@@ -57,7 +61,7 @@ func RenderSet() (File, error) {
 	var b bytes.Buffer
 	err = t.ExecuteTemplate(&b, "set", map[string]any{
 		"Name": SetName, "Max": SetMaxMembers, "Members": members,
-		"Functions": strings.Join(funcs, ", "), "ArgCounts": strings.Join(argc, ", "), "Count": len(Algorithms),
+		"Functions": strings.Join(funcs, ", "), "ArgCounts": strings.Join(argc, ", "), "Count": len(funcs),
 	})
 	if err != nil {
 		return File{}, fmt.Errorf("render %s: %w", SetName, err)
