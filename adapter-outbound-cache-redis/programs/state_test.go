@@ -155,6 +155,9 @@ func TestStateGolden(t *testing.T) {
 			"22" + "200000000000" + "000000000001" + "ffffffffff" + "0000000000" + "3132333435"},
 		{ratelimit.AlgorithmTokenBucket, []int64{2, 3, 1, 0, 1<<53 - 1, 9223372036854},
 			"23" + "000000000000" + "1fffffffffffff" + "08637bd05af6" + "31"},
+		// A queue: GCRA's layout under header 0x26 (ADR 0028).
+		{ratelimit.AlgorithmLeakyBucket, []int64{2, 6, 9, 1796000000123, 2_100_000},
+			"26" + "01a229f1287b" + "00000000200b20" + "39"},
 	}
 	for _, tc := range cases {
 		st := encodeState(tc.a, tc.vals...)
