@@ -105,6 +105,8 @@ func FuzzNewPolicy(f *testing.F) {
 		{alg: 1, a: 5, d: int64(time.Second), maxCost: 5, grace: int64(time.Minute), revision: 1},
 		// The queue (ADR 0028): 10/s, 20 waiting, maxDelay 2 s.
 		{alg: 6, a: 21, b: 10, d: int64(time.Second), maxCost: 1, grace: int64(2 * time.Millisecond), revision: 1},
+		// A queue of MaxExactInt (a-1): refused, its burst would exceed M.
+		{alg: 6, a: ratelimit.MaxExactInt + 1, b: 3, d: int64(time.Second), maxCost: 1, grace: int64(time.Hour), revision: 1},
 		{alg: 2, a: 10_000, d: int64(time.Minute), maxCost: 10, grace: int64(time.Minute), regression: int64(time.Second), revision: 3},
 		{alg: 3, a: 100, b: 10, d: int64(time.Second), maxCost: 10, grace: int64(time.Minute), regression: int64(2 * time.Second), revision: 1},
 		{alg: 1, a: fwLimitMax, d: int64(time.Second), maxCost: fwLimitMax, grace: 1e6, revision: ratelimit.MaxExactInt},

@@ -385,6 +385,11 @@ func (v *policyValidator) leakyBucket(p LeakyBucket, grace int64) int64 {
 		v.fail("Params.DelayAfter", ErrArithmeticRange, "%d: want 0..queueSize %d", p.DelayAfter, p.QueueSize)
 	}
 	maxDelay := v.millis("Params.MaxDelay", p.MaxDelay, true)
+	if p.QueueSize >= MaxExactInt {
+		// QueueSize+1 is the burst, at most M (G1); refused here, before
+		// QueueSize+1 could overflow.
+		v.fail("Params.QueueSize", ErrArithmeticRange, "%d: the burst queueSize+1 would exceed %d", p.QueueSize, MaxExactInt)
+	}
 	if p.QueueSize < 0 || p.QueueSize >= MaxExactInt {
 		return 0
 	}
@@ -794,7 +799,9 @@ func (q LeakyBucket) gcra() GCRA {
 
 // LongestDelay is the longest delay the queue can give a request,
 // (QueueSize - DelayAfter) emission intervals rounded up to a whole
-// millisecond; 0 for parameters without an emission interval.
+// millisecond; 0 for parameters without an emission interval or whose
+// product (QueueSize - DelayAfter) * period exceeds int64 (NewPolicy
+// refuses both).
 func (q LeakyBucket) LongestDelay() time.Duration {
 	rate, per := q.gcra().Emission()
 	waiting := q.QueueSize - q.DelayAfter

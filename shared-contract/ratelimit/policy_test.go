@@ -580,6 +580,8 @@ func TestLeakyBucketPolicy(t *testing.T) {
 		field string
 	}{
 		"negative queue":         {ratelimit.LeakyBucket{Rate: 1, Period: time.Second, QueueSize: -1}, "Params.QueueSize"},
+		"queue at M":             {ratelimit.LeakyBucket{Rate: 1, Period: time.Second, QueueSize: ratelimit.MaxExactInt, DelayAfter: ratelimit.MaxExactInt, MaxDelay: time.Hour}, "Params.QueueSize"},
+		"queue at MaxInt64":      {ratelimit.LeakyBucket{Rate: 1, Period: time.Second, QueueSize: math.MaxInt64, DelayAfter: math.MaxInt64, MaxDelay: time.Hour}, "Params.QueueSize"},
 		"delayAfter above queue": {ratelimit.LeakyBucket{Rate: 1, Period: time.Second, QueueSize: 2, DelayAfter: 3}, "Params.DelayAfter"},
 		"negative delayAfter":    {ratelimit.LeakyBucket{Rate: 1, Period: time.Second, QueueSize: 2, DelayAfter: -1}, "Params.DelayAfter"},
 		"maxDelay below longest": {ratelimit.LeakyBucket{Rate: 10, Period: time.Second, QueueSize: 20, MaxDelay: 1999 * time.Millisecond}, "Params.MaxDelay"},
