@@ -213,6 +213,15 @@ func TestSharePolicy(t *testing.T) {
 		{ratelimit.TokenBucket{Capacity: 10, RefillTokens: 1, RefillPeriod: time.Second}, 2, ratelimit.TokenBucket{Capacity: 5, RefillTokens: 1, RefillPeriod: 2 * time.Second}},
 		{ratelimit.GCRA{Rate: 10, Period: time.Second, Burst: 20}, 4, ratelimit.GCRA{Rate: 10, Period: 4 * time.Second, Burst: 5}},
 		{ratelimit.SlidingLog{Limit: 100, Window: time.Minute}, 3, ratelimit.SlidingLog{Limit: 33, Window: time.Minute}},
+		// A queue (ADR 0028): the rate / n, a queue of share-1, never
+		// more delay-free waiters than that, MaxDelay kept (it still holds:
+		// the local longest delay is at most the global one).
+		{ratelimit.LeakyBucket{Rate: 10, Period: time.Second, QueueSize: 20, MaxDelay: 2 * time.Second}, 2,
+			ratelimit.LeakyBucket{Rate: 10, Period: 2 * time.Second, QueueSize: 9, MaxDelay: 2 * time.Second}},
+		{ratelimit.LeakyBucket{Rate: 10, Period: time.Second, QueueSize: 20, DelayAfter: 8, MaxDelay: 1200 * time.Millisecond}, 3,
+			ratelimit.LeakyBucket{Rate: 10, Period: 3 * time.Second, QueueSize: 6, DelayAfter: 6, MaxDelay: 1200 * time.Millisecond}},
+		{ratelimit.LeakyBucket{Rate: 10, Period: time.Second, QueueSize: 20, DelayAfter: 2, MaxDelay: 1800 * time.Millisecond}, 4,
+			ratelimit.LeakyBucket{Rate: 10, Period: 4 * time.Second, QueueSize: 4, DelayAfter: 2, MaxDelay: 1800 * time.Millisecond}},
 		// Period * instances beyond time.Duration: the rate is divided.
 		{ratelimit.GCRA{Rate: 100, Period: 100_000 * time.Hour, Burst: 20}, 1 << 20, ratelimit.GCRA{Rate: 1, Period: 100_000 * time.Hour, Burst: 1}},
 	} {
@@ -329,4 +338,29 @@ func TestGlobalPolicyFallsBackOnOneShare(t *testing.T) {
 		time.Sleep(20 * time.Millisecond)
 	}
 	assert.Equal(t, map[ratelimit.PolicyID]int64{"backend": 0}, fb.Stats().Pending, "the global entry's charge went with that decision")
+}
+
+// TestLeakyShareKeepsMaxDelay: a queue's local share never needs a longer
+// MaxDelay than the global queue's (leakyShare's argument), for every
+// queue up to 40, every delay-free count, 1..8 instances and rates whose
+// interval has a remainder: SharePolicy succeeds with MaxDelay at the
+// global queue's own longest delay.
+func TestLeakyShareKeepsMaxDelay(t *testing.T) {
+	checked := 0
+	for _, rate := range []int64{1, 3, 7, 10} {
+		for q := int64(0); q <= 40; q++ {
+			for d := int64(0); d <= q; d += 3 {
+				global := ratelimit.LeakyBucket{Rate: rate, Period: time.Second, QueueSize: q, DelayAfter: d}
+				global.MaxDelay = global.LongestDelay()
+				for n := int64(1); n <= 8; n++ {
+					sp, err := ratefallback.SharePolicy(localPolicy(t, "lf", global, 1, n))
+					require.NoError(t, err, "%+v on %d instances", global, n)
+					local := sp.Params().(ratelimit.LeakyBucket)
+					require.LessOrEqual(t, local.LongestDelay(), global.MaxDelay)
+					checked++
+				}
+			}
+		}
+	}
+	require.Greater(t, checked, 2000)
 }

@@ -58,22 +58,17 @@ func SharePolicy(p ratelimit.Policy) (ratelimit.Policy, error) {
 
 // leakyShare is a leaky bucket's local share (ADR 0028): the rate divided
 // by n (the period times n), a queue of share-1 with at most as many sent
-// without delay, and the same MaxDelay; the queue is shortened until its
-// longest delay (longer now: the interval is n times the global one) fits
-// MaxDelay, down to no delayed waiters at all.
+// without delay, and the same MaxDelay. Its longest delay never exceeds
+// the global queue's, so MaxDelay still holds: with emission interval T
+// and share-1 <= (Q+1)/n - 1 for the global queue of Q, the local waiters
+// beyond DelayAfter D wait at most (share-1-D)·n·T <= (Q+1-n-n·D)·T <=
+// (Q-D)·T (n >= 1), and when D >= share-1 none waits at all.
 func leakyShare(spec ratelimit.PolicySpec, v ratelimit.LeakyBucket, share, n int64) (ratelimit.Policy, error) {
 	if v.Period <= 0 || n > math.MaxInt64/int64(v.Period) {
 		return ratelimit.Policy{}, fmt.Errorf("policy %q: period %v times %d instances is out of range", spec.ID, v.Period, n)
 	}
 	q := ratelimit.LeakyBucket{Rate: v.Rate, Period: v.Period * time.Duration(n), QueueSize: share - 1, MaxDelay: v.MaxDelay}
 	q.DelayAfter = min(v.DelayAfter, q.QueueSize)
-	interval := q.Period / time.Duration(q.Rate)
-	if waiting := int64(v.MaxDelay / max(interval, 1)); q.QueueSize-q.DelayAfter > waiting {
-		q.QueueSize = q.DelayAfter + waiting
-	}
-	for q.QueueSize > q.DelayAfter && q.LongestDelay() > q.MaxDelay {
-		q.QueueSize-- // the interval's rounding
-	}
 	spec.Params, spec.MaxCost = q, min(spec.MaxCost, q.QueueSize+1)
 	return ratelimit.NewPolicy(spec)
 }
