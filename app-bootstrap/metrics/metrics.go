@@ -261,10 +261,7 @@ func (m *Metrics) CacheFailure(op string, _ error) {
 // the status it answered. known bounds the policy label as InstrumentEdge
 // does.
 func (m *Metrics) EdgeResponse(policy ratelimit.PolicyID, known map[ratelimit.PolicyID]struct{}, admitted bool, status int) {
-	p := string(policy)
-	if _, ok := known[policy]; !ok {
-		p = OtherPolicy
-	}
+	p := policyLabel(policy, known)
 	m.edgeResp.WithLabelValues(p, resultLabel(admitted, status)).Inc()
 }
 
@@ -273,10 +270,7 @@ func (m *Metrics) EdgeResponse(policy ratelimit.PolicyID, known map[ratelimit.Po
 // given back (refunded) or not. known bounds the policy label as
 // EdgeResponse does.
 func (m *Metrics) EdgeDelay(policy ratelimit.PolicyID, known map[ratelimit.PolicyID]struct{}, delay time.Duration, abandoned, refunded bool) {
-	p := string(policy)
-	if _, ok := known[policy]; !ok {
-		p = OtherPolicy
-	}
+	p := policyLabel(policy, known)
 	result := DelayPassed
 	switch {
 	case abandoned && refunded:
@@ -286,6 +280,16 @@ func (m *Metrics) EdgeDelay(policy ratelimit.PolicyID, known map[ratelimit.Polic
 	}
 	m.delayed.WithLabelValues(p, result).Inc()
 	m.delays.WithLabelValues(p).Observe(delay.Seconds())
+}
+
+// policyLabel is the policy label of id: id itself when it is among
+// known (the configured policies), else OtherPolicy, so that the label's
+// values stay bounded.
+func policyLabel(id ratelimit.PolicyID, known map[ratelimit.PolicyID]struct{}) string {
+	if _, ok := known[id]; !ok {
+		return OtherPolicy
+	}
+	return string(id)
 }
 
 // IdentityRefused counts one request the identity gate refused with status.
@@ -392,10 +396,7 @@ func (e *Edge) Refund(ctx context.Context, req ratelimit.Request, r ratelimit.Re
 	} else {
 		out = ratelimit.Incompatible{PolicyID: req.PolicyID, Category: ratelimit.CategoryProgramFault, Cause: errNoRefunder}
 	}
-	policy := string(req.PolicyID)
-	if _, ok := e.known[req.PolicyID]; !ok {
-		policy = OtherPolicy
-	}
+	policy := policyLabel(req.PolicyID, e.known)
 	kind, _, _ := labels(out)
 	e.m.refunds.WithLabelValues(policy, kind).Inc()
 	if v, ok := out.(ratelimit.Evaluated); ok && v.Decision.Refunded > 0 {
@@ -406,10 +407,7 @@ func (e *Edge) Refund(ctx context.Context, req ratelimit.Request, r ratelimit.Re
 
 // observe counts and times one outcome under id.
 func (e *Edge) observe(id ratelimit.PolicyID, out ratelimit.Outcome, elapsed time.Duration) {
-	policy := string(id)
-	if _, ok := e.known[id]; !ok {
-		policy = OtherPolicy
-	}
+	policy := policyLabel(id, e.known)
 	kind, category, decision := labels(out)
 	e.m.outcomes.WithLabelValues(policy, kind, category, decision).Inc()
 	if category == localCategory {

@@ -484,10 +484,8 @@ func limitOf(p ratelimit.Policy) int64 {
 }
 
 func algorithmName(a int64) string {
-	for _, alg := range []ratelimit.Algorithm{ratelimit.AlgorithmFixedWindow, ratelimit.AlgorithmSlidingWindowCounter, ratelimit.AlgorithmTokenBucket, ratelimit.AlgorithmGCRA, ratelimit.AlgorithmSlidingLog, ratelimit.AlgorithmLeakyBucket} {
-		if int64(alg) == a {
-			return alg.String()
-		}
+	if alg := ratelimit.Algorithm(a); int64(alg) == a && alg.Valid() {
+		return alg.String()
 	}
 	return fmt.Sprintf("unknown(%d)", a)
 }
