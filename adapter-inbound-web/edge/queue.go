@@ -30,10 +30,11 @@ func DelayFrom(ctx context.Context) (delay time.Duration, ok bool) {
 // queue, counted from when the decision arrived (the server reckoned the
 // delay from its own instant before that, so the request never leaves
 // early). It returns the request to pass on, with the delay in DelayHeader
-// and its context; the response carries DelayHeader too. When the request's context ends first (the client went
-// away, or the caller's deadline passed), the slot is given back with the
-// decision's receipt so the next request takes it, the request is answered
-// 503 and not passed on, and ok is false.
+// and its context; the response carries DelayHeader too. When the
+// request's context ends first (the client went away, or the caller's
+// deadline passed), the slot is given back with the decision's receipt so
+// the next request takes it, the request is answered 503 and not passed
+// on, and ok is false.
 func (m *Middleware) hold(w http.ResponseWriter, r *http.Request, req ratelimit.Request, d ratelimit.Decision, obs *Observation) (held *http.Request, ok bool) {
 	obs.Delay = d.Delay
 	timer := time.NewTimer(d.Delay)

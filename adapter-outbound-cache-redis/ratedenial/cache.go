@@ -285,8 +285,8 @@ func knownID(id ratelimit.PolicyID) ratelimit.PolicyID {
 
 // margin is how much earlier than t0 + RetryAfter an entry expires: 1 ms
 // for the algorithms that decide on the server's millisecond. GCRA and the
-// leaky bucket, which runs on it, decide on the microsecond (ADR 0021): it admits from an instant A with
-// ceil(A/1000 µs) = eff + R, so A > eff + R - 1 ms, and eff >= the real
+// leaky bucket, which runs on it, decide on the microsecond (ADR 0021): it
+// admits from an instant A with ceil(A/1000 µs) = eff + R, so A > eff + R - 1 ms, and eff >= the real
 // instant sigma - 1 ms >= t0 - 1 ms: A > t0 + R - 2 ms.
 func margin(a ratelimit.Algorithm) time.Duration {
 	if a == ratelimit.AlgorithmGCRA || a == ratelimit.AlgorithmLeakyBucket {
