@@ -3,15 +3,16 @@
 // token-bucket.lua.tmpl, gcra.lua.tmpl, sliding-log.lua.tmpl,
 // leaky-bucket.lua.tmpl) holding its arguments, state checks and one step
 // per variant (or, with Algorithm.Base, what differs from its base's), the
-// parts all algorithms share (common.lua.tmpl), and per variant one layout (variant-<name>.lua.tmpl) that composes them. Render produces
-// the program files byte for byte; the checked-in rate-*.lua files and
-// manifest.json beside the programs package are its output, written by
+// parts all algorithms share (common.lua.tmpl), and per variant one layout
+// (variant-<name>.lua.tmpl) that composes them. Render produces the program
+// files byte for byte; the checked-in rate-*.lua files and manifest.json
+// beside the programs package are its output, written by
 // tools/cmd/genmanifest (go generate in the programs package) and compared
 // with it by the programs package's tests. RenderSet (set.go) renders the
 // policy-set program rate-set-v1 (ADR 0026): each algorithm's decision
-// program (but a queue's, Algorithm.Delays) as a member function (variant-member.lua.tmpl) inside one
-// all-or-nothing frame (set.lua.tmpl), so a member is decided by the very
-// text of its decision program.
+// program (but a queue's, Algorithm.Delays) as a member function
+// (variant-member.lua.tmpl) inside one all-or-nothing frame (set.lua.tmpl),
+// so a member is decided by the very text of its decision program.
 //
 // Adding a variant: write variant-<name>.lua.tmpl (defining "program",
 // "cost-arg", "before" and "exit"; see common.lua.tmpl), define the step it
