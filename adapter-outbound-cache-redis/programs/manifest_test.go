@@ -115,7 +115,7 @@ func TestProgramSourceRules(t *testing.T) {
 				assert.NotContains(t, code, banned, "the state is one string")
 			}
 			assert.Equal(t, 1, strings.Count(code, "'GET'"), "one read")
-			assert.Regexp(t, `redis\.call\('SET', KEYS\[1\], [^\n]*\n\s*'PX', reset - now \+ grace\)`, code, "every write sets its TTL")
+			assert.Regexp(t, `redis\.call\('SET', KEYS\[1\], [^\n]*(\n\s*)?'PX', reset - now \+ grace\)`, code, "every write sets its TTL")
 			assert.NotRegexp(t, `KEYS\[[02-9]`, code, "one key only")
 			assert.NotContains(t, code, "'PX', -", "no negative TTL")
 			for _, banned := range []string{"PERSIST", "tostring(", "string.format", "math.ceil", "math.huge"} {
@@ -143,9 +143,28 @@ func TestProgramSourceRules(t *testing.T) {
 				assert.Regexp(t, `(?m)^  `+f+`  `, header, "stored field %q documented", f)
 			}
 			format, hdr := stateFormat(p.Algorithm), SchemaVersion<<4|int(p.Algorithm)
+			assert.Contains(t, code, fmt.Sprintf("fh == %d", hdr), "schema and algorithm are checked")
+			if compactArrival(p.Algorithm) {
+				// ADR 0029: d in the fewest of 4..7 bytes, l's field carrying
+				// the width; the length gives the width, checked first.
+				assert.Contains(t, code, "local w, f = #g - 7 - #ARGV[1], '>BI6I7'", "the length gives d's width")
+				assert.Contains(t, code, "elseif w ~= 7 then return {4, now, 0, 0, 0, 0, 0} end", "no other width")
+				assert.Contains(t, code, "fl = fl - (7 - w) * 70368744177664", "l's field carries the width")
+				assert.Contains(t, code, "fl >= 0 and fl <= S", "and the same width")
+				for w := minArrivalWidth; w <= maxArrivalWidth; w++ {
+					f := fmt.Sprintf(">BI6I%d", w)
+					if w < maxArrivalWidth {
+						assert.Contains(t, code, fmt.Sprintf("w == %d then f = '%s'", w, f), "width %d is read", w)
+					}
+					assert.Contains(t, code, fmt.Sprintf("nv = spack('%s', %d, ", f, hdr), "width %d is written", w)
+				}
+				assert.Contains(t, code, "sunpack(f, g)", "the stored layout is read")
+				assert.Regexp(t, `nv \.\. ARGV\[1\], 'PX', reset - now \+ grace\)`, code, "the revision is written as sent")
+				assert.Contains(t, code, "sub(g, n) == ARGV[1]", "the stored revision must be the one sent")
+				return
+			}
 			assert.Contains(t, code, fmt.Sprintf("sunpack('%s', g)", format), "the stored layout is read")
 			assert.Contains(t, code, fmt.Sprintf("spack('%s', %d, ", format, hdr), "the stored layout is written")
-			assert.Contains(t, code, fmt.Sprintf("fh == %d", hdr), "schema and algorithm are checked")
 			assert.Regexp(t, `(\)|kept) \.\. ARGV\[1\],\n`, code, "the revision is written as sent")
 			if p.Algorithm == ratelimit.AlgorithmSlidingLog {
 				// The revision follows the n entries (ADR 0024).

@@ -16,13 +16,15 @@ ARGV[5]  burst B                     1..floor((M-999*R)/P)      (G1)
 ARGV[6]  rate R (emission: P/R us)   1..floor(M/999)            (G1)
 ARGV[7]  periodMicros P              1.., ceil(ceil(B*P/R)/1000)+1 <= H-grace (G2)
 Every ARGV is a canonical decimal integer (no sign, no leading zero).
-Stored value (ADR 0010, ADR 0021): one string, '>BI6I7' then the revision:
+Stored value (ADR 0010, ADR 0021, ADR 0029): one string, '>BI6Iw' then the
+revision, w = 4..7 the width of d:
   v  schema version, 2 (high 4 bits of the first byte)
   a  algorithm, 4 (low 4 bits of the first byte; gcra)
   r  policy revision, = ARGV[1] (the bytes after the packed fields)
-  l  lastObservedMillis, 0..S: the millisecond of the last admission
+  l  lastObservedMillis, 0..S: the millisecond of the last admission; the
+     6-byte field holds 2^46*(7-w) + l (S < 2^46)
   d  theoretical arrival time after l*1000 us, in 1/R us: TAT = l*1000 + d/R
-     us; 0..B*P + 999*R
+     us; 0..B*P + 999*R; written in the fewest of 4..7 bytes that hold it
 A missing key is an empty state (TAT in the past: B requests admitted at once).
 Reply, 7 integers: status, serverNowMillis, effectiveNowMillis, limit (= B),
   remaining, retryAfterMillis, resetAtMillis
@@ -105,11 +107,11 @@ end
 if future then return {3, 0, 0, 0, 0, 0, 0} end
 
 -- One GET is the type check (WRONGTYPE: not a string) and the read. The
--- value is 14 bytes packed as '>BI6I7' (header 16*schema+algorithm, l, d),
--- then the policy revision exactly as ARGV[1]; the length check comes first,
--- so unpack never reads past the end. The fields are unsigned, so only their
--- ranges are checked; a field above 2^53 unpacks to an inexact double that is
--- still above every bound it is compared with.
+-- value is 7 + w bytes packed as '>BI6Iw' (header 16*schema+algorithm,
+-- 2^46*(7-w) + l, d in w = 4..7 bytes), then the policy revision exactly as
+-- ARGV[1]: the length gives w, checked first, so unpack never reads past
+-- the end, and l's field must carry the same w. The fields are unsigned, so
+-- only their ranges are checked (the 6-byte field is below 2^48, exact).
 local g = redis.pcall('GET', KEYS[1])
 local fl, fd -- fl is nil when there is no state
 if g then
@@ -117,10 +119,13 @@ if g then
     if g.err and find(g.err, '^WRONGTYPE') then return {4, now, 0, 0, 0, 0, 0} end
     return g
   end
-  if #g ~= 14 + #ARGV[1] then return {4, now, 0, 0, 0, 0, 0} end
+  local w, f = #g - 7 - #ARGV[1], '>BI6I7'
+  if w == 4 then f = '>BI6I4' elseif w == 5 then f = '>BI6I5' elseif w == 6 then f = '>BI6I6'
+  elseif w ~= 7 then return {4, now, 0, 0, 0, 0, 0} end
   local fh, n
-  fh, fl, fd, n = sunpack('>BI6I7', g)
-  if not (fh == 36 and sub(g, n) == ARGV[1] and fl <= S
+  fh, fl, fd, n = sunpack(f, g)
+  fl = fl - (7 - w) * 70368744177664 -- 2^46*(7-w): l's field carries w
+  if not (fh == 36 and sub(g, n) == ARGV[1] and fl >= 0 and fl <= S
       and fd <= burst * per + 999 * rate) then
     return {4, now, 0, 0, 0, 0, 0}
   end
@@ -159,8 +164,14 @@ if D <= bp - need then
   -- Admit: TAT becomes max(TAT, now) + cost*P/R, at most now + B*P/R.
   local after = D + need
   local reset = eff + ceil(ceil(frac * rate + after, rate), 1000) -- G2
-  redis.call('SET', KEYS[1], spack('>BI6I7', 36, eff, after + frac * rate) .. ARGV[1],
-    'PX', reset - now + grace)
+  -- The new state: l = eff, d = after + frac*R in the fewest
+  -- of 4..7 bytes that hold it, l's field carrying 2^46*(7-w) (ADR 0029).
+  local nv, nd = nil, after + frac * rate
+  if nd < 4294967296 then nv = spack('>BI6I4', 36, 211106232532992 + eff, nd)
+  elseif nd < 1099511627776 then nv = spack('>BI6I5', 36, 140737488355328 + eff, nd)
+  elseif nd < 281474976710656 then nv = spack('>BI6I6', 36, 70368744177664 + eff, nd)
+  else nv = spack('>BI6I7', 36, eff, nd) end
+  redis.call('SET', KEYS[1], nv .. ARGV[1], 'PX', reset - now + grace)
   return {1, now, eff, burst, math.floor((bp - after) / per), 0, reset}
 end
 local left = 0

@@ -21,14 +21,15 @@ ARGV[6]  rate R (emission: P/R us)   1..floor(M/999)            (G1)
 ARGV[7]  periodMicros P              1.., ceil(ceil(B*P/R)/1000)+1 <= H-grace (G2)
 ARGV[8]  delayAfter                  0..B-1 (the queued requests sent without delay)
 Every ARGV is a canonical decimal integer (no sign, no leading zero).
-Stored value (ADR 0010, ADR 0028): GCRA's, one string, '>BI6I7' then the
-revision:
+Stored value (ADR 0010, ADR 0028, ADR 0029): GCRA's, one string, '>BI6Iw'
+then the revision, w = 4..7 the width of d:
   v  schema version, 2 (high 4 bits of the first byte)
   a  algorithm, 6 (low 4 bits of the first byte; leaky_bucket)
   r  policy revision, = ARGV[1] (the bytes after the packed fields)
-  l  lastObservedMillis, 0..S: the millisecond of the last admission
+  l  lastObservedMillis, 0..S: the millisecond of the last admission; the
+     6-byte field holds 2^46*(7-w) + l (S < 2^46)
   d  theoretical arrival time after l*1000 us, in 1/R us: TAT = l*1000 + d/R
-     us; 0..B*P + 999*R
+     us; 0..B*P + 999*R; written in the fewest of 4..7 bytes that hold it
 A missing key is an empty queue.
 ALLOWED's retryAfterMillis is the request's delay: its slot max(TAT, now)
 less delayAfter emission intervals, after the effective instant, rounded
@@ -122,11 +123,11 @@ dap = dap * per -- delayAfter emission intervals, in 1/R us (< B*P, G1)
 if future then return {3, 0, 0, 0, 0, 0, 0} end
 
 -- One GET is the type check (WRONGTYPE: not a string) and the read. The
--- value is 14 bytes packed as '>BI6I7' (header 16*schema+algorithm, l, d),
--- then the policy revision exactly as ARGV[1]; the length check comes first,
--- so unpack never reads past the end. The fields are unsigned, so only their
--- ranges are checked; a field above 2^53 unpacks to an inexact double that is
--- still above every bound it is compared with.
+-- value is 7 + w bytes packed as '>BI6Iw' (header 16*schema+algorithm,
+-- 2^46*(7-w) + l, d in w = 4..7 bytes), then the policy revision exactly as
+-- ARGV[1]: the length gives w, checked first, so unpack never reads past
+-- the end, and l's field must carry the same w. The fields are unsigned, so
+-- only their ranges are checked (the 6-byte field is below 2^48, exact).
 local g = redis.pcall('GET', KEYS[1])
 local fl, fd -- fl is nil when there is no state
 if g then
@@ -134,10 +135,13 @@ if g then
     if g.err and find(g.err, '^WRONGTYPE') then return {4, now, 0, 0, 0, 0, 0} end
     return g
   end
-  if #g ~= 14 + #ARGV[1] then return {4, now, 0, 0, 0, 0, 0} end
+  local w, f = #g - 7 - #ARGV[1], '>BI6I7'
+  if w == 4 then f = '>BI6I4' elseif w == 5 then f = '>BI6I5' elseif w == 6 then f = '>BI6I6'
+  elseif w ~= 7 then return {4, now, 0, 0, 0, 0, 0} end
   local fh, n
-  fh, fl, fd, n = sunpack('>BI6I7', g)
-  if not (fh == 38 and sub(g, n) == ARGV[1] and fl <= S
+  fh, fl, fd, n = sunpack(f, g)
+  fl = fl - (7 - w) * 70368744177664 -- 2^46*(7-w): l's field carries w
+  if not (fh == 38 and sub(g, n) == ARGV[1] and fl >= 0 and fl <= S
       and fd <= burst * per + 999 * rate) then
     return {4, now, 0, 0, 0, 0, 0}
   end
@@ -183,6 +187,12 @@ end
 local left = 0
 if after < bp then left = math.floor((bp - after) / per) end
 local reset = eff + ceil(ceil(frac * rate + after, rate), 1000) -- G2
-redis.call('SET', KEYS[1], spack('>BI6I7', 38, eff, after + frac * rate) .. ARGV[1],
-  'PX', reset - now + grace)
+-- The new state: l = eff, d = after + frac*R in the fewest
+-- of 4..7 bytes that hold it, l's field carrying 2^46*(7-w) (ADR 0029).
+local nv, nd = nil, after + frac * rate
+if nd < 4294967296 then nv = spack('>BI6I4', 38, 211106232532992 + eff, nd)
+elseif nd < 1099511627776 then nv = spack('>BI6I5', 38, 140737488355328 + eff, nd)
+elseif nd < 281474976710656 then nv = spack('>BI6I6', 38, 70368744177664 + eff, nd)
+else nv = spack('>BI6I7', 38, eff, nd) end
+redis.call('SET', KEYS[1], nv .. ARGV[1], 'PX', reset - now + grace)
 return {1, now, eff, burst, left, 0, reset}

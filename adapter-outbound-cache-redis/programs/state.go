@@ -57,7 +57,8 @@ type field struct {
 // stateLayout is each algorithm's packed fields after the header byte, in
 // order (the programs' struct format: fixed window `>B I6 I6 I7`, sliding
 // counter `>B I6 I6 I5 I5`, token bucket `>B I6 I7 I6`, GCRA and leaky
-// bucket `>B I6 I7`,
+// bucket `>B I6 I7` at the longest (d is written in 4..7 bytes, its width
+// carried in l's field: ADR 0029, packedLen),
 // sliding log `>B I6 I2 I2`, then its FieldEntries entries of
 // LogEntryBytes before the revision).
 // Every width covers the field's bound: l, w <= S < 2^48; fixed-window
@@ -97,7 +98,9 @@ func stateFields(a ratelimit.Algorithm) []string {
 
 // FixedStateBytes is the length of algorithm a's state value without the
 // revision (the header byte and the packed fields; for the sliding log
-// without its entries either); 0 for an unknown algorithm.
+// without its entries either; for GCRA and the leaky bucket the longest
+// form, d in 7 bytes: a value's own length is State.packedLen); 0 for an
+// unknown algorithm.
 func FixedStateBytes(a ratelimit.Algorithm) int {
 	lay := stateLayout(a)
 	if lay == nil {
@@ -108,6 +111,54 @@ func FixedStateBytes(a ratelimit.Algorithm) int {
 		n += f.width
 	}
 	return n
+}
+
+// GCRA and the leaky bucket write d in the fewest of 4..7 bytes that hold it
+// (ADR 0029); l's 6-byte field then holds 2^arrivalCodeShift*(7-w) + l,
+// which S < 2^46 leaves room for. A value with d in 7 bytes (the form
+// before ADR 0029) reads as before: its code is 0.
+const (
+	arrivalCodeShift = 46
+	minArrivalWidth  = 4
+	maxArrivalWidth  = 7
+)
+
+// compactArrival reports whether a's d has a width carried in l's field.
+func compactArrival(a ratelimit.Algorithm) bool {
+	return a == ratelimit.AlgorithmGCRA || a == ratelimit.AlgorithmLeakyBucket
+}
+
+// arrivalWidth is the width the programs write d in: the fewest of 4..7
+// bytes that hold it.
+func arrivalWidth(d uint64) int {
+	switch {
+	case d < 1<<32:
+		return minArrivalWidth
+	case d < 1<<40:
+		return 5
+	case d < 1<<48:
+		return 6
+	}
+	return maxArrivalWidth
+}
+
+// packedLen is the length of st's header and packed fields (without a
+// sliding log's entries and the revision): FixedStateBytes of its
+// algorithm, for GCRA and the leaky bucket with d's width from l's field;
+// 0 when st is too short to tell or its header names no algorithm.
+func (st State) packedLen() int {
+	if len(st) == 0 {
+		return 0
+	}
+	alg := ratelimit.Algorithm(st[0] & 15)
+	n := FixedStateBytes(alg)
+	if n == 0 || !compactArrival(alg) {
+		return n
+	}
+	if len(st) < 7 {
+		return 0
+	}
+	return n - int(st[1]>>(arrivalCodeShift-40))
 }
 
 // State is the value of one state key exactly as GET returns it. A nil
@@ -150,19 +201,26 @@ func (st State) Decode() (map[string]int64, error) {
 	if lay == nil {
 		return nil, fmt.Errorf("state: unknown algorithm %d", int(alg))
 	}
-	fixed := FixedStateBytes(alg)
-	if len(st) <= fixed {
-		return nil, fmt.Errorf("state: %d bytes, want more than %d for %v", len(st), fixed, alg)
+	fixed := st.packedLen()
+	if len(st) <= fixed || fixed == 0 {
+		return nil, fmt.Errorf("state: %d bytes, want more than %d for %v", len(st), max(fixed, FixedStateBytes(alg)), alg)
 	}
 	f := map[string]int64{FieldSchema: schema, FieldAlgorithm: int64(alg)}
 	pos := 1
-	for _, fl := range lay {
+	for i, fl := range lay {
+		width := fl.width
+		if compactArrival(alg) && i == 1 {
+			width = fixed - 7 // d's width, from l's field
+		}
 		var v uint64
-		for _, b := range st[pos : pos+fl.width] {
+		for _, b := range st[pos : pos+width] {
 			v = v<<8 | uint64(b)
 		}
+		if compactArrival(alg) && i == 0 {
+			v &= 1<<arrivalCodeShift - 1 // l without d's width
+		}
 		f[fl.name] = int64(v) // widths <= 7 bytes: never negative
-		pos += fl.width
+		pos += width
 	}
 	if alg == ratelimit.AlgorithmSlidingLog {
 		fixed += LogEntryBytes * int(f[FieldEntries])
@@ -242,16 +300,25 @@ func (st State) fields(a ratelimit.Algorithm) (map[string]int64, bool) {
 }
 
 // encodeState packs values: schema, algorithm, revision, then a's fields in
-// stateLayout order. Each field is truncated to its width and the header to
-// four bits each (tests encode out-of-range values this way).
+// stateLayout order, GCRA's and the leaky bucket's d in its arrivalWidth
+// with l's field carrying it. Each field is truncated to its width and the
+// header to four bits each (tests encode out-of-range values this way).
 func encodeState(a ratelimit.Algorithm, values ...int64) State {
 	lay := stateLayout(a)
 	rev := strconv.FormatInt(values[2], 10)
 	st := make(State, 0, FixedStateBytes(a)+len(rev))
 	st = append(st, byte((values[0]&15)<<4|values[1]&15))
 	for i, fl := range lay {
-		v := uint64(values[3+i])
-		for sh := (fl.width - 1) * 8; sh >= 0; sh -= 8 {
+		v, width := uint64(values[3+i]), fl.width
+		if compactArrival(a) {
+			w := arrivalWidth(uint64(values[4]))
+			if i == 0 {
+				v += uint64(maxArrivalWidth-w) << arrivalCodeShift
+			} else {
+				width = w
+			}
+		}
+		for sh := (width - 1) * 8; sh >= 0; sh -= 8 {
 			st = append(st, byte(v>>uint(sh)))
 		}
 	}

@@ -36,7 +36,7 @@ func malformedStates(p ratelimit.Policy, valid State) map[string]State {
 		st[0] = b
 		return st
 	}
-	fixed := FixedStateBytes(n.alg)
+	fixed := valid.packedLen()
 	rev := strconv.FormatInt(p.Revision(), 10)
 	withRev := func(r string) State { return append(cloneState(valid[:fixed]), r...) }
 	out := map[string]State{
@@ -155,21 +155,51 @@ func TestStateGolden(t *testing.T) {
 			"22" + "200000000000" + "000000000001" + "ffffffffff" + "0000000000" + "3132333435"},
 		{ratelimit.AlgorithmTokenBucket, []int64{2, 3, 1, 0, 1<<53 - 1, 9223372036854},
 			"23" + "000000000000" + "1fffffffffffff" + "08637bd05af6" + "31"},
+		// GCRA (ADR 0021, ADR 0029): d in the fewest of 4..7 bytes, l's
+		// field carrying 2^46*(7-w).
+		{ratelimit.AlgorithmGCRA, []int64{2, 4, 1, 1796000000123, 3_600_000_999},
+			"24" + "c1a229f1287b" + "d693a7e7" + "31"},
+		{ratelimit.AlgorithmGCRA, []int64{2, 4, 42, 35184372088832, 1 << 32},
+			"24" + "a00000000000" + "0100000000" + "3432"},
+		{ratelimit.AlgorithmGCRA, []int64{2, 4, 7, 0, 1<<48 - 1},
+			"24" + "400000000000" + "ffffffffffff" + "37"},
+		{ratelimit.AlgorithmGCRA, []int64{2, 4, 7, 1796000000123, 1<<53 - 1},
+			"24" + "01a229f1287b" + "1fffffffffffff" + "37"},
 		// A queue: GCRA's layout under header 0x26 (ADR 0028).
 		{ratelimit.AlgorithmLeakyBucket, []int64{2, 6, 9, 1796000000123, 2_100_000},
-			"26" + "01a229f1287b" + "00000000200b20" + "39"},
+			"26" + "c1a229f1287b" + "00200b20" + "39"},
 	}
 	for _, tc := range cases {
 		st := encodeState(tc.a, tc.vals...)
 		require.Equal(t, tc.hex, hex.EncodeToString(st), tc.a.String())
-		require.Len(t, st, FixedStateBytes(tc.a)+len(strconv.FormatInt(tc.vals[2], 10)))
+		require.Len(t, st, st.packedLen()+len(strconv.FormatInt(tc.vals[2], 10)))
+		require.LessOrEqual(t, st.packedLen(), FixedStateBytes(tc.a))
 		f, err := st.Decode()
 		require.NoError(t, err)
 		for i, name := range stateFields(tc.a) {
 			require.Equal(t, tc.vals[i], f[name], "%v %s", tc.a, name)
 		}
 	}
-	for _, bad := range []string{"", "21", "12" + "00", "20" + "00", "2f00", "21" + strings.Repeat("00", 19), "21" + strings.Repeat("00", 19) + "3031"} {
+	// Before ADR 0029 GCRA and the queue wrote d in 7 bytes; such a value
+	// (code 0 in l's field) still reads the same.
+	for _, old := range []struct {
+		hex  string
+		l, d int64
+	}{
+		{"24" + "01a229f1287b" + "00000000200b20" + "39", 1796000000123, 2_100_000},
+		{"26" + "01a229f1287b" + "00000000200b20" + "39", 1796000000123, 2_100_000},
+	} {
+		raw, err := hex.DecodeString(old.hex)
+		require.NoError(t, err)
+		f, err := State(raw).Decode()
+		require.NoError(t, err, old.hex)
+		require.Equal(t, old.l, f[FieldLastObserved], old.hex)
+		require.Equal(t, old.d, f[FieldArrival], old.hex)
+		require.Equal(t, int64(9), f[FieldRevision], old.hex)
+	}
+	for _, bad := range []string{"", "21", "12" + "00", "20" + "00", "2f00", "21" + strings.Repeat("00", 19), "21" + strings.Repeat("00", 19) + "3031",
+		// GCRA: l's field says d has 4 bytes, the value holds none.
+		"24" + "c1a229f1287b" + "31", "24" + "c1a229"} {
 		raw, err := hex.DecodeString(bad)
 		require.NoError(t, err)
 		_, err = State(raw).Decode()
