@@ -33,6 +33,7 @@ var (
 	colorPipedFW = color.RGBA{R: 0x17, G: 0xbe, B: 0xcf, A: 0xff}
 	colorGCRA    = color.RGBA{R: 0xbc, G: 0xbd, B: 0x22, A: 0xff}
 	colorPipedGC = color.RGBA{R: 0xe3, G: 0x77, B: 0xc2, A: 0xff}
+	colorPipedSW = color.RGBA{R: 0x7f, G: 0x7f, B: 0x7f, A: 0xff}
 	colorCeiling = color.RGBA{A: 0xff}
 )
 
@@ -48,6 +49,8 @@ func chartColor(name string) color.Color {
 		return colorPiped
 	case pipelinedFixedName:
 		return colorPipedFW
+	case pipelinedSlidingName:
+		return colorPipedSW
 	case gcraName, bareName("gcra"):
 		return colorGCRA
 	case pipelinedGCRAName:

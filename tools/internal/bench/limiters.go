@@ -38,13 +38,20 @@ const (
 // benchPipelineBatch is the pipelined provider's PipelineMaxBatch.
 const benchPipelineBatch = 16
 
-// pipelinedName, pipelinedFixedName and pipelinedGCRAName are the
-// pipelined provider's limiters (token bucket, fixed window, GCRA).
+// pipelinedName, pipelinedFixedName, pipelinedSlidingName and
+// pipelinedGCRAName are the pipelined provider's limiters (token bucket,
+// fixed window, sliding window counter, GCRA): the provider as it ships
+// (APP_RATE_LIMIT_PIPELINE_MAX_BATCH defaults to 16), over the four
+// algorithms of the matrix.
 var (
-	pipelinedName      = FamilyPipelined + "/" + ratelimit.AlgorithmTokenBucket.String()
-	pipelinedFixedName = FamilyPipelined + "/" + ratelimit.AlgorithmFixedWindow.String()
-	pipelinedGCRAName  = FamilyPipelined + "/" + ratelimit.AlgorithmGCRA.String()
+	pipelinedName        = FamilyPipelined + "/" + ratelimit.AlgorithmTokenBucket.String()
+	pipelinedFixedName   = FamilyPipelined + "/" + ratelimit.AlgorithmFixedWindow.String()
+	pipelinedSlidingName = FamilyPipelined + "/" + ratelimit.AlgorithmSlidingWindowCounter.String()
+	pipelinedGCRAName    = FamilyPipelined + "/" + ratelimit.AlgorithmGCRA.String()
 )
+
+// pipelinedNames are the pipelined provider's limiters, in matrix order.
+var pipelinedNames = []string{pipelinedName, pipelinedFixedName, pipelinedSlidingName, pipelinedGCRAName}
 
 // algorithms are the provider's algorithms of the throughput matrix and the
 // memory phase, each beside a bare EvalSha of its program, in the order of
@@ -351,7 +358,7 @@ func newLimiters(ctx context.Context, addr string, subs subjects) (set *limiterS
 	}
 
 	// The same Provider with pipelined program calls: token bucket, fixed
-	// window, GCRA.
+	// window, sliding window counter, GCRA.
 	plKeys, err := keyBuilder("pipelined")
 	if err != nil {
 		return set, err
@@ -360,8 +367,8 @@ func newLimiters(ctx context.Context, addr string, subs subjects) (set *limiterS
 	if err != nil {
 		return set, err
 	}
-	tb, fw, gc := pols[2], pols[0], pols[3]
-	pl, err := redisrate.New(plc, plKeys, []ratelimit.Policy{tb, fw, gc}, redisrate.Options{CommandTimeout: cfg.CommandTimeout, MaxInFlight: cfg.PoolSize, PipelineMaxBatch: benchPipelineBatch})
+	tb, fw, sw, gc := pols[2], pols[0], pols[1], pols[3]
+	pl, err := redisrate.New(plc, plKeys, []ratelimit.Policy{tb, fw, sw, gc}, redisrate.Options{CommandTimeout: cfg.CommandTimeout, MaxInFlight: cfg.PoolSize, PipelineMaxBatch: benchPipelineBatch})
 	if err != nil {
 		_ = plc.Close()
 		return set, fmt.Errorf("bench: pipelined provider: %w", err)
@@ -371,7 +378,7 @@ func newLimiters(ctx context.Context, addr string, subs subjects) (set *limiterS
 		return set, fmt.Errorf("bench: pipelined provider start: %w", err)
 	}
 	plClosed := false
-	for name, pol := range map[string]ratelimit.Policy{pipelinedName: tb, pipelinedFixedName: fw, pipelinedGCRAName: gc} {
+	for name, pol := range map[string]ratelimit.Policy{pipelinedName: tb, pipelinedFixedName: fw, pipelinedSlidingName: sw, pipelinedGCRAName: gc} {
 		id := pol.ID()
 		set.add(&limiter{
 			Name: name, Family: FamilyPipelined, Algorithm: pol.Algorithm().String(),
@@ -382,7 +389,7 @@ func newLimiters(ctx context.Context, addr string, subs subjects) (set *limiterS
 				}
 				return nil
 			},
-			close: func() error { // the three share one provider
+			close: func() error { // the four share one provider
 				if plClosed {
 					return nil
 				}

@@ -452,6 +452,9 @@ const (
 	CmpTokenVsRedisRateP99    = "provider token bucket/redis_rate p99"
 	CmpPipelinedVsRedisRateP9 = "provider (pipelined) token bucket/redis_rate p99"
 	CmpServerVsRedisRateCPU   = "program/redis_rate server CPU per call"
+	// CmpPipelinedServerVsRedisRateCPU is CmpServerVsRedisRateCPU for the
+	// pipelined provider (the shipped default), one per algorithm.
+	CmpPipelinedServerVsRedisRateCPU = "provider (pipelined)/redis_rate server CPU per call"
 	// Issue 22.
 	CmpGCRAVsRedisRateOps          = "provider gcra/redis_rate throughput"
 	CmpPipelinedGCRAVsRedisRateOps = "provider (pipelined) gcra/redis_rate throughput"
@@ -486,6 +489,9 @@ func comparisons(runs []RunResult) []Comparison {
 	out = append(out, compare(runs, CmpRedisRateVsTrivialCPU, KindRatio, "evalshaUsecPerCall", FamilyRedisRate, FamilyTrivial)...)
 	out = append(out, compare(runs, CmpGCRAVsRedisRateOps, KindRatio, "opsPerSec", gcraName, FamilyRedisRate)...)
 	out = append(out, compare(runs, CmpPipelinedGCRAVsRedisRateOps, KindRatio, "opsPerSec", pipelinedGCRAName, FamilyRedisRate)...)
+	for _, name := range pipelinedNames {
+		out = append(out, compare(runs, CmpPipelinedServerVsRedisRateCPU, KindRatio, "serverCpuMicrosPerOp", name, FamilyRedisRate)...)
+	}
 	out = append(out, compare(runs, CmpSetVsTwoCallsOps, KindRatio, "opsPerSec", setName, twoCallsName)...)
 	out = append(out, compare(runs, CmpSetVsTwoCallsP50, KindRatio, "p50Micros", setName, twoCallsName)...)
 	out = append(out, compare(runs, CmpSetVsOneCallP50, KindRatio, "p50Micros", setName, tb)...)

@@ -235,7 +235,7 @@ func redisPhases(ctx context.Context, cfg Config, res *Results) (err error) {
 var matrixOrder = []string{
 	providerName("fixed_window"), bareName("fixed_window"),
 	providerName("sliding_window_counter"), bareName("sliding_window_counter"),
-	providerName("token_bucket"), bareName("token_bucket"), pipelinedName, pipelinedFixedName,
+	providerName("token_bucket"), bareName("token_bucket"), pipelinedName, pipelinedFixedName, pipelinedSlidingName,
 	gcraName, bareName("gcra"), pipelinedGCRAName,
 	setName, twoCallsName,
 	FamilyRedisRate, FamilyUlule, FamilyTrivial,
@@ -249,7 +249,7 @@ var matrixUnits = [][]string{
 	{providerName("token_bucket"), bareName("token_bucket")},
 	{gcraName, bareName("gcra")},
 	{setName, twoCallsName},
-	{pipelinedName}, {pipelinedFixedName}, {pipelinedGCRAName}, {FamilyRedisRate}, {FamilyUlule}, {FamilyTrivial},
+	{pipelinedName}, {pipelinedFixedName}, {pipelinedSlidingName}, {pipelinedGCRAName}, {FamilyRedisRate}, {FamilyUlule}, {FamilyTrivial},
 }
 
 // repOrder is the order of repetition rep: the units rotated by rep, so no

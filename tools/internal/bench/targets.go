@@ -38,6 +38,9 @@ const (
 	TargetFloodVsRedisRate = "i24-flood-denials-vs-redis_rate"
 	TargetFloodVsUlule     = "i24-flood-denials-vs-ulule"
 	TargetFloodWellP99     = "i24-flood-well-behaved-p99"
+	// TargetTokenVsRedisRateC1I24 is issue 24 item 4's bar for issue 13's
+	// c=1 row: at least redis_rate's throughput, not 0.95x of it.
+	TargetTokenVsRedisRateC1I24 = "i24-token-bucket-vs-redis_rate-c1"
 
 	// Issue 22 (GCRA beside redis_rate; the sliding log's memory bounded by
 	// its limit).
@@ -217,10 +220,11 @@ func pipelinedOrPlain(res *Results, pipelined, plain string, higherIsWorse bool,
 
 // issue13Targets computes the targets of issue 13. Each is judged on the
 // worst cell (both subject sets) at the concurrencies it names; the token
-// bucket's throughput and p99 targets and the fixed window's throughput
-// target are judged on the pipelined provider
-// when the run measured it (batching is how the provider is run at
-// concurrency), with the unbatched provider's value in the note.
+// bucket's throughput and p99 targets, the fixed window's throughput
+// target and the server CPU per decision are judged on the pipelined
+// provider when the run measured it (batching is how the provider ships
+// and runs at concurrency), with the unbatched provider's value in the
+// note.
 func issue13Targets(res *Results) []Target {
 	var ts []Target
 	add := func(t Target, measured float64, where string, found bool) {
@@ -233,12 +237,16 @@ func issue13Targets(res *Results) []Target {
 	add(Target{ID: TargetTokenVsRedisRateHigh, Title: "Issue 13: token bucket throughput vs redis_rate Allow at c=16 and c=64", Goal: ">= 1.3x", Op: ">=", Threshold: 1.3, Unit: "x", Note: note}, v, w, ok)
 	v, w, ok, note = tokenVsPeer(CmpPipelinedVsRedisRate, CmpTokenVsRedisRateOps, false, 1)
 	add(Target{ID: TargetTokenVsRedisRateC1, Title: "Issue 13: token bucket throughput vs redis_rate Allow at c=1", Goal: ">= 0.95x", Op: ">=", Threshold: 0.95, Unit: "x", Note: note}, v, w, ok)
+	add(Target{ID: TargetTokenVsRedisRateC1I24, Title: "Issue 24: token bucket throughput vs redis_rate Allow at c=1", Goal: ">= 1.0x", Op: ">=", Threshold: 1.0, Unit: "x", Note: note}, v, w, ok)
 	v, w, ok, note = tokenVsPeer(CmpPipelinedVsRedisRateP9, CmpTokenVsRedisRateP99, true, 64)
 	add(Target{ID: TargetTokenP99VsRedisRate, Title: "Issue 13: token bucket p99 vs redis_rate's at c=64", Goal: "<= 1.0x", Op: "<=", Threshold: 1.0, Unit: "x", Note: note}, v, w, ok)
 	v, w, ok, note = tokenVsPeer(CmpPipelinedFixedVsUlule, CmpFixedVsUluleOps, false, 16, 64)
 	add(Target{ID: TargetFixedVsUlule, Title: "Issue 13: fixed window throughput vs ulule at c=16 and c=64", Goal: ">= 1.1x", Op: ">=", Threshold: 1.1, Unit: "x", Note: note}, v, w, ok)
-	v, w, ok = worstAt(res, CmpServerVsRedisRateCPU, "", true, 64)
-	add(Target{ID: TargetServerCPUVsRedisRate, Title: "Issue 13: redis-server CPU per decision vs redis_rate's at c=64, each algorithm", Goal: "<= 1.0x", Op: "<=", Threshold: 1.0, Unit: "x"}, v, w, ok)
+	// Server CPU per decision at the shipped default: the pipelined
+	// provider over the matrix's four algorithms, as the throughput rows
+	// (the unbatched provider's worst cell in the note).
+	v, w, ok, note = pipelinedOrPlain(res, CmpPipelinedServerVsRedisRateCPU, CmpServerVsRedisRateCPU, true, 64)
+	add(Target{ID: TargetServerCPUVsRedisRate, Title: "Issue 13: redis-server CPU per decision vs redis_rate's at c=64, each algorithm", Goal: "<= 1.0x", Op: "<=", Threshold: 1.0, Unit: "x", Note: note}, v, w, ok)
 
 	mem, memWhere, memOK := 0.0, "", false
 	for _, x := range res.Memory {

@@ -64,6 +64,7 @@ func Validate(res *Results) error {
 		CmpScriptVsTrivialUsec: algs, CmpServerVsTrivialCPU: algs,
 		CmpTokenVsRedisRateOps: 1, CmpPipelinedVsRedisRate: 1, CmpFixedVsUluleOps: 1, CmpPipelinedFixedVsUlule: 1, CmpRedisRateVsTrivialCPU: 1,
 		CmpGCRAVsRedisRateOps: 1, CmpPipelinedGCRAVsRedisRateOps: 1,
+		CmpServerVsRedisRateCPU: algs, CmpPipelinedServerVsRedisRateCPU: len(pipelinedNames),
 	}
 	for name, perCell := range wantCmp {
 		n := 0
@@ -145,7 +146,7 @@ func Validate(res *Results) error {
 		TargetLocalLimiterNanos, TargetLocalLimiterAllocs, TargetMiddlewareOverhead,
 		TargetTokenVsRedisRateHigh, TargetTokenVsRedisRateC1, TargetTokenP99VsRedisRate, TargetFixedVsUlule,
 		TargetServerCPUVsRedisRate, TargetMemory190, TargetP50VsBareC1,
-		TargetFloodCommands, TargetFloodVsRedisRate, TargetFloodVsUlule, TargetFloodWellP99,
+		TargetFloodCommands, TargetFloodVsRedisRate, TargetFloodVsUlule, TargetFloodWellP99, TargetTokenVsRedisRateC1I24,
 		TargetGCRAVsRedisRateC1, TargetGCRAVsRedisRateHigh, TargetGCRAMemory, TargetSlidingLogAbuseFlat,
 		TargetSetVsOneCallP50,
 	}
