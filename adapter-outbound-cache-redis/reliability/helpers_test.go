@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -66,6 +67,36 @@ func addToxic(t testing.TB, p *toxiproxy.Proxy, json string) func() {
 		}
 	})
 	return remove
+}
+
+// rerollToxic draws toxic name's toxicity again on every link of p, every
+// interval, until the returned stop is called (also at cleanup). toxiproxy
+// draws once per link, when the link or the toxic starts; a lane on
+// pipelined providers has few links (4 providers x 4 connection turns), so
+// a toxicity of 0.3 drawn once leaves every link clean in 0.7^16 = 0.3% of
+// runs and the run feels no fault at all (seen once in CI). Drawn again
+// every interval, a one-second run draws at least ten times per link.
+// stop waits until the roller has ended.
+func rerollToxic(t testing.TB, p *toxiproxy.Proxy, name string, toxicity float32, every time.Duration) (stop func()) {
+	t.Helper()
+	done, finished := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(finished)
+		tick := time.NewTicker(every)
+		defer tick.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-tick.C:
+				_, _ = p.Toxics.UpdateToxicJson(name, strings.NewReader(fmt.Sprintf(`{"toxicity":%g}`, toxicity)))
+			}
+		}
+	}()
+	var once sync.Once
+	stop = func() { once.Do(func() { close(done); <-finished }) }
+	t.Cleanup(stop)
+	return stop
 }
 
 // toxicRemovalBound bounds one RemoveToxic: a toxic blocked on a dead link

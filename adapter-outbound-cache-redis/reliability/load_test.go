@@ -170,11 +170,15 @@ func TestLoadOverAdmission(t *testing.T) {
 		t.Run("resets/"+pol.Algorithm().String(), func(t *testing.T) {
 			// 30% of connections get an RST 20 ms after their first reply
 			// byte; go-redis redials, each new link rolls again.
+			// The draw is repeated every 100 ms (rerollToxic): the few
+			// pipelined links would otherwise all draw clean now and then.
 			addToxic(t, proxy, `{"name":"rst","type":"reset_peer","stream":"downstream","toxicity":0.3,"attributes":{"timeout":20}}`)
 			resetStats(t, admin)
+			stopReroll := rerollToxic(t, proxy, "rst", 0.3, 100*time.Millisecond)
 			start := time.Now()
 			ta := hammer(proxied, pol.ID(), randomSubject(t), time.Second, contended(pol))
 			elapsed := time.Since(start)
+			stopReroll()
 			checkLimits(t, pol, ta, elapsed, false)
 			ran := calls(t, admin, "evalsha") + calls(t, admin, "eval")
 			ev, ind := ta.kinds[ratelimit.KindEvaluated], ta.kinds[ratelimit.KindIndeterminate]
