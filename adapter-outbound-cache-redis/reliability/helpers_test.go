@@ -69,15 +69,18 @@ func addToxic(t testing.TB, p *toxiproxy.Proxy, json string) func() {
 	return remove
 }
 
-// rerollToxic draws toxic name's toxicity again on every link of p, every
-// interval, until the returned stop is called (also at cleanup). toxiproxy
+// rerollToxic has toxic name (given as json, the toxic addToxic added)
+// drawn again on every link of p every interval, by removing and adding it
+// again, until the returned stop is called (also at cleanup). toxiproxy
 // draws once per link, when the link or the toxic starts; a lane on
 // pipelined providers has few links (4 providers x 4 connection turns), so
 // a toxicity of 0.3 drawn once leaves every link clean in 0.7^16 = 0.3% of
 // runs and the run feels no fault at all (seen once in CI). Drawn again
 // every interval, a one-second run draws at least ten times per link.
-// stop waits until the roller has ended.
-func rerollToxic(t testing.TB, p *toxiproxy.Proxy, name string, toxicity float32, every time.Duration) (stop func()) {
+// (UpdateToxicJson would draw again too, but it writes the toxicity that
+// running links read without a lock: a data race inside toxiproxy.) stop
+// waits until the roller has ended and leaves the toxic in place.
+func rerollToxic(t testing.TB, p *toxiproxy.Proxy, name, json string, every time.Duration) (stop func()) {
 	t.Helper()
 	done, finished := make(chan struct{}), make(chan struct{})
 	go func() {
@@ -89,7 +92,12 @@ func rerollToxic(t testing.TB, p *toxiproxy.Proxy, name string, toxicity float32
 			case <-done:
 				return
 			case <-tick.C:
-				_, _ = p.Toxics.UpdateToxicJson(name, strings.NewReader(fmt.Sprintf(`{"toxicity":%g}`, toxicity)))
+				if removeToxic(p, name) != nil {
+					return // the cleanup's removal reports nothing more
+				}
+				if _, err := p.Toxics.AddToxicJson(strings.NewReader(json)); err != nil {
+					return
+				}
 			}
 		}
 	}()

@@ -172,9 +172,10 @@ func TestLoadOverAdmission(t *testing.T) {
 			// byte; go-redis redials, each new link rolls again.
 			// The draw is repeated every 100 ms (rerollToxic): the few
 			// pipelined links would otherwise all draw clean now and then.
-			addToxic(t, proxy, `{"name":"rst","type":"reset_peer","stream":"downstream","toxicity":0.3,"attributes":{"timeout":20}}`)
+			const rst = `{"name":"rst","type":"reset_peer","stream":"downstream","toxicity":0.3,"attributes":{"timeout":20}}`
+			addToxic(t, proxy, rst)
 			resetStats(t, admin)
-			stopReroll := rerollToxic(t, proxy, "rst", 0.3, 100*time.Millisecond)
+			stopReroll := rerollToxic(t, proxy, "rst", rst, 100*time.Millisecond)
 			start := time.Now()
 			ta := hammer(proxied, pol.ID(), randomSubject(t), time.Second, contended(pol))
 			elapsed := time.Since(start)
