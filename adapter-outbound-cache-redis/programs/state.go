@@ -121,6 +121,8 @@ const (
 	arrivalCodeShift = 46
 	minArrivalWidth  = 4
 	maxArrivalWidth  = 7
+	// arrivalAt is where d starts: after the header byte and l's field.
+	arrivalAt = 1 + 6
 )
 
 // compactArrival reports whether a's d has a width carried in l's field.
@@ -155,10 +157,11 @@ func (st State) packedLen() int {
 	if n == 0 || !compactArrival(alg) {
 		return n
 	}
-	if len(st) < 7 {
+	if len(st) < arrivalAt {
 		return 0
 	}
-	return n - int(st[1]>>(arrivalCodeShift-40))
+	// The code 7-w is the top 2 bits of l's field, whose first byte is st[1].
+	return n - int(st[1]>>(arrivalCodeShift-8*(arrivalAt-2)))
 }
 
 // State is the value of one state key exactly as GET returns it. A nil
@@ -210,7 +213,7 @@ func (st State) Decode() (map[string]int64, error) {
 	for i, fl := range lay {
 		width := fl.width
 		if compactArrival(alg) && i == 1 {
-			width = fixed - 7 // d's width, from l's field
+			width = fixed - arrivalAt // d's width, from l's field
 		}
 		var v uint64
 		for _, b := range st[pos : pos+width] {
@@ -308,15 +311,17 @@ func encodeState(a ratelimit.Algorithm, values ...int64) State {
 	rev := strconv.FormatInt(values[2], 10)
 	st := make(State, 0, FixedStateBytes(a)+len(rev))
 	st = append(st, byte((values[0]&15)<<4|values[1]&15))
+	var w int // d's width, when l's field carries it
+	if compactArrival(a) {
+		w = arrivalWidth(uint64(values[4]))
+	}
 	for i, fl := range lay {
 		v, width := uint64(values[3+i]), fl.width
-		if compactArrival(a) {
-			w := arrivalWidth(uint64(values[4]))
-			if i == 0 {
-				v += uint64(maxArrivalWidth-w) << arrivalCodeShift
-			} else {
-				width = w
-			}
+		switch {
+		case w > 0 && i == 0:
+			v += uint64(maxArrivalWidth-w) << arrivalCodeShift
+		case w > 0:
+			width = w
 		}
 		for sh := (width - 1) * 8; sh >= 0; sh -= 8 {
 			st = append(st, byte(v>>uint(sh)))

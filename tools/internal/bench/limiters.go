@@ -367,8 +367,10 @@ func newLimiters(ctx context.Context, addr string, subs subjects) (set *limiterS
 	if err != nil {
 		return set, err
 	}
-	tb, fw, sw, gc := pols[2], pols[0], pols[1], pols[3]
-	pl, err := redisrate.New(plc, plKeys, []ratelimit.Policy{tb, fw, sw, gc}, redisrate.Options{CommandTimeout: cfg.CommandTimeout, MaxInFlight: cfg.PoolSize, PipelineMaxBatch: benchPipelineBatch})
+	// In pipelinedNames' order: token bucket, fixed window, sliding
+	// window counter, GCRA.
+	plPols := []ratelimit.Policy{pols[2], pols[0], pols[1], pols[3]}
+	pl, err := redisrate.New(plc, plKeys, plPols, redisrate.Options{CommandTimeout: cfg.CommandTimeout, MaxInFlight: cfg.PoolSize, PipelineMaxBatch: benchPipelineBatch})
 	if err != nil {
 		_ = plc.Close()
 		return set, fmt.Errorf("bench: pipelined provider: %w", err)
@@ -378,7 +380,11 @@ func newLimiters(ctx context.Context, addr string, subs subjects) (set *limiterS
 		return set, fmt.Errorf("bench: pipelined provider start: %w", err)
 	}
 	plClosed := false
-	for name, pol := range map[string]ratelimit.Policy{pipelinedName: tb, pipelinedFixedName: fw, pipelinedSlidingName: sw, pipelinedGCRAName: gc} {
+	for i, name := range pipelinedNames {
+		pol := plPols[i]
+		if name != FamilyPipelined+"/"+pol.Algorithm().String() {
+			return set, fmt.Errorf("bench: pipelined limiter %s given the %v policy", name, pol.Algorithm())
+		}
 		id := pol.ID()
 		set.add(&limiter{
 			Name: name, Family: FamilyPipelined, Algorithm: pol.Algorithm().String(),
