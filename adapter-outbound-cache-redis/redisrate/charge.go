@@ -35,7 +35,7 @@ func (p *Provider) EvaluateAfterCharge(ctx context.Context, req ratelimit.Reques
 		return p.Evaluate(ctx, req), false // the precheck names the unknown policy
 	}
 	pre := &preCharge{units: units}
-	out = costed(p.evaluate(ctx, req, pre), req.Cost)
+	out = p.evaluate(ctx, req, pre)
 	if !pre.Sent || pre.Err != nil {
 		return out, false
 	}

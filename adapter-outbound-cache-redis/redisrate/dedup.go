@@ -19,7 +19,7 @@ import (
 func (p *Provider) evaluateDedup(ctx context.Context, c checked, req ratelimit.Request, pre *send.PreCharge) ratelimit.Outcome {
 	ps := c.policy
 	run := func(pre *send.PreCharge) ratelimit.Outcome {
-		return p.outcome(ps, p.exec.RunAfter(ctx, pre, ps.dedup, c.key, c.dedupKey, string(req.EvaluationID), ps.dedupArgv, req.Cost, c.sendBy))
+		return p.outcome(ps, p.exec.RunAfter(ctx, pre, ps.dedup, c.key, c.dedupKey, string(req.EvaluationID), ps.dedupArgv, req.Cost, c.sendBy), req.Cost)
 	}
 	out := run(pre) // the charge, if any, goes with the first call only
 	ind, ok := out.(ratelimit.Indeterminate)

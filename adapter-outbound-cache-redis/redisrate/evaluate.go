@@ -20,17 +20,7 @@ import (
 // as docs/failure-certainty.md describes. A request with an evaluation ID
 // goes through evaluateDedup (dedup.go), the retry of a lost reply.
 func (p *Provider) Evaluate(ctx context.Context, req ratelimit.Request) ratelimit.Outcome {
-	return costed(p.evaluate(ctx, req, nil), req.Cost)
-}
-
-// costed sets the cost of an allowed decision's receipt (replyOutcome
-// builds it without: it does not see the request).
-func costed(o ratelimit.Outcome, cost int64) ratelimit.Outcome {
-	if ev, ok := o.(ratelimit.Evaluated); ok && !ev.Decision.Receipt.IsZero() {
-		ev.Decision.Receipt = ev.Decision.Receipt.WithCost(cost)
-		return ev
-	}
-	return o
+	return p.evaluate(ctx, req, nil)
 }
 
 // evaluate is Evaluate with pre (optional; EvaluateAfterCharge) sent ahead
@@ -51,7 +41,7 @@ func (p *Provider) evaluate(ctx context.Context, req ratelimit.Request, pre *pre
 	}
 	if pre != nil && pre.alone {
 		// Charge: the charge program is the call.
-		return p.outcome(c.policy, p.exec.Run(ctx, c.policy.charge, c.key, c.policy.argv, pre.units, c.sendBy))
+		return p.outcome(c.policy, p.exec.Run(ctx, c.policy.charge, c.key, c.policy.argv, pre.units, c.sendBy), req.Cost)
 	}
 	var sp *send.PreCharge
 	if pre != nil {
@@ -60,7 +50,7 @@ func (p *Provider) evaluate(ctx context.Context, req ratelimit.Request, pre *pre
 	}
 	if c.dedupKey == "" {
 		res := p.exec.RunAfter(ctx, sp, c.policy.script, c.key, "", "", c.policy.argv, req.Cost, c.sendBy)
-		return p.outcome(c.policy, res)
+		return p.outcome(c.policy, res, req.Cost)
 	}
 	return p.evaluateDedup(ctx, c, req, sp)
 }
@@ -156,8 +146,9 @@ func knownID(id ratelimit.PolicyID) ratelimit.PolicyID {
 // outcome maps the send loop's result, one case per variant: a call not
 // sent by its reason, one that may have run through the classifier
 // (Indeterminate), a reply through programs.Decode and its status (an
-// error reply through the classifier).
-func (p *Provider) outcome(ps *policyState, res send.Sent) ratelimit.Outcome {
+// error reply through the classifier). cost is the request's: an allowed
+// decision's receipt takes it.
+func (p *Provider) outcome(ps *policyState, res send.Sent, cost int64) ratelimit.Outcome {
 	switch r := res.(type) {
 	case send.NotSent:
 		return p.notSentOutcome(ps, r)
@@ -167,7 +158,7 @@ func (p *Provider) outcome(ps *policyState, res send.Sent) ratelimit.Outcome {
 		if r.Err != nil {
 			return p.failed(ps, r.Command, true, r.Err)
 		}
-		return p.replyOutcome(ps, r)
+		return p.replyOutcome(ps, r, cost)
 	}
 	panic(fmt.Sprintf("redisrate: unknown send result %T", res))
 }
@@ -198,8 +189,9 @@ func (p *Provider) notSentOutcome(ps *policyState, r send.NotSent) ratelimit.Out
 	panic(fmt.Sprintf("redisrate: unknown not-sent reason %d", r.Reason))
 }
 
-// replyOutcome maps the program's reply.
-func (p *Provider) replyOutcome(ps *policyState, res send.Replied) ratelimit.Outcome {
+// replyOutcome maps the program's reply; cost is the request's, for an
+// allowed decision's receipt (built here, so the outcome is boxed once).
+func (p *Provider) replyOutcome(ps *policyState, res send.Replied, cost int64) ratelimit.Outcome {
 	id := ps.policy.ID()
 	r, err := programs.Decode(res.Reply, ps.policy)
 	if err != nil {
@@ -231,8 +223,8 @@ func (p *Provider) replyOutcome(ps *policyState, res send.Replied) ratelimit.Out
 		d := p.decision(ps, r)
 		d.Allowed = r.Status == programs.StatusAllowed
 		if d.Allowed {
-			// The refund's receipt (ADR 0025); Evaluate sets its cost.
-			d.Receipt = ratelimit.NewReceipt(id, ps.policy.Revision(), 0, r.EffectiveNowMillis, ratelimit.GlobalRedis)
+			// The refund's receipt (ADR 0025).
+			d.Receipt = ratelimit.NewReceipt(id, ps.policy.Revision(), cost, r.EffectiveNowMillis, ratelimit.GlobalRedis)
 		}
 		return ratelimit.Evaluated{Decision: d}
 	case programs.StatusClockUnsafe:

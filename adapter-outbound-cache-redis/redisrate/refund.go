@@ -43,12 +43,12 @@ func (p *Provider) Refund(ctx context.Context, req ratelimit.Request, r ratelimi
 	res := p.exec.Run(ctx, ps.refund, c.key, programs.RefundArgs(ps.policy, r.Cost(), r.AtMillis()), r.Cost(), c.sendBy)
 	rep, ok := res.(send.Replied)
 	if !ok || rep.Err != nil {
-		return p.outcome(ps, res)
+		return p.outcome(ps, res, r.Cost())
 	}
 	if err := refunded(res); err != nil {
 		// A refusal (clock, state, arguments) decodes as a decision
 		// reply's would; anything else is malformed.
-		if o := p.replyOutcome(ps, rep); o.Kind() != ratelimit.KindEvaluated {
+		if o := p.replyOutcome(ps, rep, r.Cost()); o.Kind() != ratelimit.KindEvaluated {
 			return o
 		}
 		return ratelimit.Incompatible{PolicyID: ps.policy.ID(), Category: ratelimit.CategoryMalformedReply, Cause: err}

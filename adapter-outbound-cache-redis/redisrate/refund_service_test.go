@@ -2,6 +2,7 @@ package redisrate
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"testing"
 	"time"
@@ -86,4 +87,44 @@ func TestRefundReceiptChecks(t *testing.T) {
 	out := p.Refund(context.Background(), req, ratelimit.NewReceipt("fw", 1, 1, t0.UnixMilli(), ratelimit.GlobalRedis))
 	assert.Equal(t, ratelimit.KindIndeterminate, out.Kind(), "%v", out)
 	assert.Len(t, f.commands(), 1, "sent once, never retried")
+}
+
+// TestServiceReceiptCarriesTheRequestCost: every path that admits builds
+// the receipt with the request's cost, the units a refund gives back:
+// Evaluate, EvaluateAfterCharge, an Evaluate with an evaluation ID (the
+// dedup program) and each member of a policy set.
+func TestServiceReceiptCarriesTheRequestCost(t *testing.T) {
+	srv := redistest.Start(t)
+	params := ratelimit.TokenBucket{Capacity: 100, RefillTokens: 1, RefillPeriod: time.Hour}
+	plain := mustPolicy(t, ratelimit.PolicySpec{ID: "c", Params: params, MaxCost: 5})
+	other := mustPolicy(t, ratelimit.PolicySpec{ID: "o", Params: params, MaxCost: 5})
+	dd := mustPolicy(t, ratelimit.PolicySpec{ID: "d", Params: params, MaxCost: 5, FailurePolicy: ratelimit.FailClosed, DedupWindow: time.Minute})
+	p := serviceProvider(t, srv, randomKeys(t), []ratelimit.Policy{plain, other, dd}, nil)
+	ctx := context.Background()
+	req := func(id ratelimit.PolicyID, cost int64) ratelimit.Request {
+		return ratelimit.Request{PolicyID: id, SubjectDigest: randomSubject(t), Cost: cost, Deadline: time.Now().Add(30 * time.Second)}
+	}
+	receiptCost := func(t *testing.T, out ratelimit.Outcome) int64 {
+		t.Helper()
+		require.True(t, ratelimit.Admitted(out), "%v", out)
+		r := out.(ratelimit.Evaluated).Decision.Receipt
+		require.False(t, r.IsZero())
+		return r.Cost()
+	}
+	for _, cost := range []int64{1, 4} {
+		assert.Equal(t, cost, receiptCost(t, p.Evaluate(ctx, req("c", cost))), "Evaluate")
+		out, charged := p.EvaluateAfterCharge(ctx, req("c", cost), 2)
+		assert.True(t, charged)
+		assert.Equal(t, cost, receiptCost(t, out), "EvaluateAfterCharge")
+		r := req("d", cost)
+		r.EvaluationID = ratelimit.EvaluationID(fmt.Sprintf("receipt-%d", cost))
+		assert.Equal(t, cost, receiptCost(t, p.Evaluate(ctx, r)), "dedup program")
+		set := p.EvaluateSet(ctx, ratelimit.SetRequest{Members: []ratelimit.PolicyID{"c", "o"}, SubjectDigest: randomSubject(t), Cost: cost, Deadline: time.Now().Add(30 * time.Second)})
+		require.True(t, ratelimit.Admitted(set), "%v", set)
+		members := set.(ratelimit.Evaluated).Members
+		require.Len(t, members, 2)
+		for i, m := range members {
+			assert.Equal(t, cost, m.Receipt.Cost(), "set member %d", i)
+		}
+	}
 }

@@ -77,9 +77,6 @@ func (p *Provider) EvaluateSet(ctx context.Context, req ratelimit.SetRequest) (o
 				allowed = false
 				continue
 			}
-			if !ev.Decision.Receipt.IsZero() {
-				ev.Decision.Receipt = ev.Decision.Receipt.WithCost(cost)
-			}
 			decided = append(decided, ev.Decision)
 			allowed = allowed && ev.Decision.Allowed
 			if ev.Decision.Allowed {
@@ -148,7 +145,7 @@ func (p *Provider) decideGroup(ctx context.Context, g []checked, cost int64) ([]
 	if len(g) == 1 {
 		c := g[0]
 		res := p.exec.Run(ctx, c.policy.script, c.key, c.policy.argv, cost, c.sendBy)
-		outs[0], ats[0] = p.outcome(c.policy, res), effectiveNow(res, c.policy.policy)
+		outs[0], ats[0] = p.outcome(c.policy, res, cost), effectiveNow(res, c.policy.policy)
 		return outs, ats
 	}
 	keys, pols := make([]string, len(g)), make([]ratelimit.Policy, len(g))
@@ -158,7 +155,7 @@ func (p *Provider) decideGroup(ctx context.Context, g []checked, cost int64) ([]
 	res := p.exec.RunSet(ctx, p.setScript, keys, programs.SetArgs(pols, cost), g[0].sendBy)
 	r, ok := res.(send.Replied)
 	if !ok || r.Err != nil {
-		o := p.outcome(g[0].policy, res)
+		o := p.outcome(g[0].policy, res, cost)
 		for i := range outs {
 			outs[i] = o
 		}
@@ -174,7 +171,7 @@ func (p *Provider) decideGroup(ctx context.Context, g []checked, cost int64) ([]
 	arr := r.Reply.([]any) // DecodeSet checked the shape
 	for i, c := range g {
 		member := send.Replied{Reply: arr[2+i*programs.ReplyLen : 2+(i+1)*programs.ReplyLen], Command: r.Command, Acked: r.Acked, AckErr: r.AckErr}
-		outs[i], ats[i] = p.replyOutcome(c.policy, member), effectiveNow(member, c.policy.policy)
+		outs[i], ats[i] = p.replyOutcome(c.policy, member, cost), effectiveNow(member, c.policy.policy)
 	}
 	return outs, ats
 }
