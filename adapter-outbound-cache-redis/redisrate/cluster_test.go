@@ -478,13 +478,9 @@ func TestClusterFailoverUnderLoad(t *testing.T) {
 					}
 				}
 			}
-			stop := make(chan struct{})
-			tally, loaded := failoverLoad(t, ps, pol.ID(), subs, 16, stop)
-			time.Sleep(300 * time.Millisecond)
-			tc.fault(c, victim)
-			time.Sleep(300 * time.Millisecond)
-			close(stop)
-			<-loaded
+			tally, progress := failoverLoad(t, ps, pol.ID(), subs, 16)
+			progress.waitAround(t, 20*time.Second, func() { tc.fault(c, victim) })
+			progress.stop()
 
 			if tc.acks > 0 {
 				// The promoted replica has no replica of its own, so WAIT 1

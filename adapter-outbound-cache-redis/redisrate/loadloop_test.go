@@ -56,22 +56,34 @@ type subjectTally struct {
 	admitted, denied, unavailable, indeterminate, shortfall int
 }
 
+// calls is how many calls of the subject ended, whatever their outcome.
+func (tl subjectTally) calls() int {
+	return tl.admitted + tl.denied + tl.unavailable + tl.indeterminate
+}
+
+// failoverLoadCalls bounds a failoverLoad worker's calls: at a call every
+// 2ms, a minute or more, far beyond any fault a test waits for.
+const failoverLoadCalls = 30_000
+
 // failoverLoad starts a bounded load while a test injects a fault: workers
 // goroutines round-robin over ps and subs, cost 1, a call every 2ms, at
-// most 5000 each, until stop is closed. Only Evaluated, Unavailable and
-// Indeterminate may occur (anything else fails t). Read tally once loaded
-// is closed, after the test closed stop.
-func failoverLoad(t *testing.T, ps []*Provider, id ratelimit.PolicyID, subs []ratelimit.SubjectDigest, workers int, stop <-chan struct{}) (tally map[ratelimit.SubjectDigest]*subjectTally, loaded <-chan struct{}) {
+// most failoverLoadCalls each, until stop is closed. Only Evaluated,
+// Unavailable and Indeterminate may occur (anything else fails t). Read
+// tally after progress.stop (which ends the load and waits for it; t's
+// cleanup runs it too, so a failed test leaves no load behind); progress
+// reads it while the load runs.
+func failoverLoad(t *testing.T, ps []*Provider, id ratelimit.PolicyID, subs []ratelimit.SubjectDigest, workers int) (tally map[ratelimit.SubjectDigest]*subjectTally, progress *loadProgress) {
 	t.Helper()
+	stop := make(chan struct{})
 	tally = make(map[ratelimit.SubjectDigest]*subjectTally, len(subs))
 	for _, s := range subs {
 		tally[s] = &subjectTally{}
 	}
-	var mu sync.Mutex
+	mu := new(sync.Mutex)
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		redistest.Load(workers, 5000, 2*time.Millisecond, redistest.Closed(stop), func(w, i int) {
+		redistest.Load(workers, failoverLoadCalls, 2*time.Millisecond, redistest.Closed(stop), func(w, i int) {
 			s := subs[(w+i)%len(subs)]
 			out := ask(ps[w%len(ps)], id, s, 1)
 			mu.Lock()
@@ -96,5 +108,72 @@ func failoverLoad(t *testing.T, ps []*Provider, id ratelimit.PolicyID, subs []ra
 			}
 		})
 	}()
-	return tally, done
+	progress = &loadProgress{mu: mu, tally: tally, loaded: done}
+	progress.stop = sync.OnceFunc(func() {
+		close(stop)
+		<-done
+	})
+	t.Cleanup(progress.stop)
+	return tally, progress
+}
+
+// loadProgress reads a running failoverLoad's tally, so that a test waits
+// for the load it needs (before a fault, and after it) instead of sleeping.
+type loadProgress struct {
+	mu     *sync.Mutex
+	tally  map[ratelimit.SubjectDigest]*subjectTally
+	loaded <-chan struct{}
+	// stop ends the load and waits for it; idempotent.
+	stop func()
+}
+
+// snapshot copies the tally now.
+func (p *loadProgress) snapshot() map[ratelimit.SubjectDigest]subjectTally {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	out := make(map[ratelimit.SubjectDigest]subjectTally, len(p.tally))
+	for s, tl := range p.tally {
+		out[s] = *tl
+	}
+	return out
+}
+
+// waitFor polls the tally every 10ms until ok holds for every subject, the
+// load ends or within passes, and reports whether ok held for every
+// subject.
+func (p *loadProgress) waitFor(within time.Duration, ok func(s ratelimit.SubjectDigest, tl subjectTally) bool) bool {
+	deadline := time.Now().Add(within)
+	for {
+		all := true
+		for s, tl := range p.snapshot() {
+			all = all && ok(s, tl)
+		}
+		if all {
+			return true
+		}
+		select {
+		case <-p.loaded:
+			return false
+		default:
+		}
+		if time.Now().After(deadline) {
+			return false
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// waitAround waits, before a fault, until every subject has had 5 calls
+// admitted, then runs fault and waits until every subject has had 5 more
+// calls end (any outcome: the switch itself), each wait bounded by within;
+// either wait falling short fails t. It replaces sleeping around the fault:
+// the load the assertions rest on is there on a slow machine too.
+func (p *loadProgress) waitAround(t *testing.T, within time.Duration, fault func()) {
+	t.Helper()
+	require.True(t, p.waitFor(within, func(_ ratelimit.SubjectDigest, tl subjectTally) bool { return tl.admitted >= 5 }),
+		"every subject had 5 calls admitted before the fault, within %v: %v", within, p.snapshot())
+	fault()
+	before := p.snapshot()
+	require.True(t, p.waitFor(within, func(s ratelimit.SubjectDigest, tl subjectTally) bool { return tl.calls() >= before[s].calls()+5 }),
+		"every subject had 5 more calls end after the fault, within %v: %v", within, p.snapshot())
 }

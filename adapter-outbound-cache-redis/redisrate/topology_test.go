@@ -205,19 +205,17 @@ func TestSentinelFailoverUnderLoad(t *testing.T) {
 			for i := range subs {
 				subs[i] = randomSubject(t)
 			}
-			stop := make(chan struct{})
-			tally, loaded := failoverLoad(t, []*Provider{p}, pol.ID(), subs, 8, stop)
-			time.Sleep(300 * time.Millisecond)
+			tally, progress := failoverLoad(t, []*Provider{p}, pol.ID(), subs, 8)
 			old := s.Master()
-			if tc.kill {
-				old.Kill()
-				s.WaitNewMaster(old)
-			} else {
-				s.Failover()
-			}
-			time.Sleep(500 * time.Millisecond)
-			close(stop)
-			<-loaded
+			progress.waitAround(t, 20*time.Second, func() {
+				if tc.kill {
+					old.Kill()
+					s.WaitNewMaster(old)
+				} else {
+					s.Failover()
+				}
+			})
+			progress.stop()
 
 			newMaster := s.Master()
 			var lost, unavailable, indeterminate, shortfall int
