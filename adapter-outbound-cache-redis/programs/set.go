@@ -5,6 +5,7 @@ import (
 	_ "embed"
 	"encoding/hex"
 	"fmt"
+	"slices"
 
 	"github.com/tech-log/tech-log-backend/shared-contract/ratelimit"
 )
@@ -64,6 +65,49 @@ func SetArgs(members []ratelimit.Policy, cost int64) []any {
 		argv = appendArgs(append(argv, code), p, cost)
 	}
 	return argv
+}
+
+// SetMember is one member's part of SetArgs (its algorithm code and its
+// decision program's ARGV), prepared once per policy so that a call only
+// puts the parts and the cost together (AppendSetArgs): the policy's
+// numbers are boxed once, not on every call. The zero value is invalid.
+type SetMember struct {
+	args []any // SetArgs of the policy alone with cost 1, less the count
+}
+
+// NewSetMember prepares p's part of SetArgs; false when SetArgs refuses p
+// (the zero Policy, an algorithm the set program does not decide).
+func NewSetMember(p ratelimit.Policy) (SetMember, bool) {
+	argv := SetArgs([]ratelimit.Policy{p}, 1)
+	if argv == nil {
+		return SetMember{}, false
+	}
+	return SetMember{args: argv[1:]}, true
+}
+
+// AppendSetArgs appends SetArgs(the members' policies, cost) to dst and
+// returns the extended slice; nil when the count is out of range or a
+// member is the zero SetMember. The prepared parts are shared, never
+// written: concurrent calls may use the same members.
+func AppendSetArgs(dst []any, members []SetMember, cost int64) []any {
+	if len(members) < 1 || len(members) > SetMaxMembers {
+		return nil
+	}
+	need := 1
+	for _, m := range members {
+		if len(m.args) <= 1+ArgCost {
+			return nil
+		}
+		need += len(m.args)
+	}
+	dst = append(slices.Grow(dst, need), int64(len(members)))
+	c := any(cost)
+	for _, m := range members {
+		n := len(dst)
+		dst = append(dst, m.args...)
+		dst[n+1+ArgCost] = c // after the member's algorithm code
+	}
+	return dst
 }
 
 // SetStatusAllowed and SetStatusNotAllowed are the set reply's first

@@ -208,3 +208,49 @@ func TestRedisSetProgram(t *testing.T) {
 		require.Equal(t, before[i], after, "member %d unchanged by 50 denied sets", i)
 	}
 }
+
+// TestAppendSetArgsIsSetArgs: the prepared members put together per call
+// are SetArgs exactly, for every set algorithm's extreme policies, every
+// count and several costs, and the prepared parts are never written (a
+// second call with another cost leaves the first one's result intact).
+func TestAppendSetArgsIsSetArgs(t *testing.T) {
+	pols := setPolicies(t)
+	extreme := extremePolicies(t)
+	names := make([]string, 0, len(extreme))
+	for name := range extreme {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	for _, name := range names {
+		if _, ok := SetCode(extreme[name].Algorithm()); ok {
+			pols = append(pols, extreme[name])
+		}
+	}
+	prepared := make([]SetMember, len(pols))
+	for i, p := range pols {
+		m, ok := NewSetMember(p)
+		require.True(t, ok, "%v", p.ID())
+		prepared[i] = m
+	}
+	rng := rand.New(rand.NewPCG(7, 11))
+	for range 200 {
+		n := 1 + rng.IntN(SetMaxMembers)
+		idx := make([]int, n)
+		members, parts := make([]ratelimit.Policy, n), make([]SetMember, n)
+		for i := range idx {
+			idx[i] = rng.IntN(len(pols))
+			members[i], parts[i] = pols[idx[i]], prepared[idx[i]]
+		}
+		cost := int64(1 + rng.IntN(3))
+		got := AppendSetArgs(nil, parts, cost)
+		require.Equal(t, SetArgs(members, cost), got, "members %v cost %d", idx, cost)
+		again := AppendSetArgs(make([]any, 0, 4), parts, cost+7)
+		require.Equal(t, SetArgs(members, cost+7), again)
+		require.Equal(t, SetArgs(members, cost), got, "the first call's ARGV is intact")
+	}
+	require.Nil(t, AppendSetArgs(nil, nil, 1), "no member")
+	require.Nil(t, AppendSetArgs(nil, make([]SetMember, SetMaxMembers+1), 1), "too many")
+	require.Nil(t, AppendSetArgs(nil, []SetMember{{}}, 1), "the zero SetMember")
+	_, ok := NewSetMember(ratelimit.Policy{})
+	require.False(t, ok, "the zero Policy")
+}

@@ -4,6 +4,7 @@ import (
 	"strconv"
 
 	"github.com/tech-log/tech-log-backend/adapter-outbound-cache-redis/internal/send"
+	"github.com/tech-log/tech-log-backend/adapter-outbound-cache-redis/programs"
 	"github.com/tech-log/tech-log-backend/shared-contract/keyspace"
 	"github.com/tech-log/tech-log-backend/shared-contract/ratelimit"
 )
@@ -64,4 +65,7 @@ type policyState struct {
 	// refund is the algorithm's refund program (programs.RefundFor, ADR
 	// 0025): a set gives back its members admitted before a denial.
 	refund *send.Script
+	// setMember is the policy's part of the set program's ARGV, prepared
+	// once (the zero SetMember for a queue, which is never a set member).
+	setMember programs.SetMember
 }

@@ -277,6 +277,8 @@ func newProvider(client coordinationClient, keys *keyspace.Builder, policies []r
 			bad("policies[%d] %q: %d program arguments, want %d", i, pol.ID(), len(argv), prog.ArgCount)
 			continue
 		}
+		// A queue is never a set member (ADR 0028): no part to prepare.
+		setMember, _ := programs.NewSetMember(pol)
 		p.policies[pol.ID()] = &policyState{
 			policy:    pol,
 			script:    s,
@@ -289,6 +291,7 @@ func newProvider(client coordinationClient, keys *keyspace.Builder, policies []r
 			dedupArgv: dedupArgv,
 			charge:    send.NewScript(cprog),
 			refund:    send.NewScript(rprog),
+			setMember: setMember,
 		}
 	}
 	if err := errors.Join(errs...); err != nil {

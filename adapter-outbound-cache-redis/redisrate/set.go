@@ -149,10 +149,11 @@ func (p *Provider) decideGroup(ctx context.Context, g []checked, cost int64) ([]
 		return outs, ats
 	}
 	keys, pols := make([]string, len(g)), make([]ratelimit.Policy, len(g))
+	parts := make([]programs.SetMember, len(g))
 	for i, c := range g {
-		keys[i], pols[i] = c.key, c.policy.policy
+		keys[i], pols[i], parts[i] = c.key, c.policy.policy, c.policy.setMember
 	}
-	res := p.exec.RunSet(ctx, p.setScript, keys, programs.SetArgs(pols, cost), g[0].sendBy)
+	res := p.exec.RunSet(ctx, p.setScript, keys, programs.AppendSetArgs(nil, parts, cost), g[0].sendBy)
 	r, ok := res.(send.Replied)
 	if !ok || r.Err != nil {
 		o := p.outcome(g[0].policy, res, cost)

@@ -161,7 +161,7 @@ func TestSetOneCallPerSlot(t *testing.T) {
 			assert.Equal(t, setProg.SHA1, cmds[0].program)
 			fwKey, _ := StateKey(p.keys, fw, s)
 			tbKey, _ := StateKey(p.keys, tb, s)
-			assert.Equal(t, []any{2, fwKey, tbKey}, cmds[0].raw[2:5], "numkeys and both keys")
+			assert.Equal(t, []any{2, fwKey, tbKey}, resolve(cmds[0].raw[2:5]), "numkeys and both keys")
 			assert.Equal(t, programs.SetArgs([]ratelimit.Policy{fw, tb}, 1), cmds[0].raw[5:], "the set ARGV")
 			if tc.kind == ratelimit.KindEvaluated {
 				ev := out.(ratelimit.Evaluated)

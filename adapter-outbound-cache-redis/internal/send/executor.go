@@ -177,17 +177,18 @@ func (x *Executor) command(ctx context.Context, c *call, command string, program
 	c.program.payload, c.program.text = program, text
 	c.program.serialized.Store(false)
 	args := c.args[:0]
+	name := commandArg(command)
 	if c.keys != nil {
-		args = append(args, command, &c.program, len(c.keys))
-		for _, k := range c.keys {
-			args = append(args, k)
+		args = append(args, name, &c.program, len(c.keys))
+		for i := range c.keys {
+			args = append(args, &c.keys[i]) // a pointer: boxing the string would allocate
 		}
 		return redis.NewCmd(ctx, append(args, argv...)...)
 	}
 	if c.dedupKey != "" {
-		args = append(args, command, &c.program, programs.NumKeysDedup, &c.key, &c.dedupKey)
+		args = append(args, name, &c.program, programs.NumKeysDedup, &c.key, &c.dedupKey)
 	} else {
-		args = append(args, command, &c.program, programs.NumKeys, &c.key)
+		args = append(args, name, &c.program, programs.NumKeys, &c.key)
 	}
 	n := len(args)
 	args = append(args, argv...)
@@ -196,6 +197,24 @@ func (x *Executor) command(ctx context.Context, c *call, command string, program
 		args[len(args)-programs.ArgCountDedup+programs.ArgDedupID] = &c.evalID
 	}
 	return redis.NewCmd(ctx, args...)
+}
+
+// The command names as interface values, made once: converting a string
+// variable to an interface allocates on every call.
+var (
+	evalShaArg any = CmdEvalSha
+	evalArg    any = CmdEval
+)
+
+// commandArg is command as a command's first argument.
+func commandArg(command string) any {
+	switch command {
+	case CmdEvalSha:
+		return evalShaArg
+	case CmdEval:
+		return evalArg
+	}
+	return command
 }
 
 // collect reads the result of c's cmd once go-redis has processed it;
