@@ -65,7 +65,7 @@ func (p *Provider) EvaluateSet(ctx context.Context, req ratelimit.SetRequest) (o
 	var taken []admission
 	cost := req.Cost
 	for _, g := range p.groups(members) {
-		outs, ats := p.decideGroup(ctx, g, cost)
+		outs := p.decideGroup(ctx, g, cost)
 		var failed ratelimit.Outcome
 		allowed := true
 		for i, o := range outs {
@@ -80,7 +80,8 @@ func (p *Provider) EvaluateSet(ctx context.Context, req ratelimit.SetRequest) (o
 			decided = append(decided, ev.Decision)
 			allowed = allowed && ev.Decision.Allowed
 			if ev.Decision.Allowed {
-				taken = append(taken, admission{c: g[i], at: ats[i]})
+				// The receipt's instant is the reply's effectiveNowMillis.
+				taken = append(taken, admission{c: g[i], at: ev.Decision.Receipt.AtMillis()})
 			}
 		}
 		if allowed {
@@ -134,19 +135,19 @@ func (p *Provider) groups(members []checked) [][]checked {
 	return out
 }
 
-// decideGroup decides g in one call and returns each member's outcome and
-// the instant each admission was made at (its refund receipt): a single
+// decideGroup decides g in one call and returns each member's outcome (an
+// admission's receipt holds the instant it was made at): a single
 // member by its decision program, several by the set program, whose reply
 // is split into the members' replies and mapped as a single call's (so
 // replication acks and every refusal are judged per member exactly as for
 // Evaluate). A call that failed is every member's failure.
-func (p *Provider) decideGroup(ctx context.Context, g []checked, cost int64) ([]ratelimit.Outcome, []int64) {
-	outs, ats := make([]ratelimit.Outcome, len(g)), make([]int64, len(g))
+func (p *Provider) decideGroup(ctx context.Context, g []checked, cost int64) []ratelimit.Outcome {
+	outs := make([]ratelimit.Outcome, len(g))
 	if len(g) == 1 {
 		c := g[0]
 		res := p.exec.Run(ctx, c.policy.script, c.key, c.policy.argv, cost, c.sendBy)
-		outs[0], ats[0] = p.outcome(c.policy, res, cost), effectiveNow(res, c.policy.policy)
-		return outs, ats
+		outs[0] = p.outcome(c.policy, res, cost)
+		return outs
 	}
 	keys, pols := make([]string, len(g)), make([]ratelimit.Policy, len(g))
 	parts := make([]programs.SetMember, len(g))
@@ -160,21 +161,21 @@ func (p *Provider) decideGroup(ctx context.Context, g []checked, cost int64) ([]
 		for i := range outs {
 			outs[i] = o
 		}
-		return outs, ats
+		return outs
 	}
 	if _, _, err := programs.DecodeSet(r.Reply, pols); err != nil {
 		o := ratelimit.Incompatible{PolicyID: g[0].policy.policy.ID(), Category: ratelimit.CategoryMalformedReply, Cause: err}
 		for i := range outs {
 			outs[i] = o
 		}
-		return outs, ats
+		return outs
 	}
 	arr := r.Reply.([]any) // DecodeSet checked the shape
 	for i, c := range g {
 		member := send.Replied{Reply: arr[2+i*programs.ReplyLen : 2+(i+1)*programs.ReplyLen], Command: r.Command, Acked: r.Acked, AckErr: r.AckErr}
-		outs[i], ats[i] = p.replyOutcome(c.policy, member, cost), effectiveNow(member, c.policy.policy)
+		outs[i] = p.replyOutcome(c.policy, member, cost)
 	}
-	return outs, ats
+	return outs
 }
 
 // countAllowed is the number of allowed Evaluated outcomes in outs.
@@ -242,21 +243,6 @@ func refunded(res send.Sent) error {
 		return fmt.Errorf("refund status %v", arr[0])
 	}
 	return nil
-}
-
-// effectiveNow is the effectiveNowMillis of an admission's reply (its
-// refund's receipt); 0 when the reply cannot be read, which the refund
-// programs treat as a stale receipt (nothing given back: the safe side).
-func effectiveNow(res send.Sent, p ratelimit.Policy) int64 {
-	r, ok := res.(send.Replied)
-	if !ok {
-		return 0
-	}
-	rep, err := programs.Decode(r.Reply, p)
-	if err != nil {
-		return 0
-	}
-	return rep.EffectiveNowMillis
 }
 
 // withCause returns the failure o with err (when not nil) joined to its
