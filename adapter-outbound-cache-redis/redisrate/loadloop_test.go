@@ -108,7 +108,7 @@ func failoverLoad(t *testing.T, ps []*Provider, id ratelimit.PolicyID, subs []ra
 			}
 		})
 	}()
-	progress = &loadProgress{mu: mu, tally: tally, loaded: done}
+	progress = &loadProgress{mu: mu, tally: tally}
 	progress.stop = sync.OnceFunc(func() {
 		close(stop)
 		<-done
@@ -120,9 +120,8 @@ func failoverLoad(t *testing.T, ps []*Provider, id ratelimit.PolicyID, subs []ra
 // loadProgress reads a running failoverLoad's tally, so that a test waits
 // for the load it needs (before a fault, and after it) instead of sleeping.
 type loadProgress struct {
-	mu     *sync.Mutex
-	tally  map[ratelimit.SubjectDigest]*subjectTally
-	loaded <-chan struct{}
+	mu    *sync.Mutex
+	tally map[ratelimit.SubjectDigest]*subjectTally
 	// stop ends the load and waits for it; idempotent.
 	stop func()
 }
@@ -138,42 +137,24 @@ func (p *loadProgress) snapshot() map[ratelimit.SubjectDigest]subjectTally {
 	return out
 }
 
-// waitFor polls the tally every 10ms until ok holds for every subject, the
-// load ends or within passes, and reports whether ok held for every
-// subject.
-func (p *loadProgress) waitFor(within time.Duration, ok func(s ratelimit.SubjectDigest, tl subjectTally) bool) bool {
-	deadline := time.Now().Add(within)
-	for {
-		all := true
-		for s, tl := range p.snapshot() {
-			all = all && ok(s, tl)
-		}
-		if all {
-			return true
-		}
-		select {
-		case <-p.loaded:
-			return false
-		default:
-		}
-		if time.Now().After(deadline) {
-			return false
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-}
-
 // waitAround waits, before a fault, until every subject has had 5 calls
 // admitted, then runs fault and waits until every subject has had 5 more
-// calls end (any outcome: the switch itself), each wait bounded by within;
-// either wait falling short fails t. It replaces sleeping around the fault:
-// the load the assertions rest on is there on a slow machine too.
+// calls end (any outcome: the switch itself), each wait bounded by within
+// and polled every 10ms; either wait falling short fails t with the
+// subjects short of it. It replaces sleeping around the fault: the load
+// the assertions rest on is there on a slow machine too.
 func (p *loadProgress) waitAround(t *testing.T, within time.Duration, fault func()) {
 	t.Helper()
-	require.True(t, p.waitFor(within, func(_ ratelimit.SubjectDigest, tl subjectTally) bool { return tl.admitted >= 5 }),
-		"every subject had 5 calls admitted before the fault, within %v: %v", within, p.snapshot())
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		for s, tl := range p.snapshot() {
+			assert.GreaterOrEqual(c, tl.admitted, 5, "subject %v: calls admitted before the fault, %+v", s, tl)
+		}
+	}, within, 10*time.Millisecond, "every subject had 5 calls admitted before the fault")
 	fault()
 	before := p.snapshot()
-	require.True(t, p.waitFor(within, func(s ratelimit.SubjectDigest, tl subjectTally) bool { return tl.calls() >= before[s].calls()+5 }),
-		"every subject had 5 more calls end after the fault, within %v: %v", within, p.snapshot())
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		for s, tl := range p.snapshot() {
+			assert.GreaterOrEqual(c, tl.calls(), before[s].calls()+5, "subject %v: calls ended after the fault, %+v", s, tl)
+		}
+	}, within, 10*time.Millisecond, "every subject had 5 more calls end after the fault")
 }
