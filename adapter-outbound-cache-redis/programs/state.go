@@ -75,7 +75,7 @@ func stateLayout(a ratelimit.Algorithm) []field {
 	case ratelimit.AlgorithmTokenBucket:
 		return []field{{FieldLastObserved, 6}, {FieldTokens, 7}, {FieldRemainder, 6}}
 	case ratelimit.AlgorithmGCRA, ratelimit.AlgorithmLeakyBucket:
-		return []field{{FieldLastObserved, 6}, {FieldArrival, 7}}
+		return []field{{FieldLastObserved, lastObservedBytes}, {FieldArrival, maxArrivalWidth}}
 	case ratelimit.AlgorithmSlidingLog:
 		return []field{{FieldLastObserved, 6}, {FieldSum, 2}, {FieldEntries, 2}}
 	}
@@ -121,8 +121,10 @@ const (
 	arrivalCodeShift = 46
 	minArrivalWidth  = 4
 	maxArrivalWidth  = 7
-	// arrivalAt is where d starts: after the header byte and l's field.
-	arrivalAt = 1 + 6
+	// lastObservedBytes is l's field width; arrivalAt is where d starts,
+	// after the header byte and l's field.
+	lastObservedBytes = 6
+	arrivalAt         = 1 + lastObservedBytes
 )
 
 // compactArrival reports whether a's d has a width carried in l's field.
@@ -161,7 +163,7 @@ func (st State) packedLen() int {
 		return 0
 	}
 	// The code 7-w is the top 2 bits of l's field, whose first byte is st[1].
-	return n - int(st[1]>>(arrivalCodeShift-8*(arrivalAt-2)))
+	return n - int(st[1]>>(arrivalCodeShift-8*(lastObservedBytes-1)))
 }
 
 // State is the value of one state key exactly as GET returns it. A nil
