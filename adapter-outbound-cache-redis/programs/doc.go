@@ -10,7 +10,8 @@
 //
 // Files: doc.go; programs.go (the embedded programs, the manifest,
 // ForAlgorithm, ChargeFor, DedupFor, RefundFor); generate.go (go generate);
-// args.go (the ARGV: Args, RefundArgs); reply.go (Reply, Status, Check);
+// args.go (the ARGV: Args, RefundArgs); bound.go (a decision program
+// bound to one policy's parameters: Bind, BoundArgs; ADR 0030); reply.go (Reply, Status, Check);
 // state.go (State, Decode, LogEntries); model.go (Evaluate); charge.go
 // (Charge); dedup.go (EvaluateDedup, DedupArgs); refund.go (Refund, ADR
 // 0025); set.go (the policy-set program: SetProgram, SetArgs, EvaluateSet,

@@ -241,7 +241,7 @@ func TestGCRALuaMatchesModel(t *testing.T) {
 		t.Run(fmt.Sprint(p.Params()), func(t *testing.T) {
 			t.Parallel()
 			m := newMini(t)
-			prog, charge := mustProgram(t, ratelimit.AlgorithmGCRA), mustCharge(t, ratelimit.AlgorithmGCRA)
+			prog, charge, bound := mustProgram(t, ratelimit.AlgorithmGCRA), mustCharge(t, ratelimit.AlgorithmGCRA), mustBind(t, p)
 			rng := rand.New(rand.NewPCG(uint64(i), 5))
 			times, costs := gcraTrace(p, rng, t0*1000+rng.Int64N(1000), 300)
 			var st State
@@ -253,10 +253,16 @@ func TestGCRALuaMatchesModel(t *testing.T) {
 					want, next = ChargeMicros(p, st, us, costs[k])
 					pr = charge
 				}
-				v, err := m.runMicros(pr, us, "g", Args(p, costs[k])...)
+				args := Args(p, costs[k])
+				if !isCharge && k%2 == 1 {
+					// Every other decision by the bound program, on the
+					// same state (ADR 0030).
+					pr, args = bound, BoundArgs(p, costs[k])
+				}
+				v, err := m.runMicros(pr, us, "g", args...)
 				require.NoError(t, err)
 				got := toReply(t, v)
-				require.Equal(t, want, got, "step %d at %d µs cost %d charge %v", k, us, costs[k], isCharge)
+				require.Equal(t, want, got, "step %d at %d µs cost %d charge %v bound %v", k, us, costs[k], isCharge, pr.SHA1 == bound.SHA1)
 				st = next
 				require.Equal(t, st, getState(t, m.c, "g"), "step %d: stored value", k)
 				if got.Status == StatusAllowed {
@@ -421,7 +427,7 @@ func TestGCRAModelAndProgramsReproduceVectors(t *testing.T) {
 		t.Run(vc.Name, func(t *testing.T) {
 			p := vc.policy(t)
 			m := newMini(t)
-			prog := mustProgram(t, ratelimit.AlgorithmGCRA)
+			prog, bound := mustProgram(t, ratelimit.AlgorithmGCRA), mustBind(t, p)
 			key := fmt.Sprintf("gv:%d", n)
 			var st State
 			for i, step := range vc.Steps {
@@ -432,10 +438,15 @@ func TestGCRAModelAndProgramsReproduceVectors(t *testing.T) {
 				v, err := m.runMicros(prog, step.ServerNowMicros, key, Args(p, step.Cost)...)
 				require.NoError(t, err)
 				require.Equal(t, r, toReply(t, v), "%s: program and model", where)
+				v, err = m.runMicros(bound, step.ServerNowMicros, key+":bound", BoundArgs(p, step.Cost)...)
+				require.NoError(t, err)
+				require.Equal(t, r, toReply(t, v), "%s: bound program and model", where)
 				st = next
 				require.Equal(t, st, getState(t, m.c, key), "%s: stored value", where)
+				require.Equal(t, st, getState(t, m.c, key+":bound"), "%s: stored value (bound program)", where)
 				if r.Status == StatusAllowed {
 					require.Equal(t, r.ExpiryMillis(p), m.srv.TTL(key).Milliseconds(), "%s: TTL", where)
+					require.Equal(t, r.ExpiryMillis(p), m.srv.TTL(key+":bound").Milliseconds(), "%s: TTL (bound program)", where)
 				}
 				statuses[step.Status]++
 			}

@@ -147,6 +147,7 @@ func TestLeakyLuaMatchesModel(t *testing.T) {
 			t.Parallel()
 			m := newMini(t)
 			prog, charge, refund := mustProgram(t, ratelimit.AlgorithmLeakyBucket), mustCharge(t, ratelimit.AlgorithmLeakyBucket), mustRefund(t, ratelimit.AlgorithmLeakyBucket)
+			bound := mustBind(t, p)
 			rng := rand.New(rand.NewPCG(uint64(i), 6))
 			times, costs := gcraTrace(p, rng, t0*1000+rng.Int64N(1000), 300)
 			var st State
@@ -157,6 +158,7 @@ func TestLeakyLuaMatchesModel(t *testing.T) {
 				var next State
 				var v []int64
 				var err error
+				decided := false
 				switch op := rng.IntN(6); {
 				case op == 0:
 					want, next = ChargeMicros(p, st, us, costs[k])
@@ -168,7 +170,14 @@ func TestLeakyLuaMatchesModel(t *testing.T) {
 					ops["refund"]++
 				default:
 					want, next = EvaluateMicros(p, st, us, costs[k])
-					v, err = m.runMicros(prog, us, "q", Args(p, costs[k])...)
+					decided = true
+					if k%2 == 1 {
+						// Every other decision by the bound program, on the
+						// same state (ADR 0030).
+						v, err = m.runMicros(bound, us, "q", BoundArgs(p, costs[k])...)
+					} else {
+						v, err = m.runMicros(prog, us, "q", Args(p, costs[k])...)
+					}
 					if want.Status == StatusAllowed {
 						admittedAt = want.EffectiveNowMillis
 						if want.RetryAfterMillis > 0 {
@@ -181,6 +190,9 @@ func TestLeakyLuaMatchesModel(t *testing.T) {
 				require.Equal(t, want, got, "step %d at %d µs cost %d", k, us, costs[k])
 				st = next
 				require.Equal(t, st, getState(t, m.c, "q"), "step %d: stored value", k)
+				if decided && got.Status == StatusAllowed {
+					require.Equal(t, got.ExpiryMillis(p), m.srv.TTL("q").Milliseconds(), "step %d: TTL", k)
+				}
 			}
 			require.Positive(t, ops["refund"], "%v", ops)
 		})

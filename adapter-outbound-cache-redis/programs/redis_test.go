@@ -144,7 +144,8 @@ func differentialPolicies(t *testing.T) map[string]ratelimit.Policy {
 const burstCalls = 3
 
 // TestRedisProgramsMatchModel is the differential test: each program, via
-// EVALSHA of the manifest SHA1, on seeded random sequences
+// EVALSHA of the manifest SHA1 (every other single call its policy's bound
+// program, ADR 0030), on seeded random sequences
 // of sleeps and costs, sometimes with lastObservedMillis pushed ahead of the
 // server clock (a clock regression, within and beyond the tolerance), must
 // answer exactly what the model answers for the serverNowMillis it reports,
@@ -161,6 +162,12 @@ func TestRedisProgramsMatchModel(t *testing.T) {
 			sha, err := c.ScriptLoad(ctx, prog.Source).Result()
 			require.NoError(t, err)
 			require.Equal(t, prog.SHA1, sha, "the manifest SHA1 is what EVALSHA sends")
+			// Every other single call is the policy's bound program (ADR
+			// 0030) on the same state.
+			bound := mustBind(t, p)
+			sha, err = c.ScriptLoad(ctx, bound.Source).Result()
+			require.NoError(t, err)
+			require.Equal(t, bound.SHA1, sha, "Bind's SHA1 is what EVALSHA sends")
 			rng := rand.New(rand.NewPCG(seed, uint64(len(name))))
 			key := "diff:" + name
 			var st State
@@ -209,7 +216,11 @@ func TestRedisProgramsMatchModel(t *testing.T) {
 					continue
 				}
 				before := snap(t, ctx, c, key)
-				got, stored, after := evalTx(t, ctx, c, prog, true, key, Args(p, cost)...)
+				pr, args := prog, Args(p, cost)
+				if step%2 == 1 {
+					pr, args = bound, BoundArgs(p, cost)
+				}
+				got, stored, after := evalTx(t, ctx, c, pr, true, key, args...)
 				require.NoError(t, got.Check(p), "step %d: %+v", step, got)
 				want, next := Evaluate(p, st, got.ServerNowMillis, cost)
 				require.Equal(t, want, got, "step %d cost %d state %v", step, cost, st)

@@ -402,7 +402,7 @@ func TestSlidingLogModelAndProgramsReproduceVectors(t *testing.T) {
 		t.Run(vc.Name, func(t *testing.T) {
 			p := vc.policy(t)
 			m := newMini(t)
-			prog := mustProgram(t, ratelimit.AlgorithmSlidingLog)
+			prog, bound := mustProgram(t, ratelimit.AlgorithmSlidingLog), mustBind(t, p)
 			key := fmt.Sprintf("lv:%d", n)
 			var st State
 			for i, step := range vc.Steps {
@@ -412,10 +412,15 @@ func TestSlidingLogModelAndProgramsReproduceVectors(t *testing.T) {
 				require.NoError(t, r.Check(p), where)
 				got := m.eval(prog, p, step.ServerNowMillis, key, step.Cost)
 				require.Equal(t, r, got, "%s: program and model", where)
+				v, err := m.run(bound, step.ServerNowMillis, key+":bound", BoundArgs(p, step.Cost)...)
+				require.NoError(t, err)
+				require.Equal(t, r, toReply(t, v), "%s: bound program and model", where)
 				st = next
 				require.Equal(t, st, getState(t, m.c, key), "%s: stored value", where)
+				require.Equal(t, st, getState(t, m.c, key+":bound"), "%s: stored value (bound program)", where)
 				if r.Status == StatusAllowed {
 					require.Equal(t, r.ExpiryMillis(p), m.srv.TTL(key).Milliseconds(), "%s: TTL", where)
+					require.Equal(t, r.ExpiryMillis(p), m.srv.TTL(key+":bound").Milliseconds(), "%s: TTL (bound program)", where)
 				}
 				statuses[step.Status]++
 			}

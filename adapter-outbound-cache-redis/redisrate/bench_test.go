@@ -41,9 +41,10 @@ func newHotPath(t testing.TB) *hotPath {
 	subject := randomSubject(t)
 	key, err := StateKey(keys, pol, subject)
 	require.NoError(t, err)
-	prog, _ := programs.ForAlgorithm(pol.Algorithm())
+	prog, err := programs.Bind(pol) // what the provider sends (ADR 0030)
+	require.NoError(t, err)
 	h := &hotPath{
-		provider: p, bare: bare, key: key, sha: prog.SHA1, argv: programs.Args(pol, 1),
+		provider: p, bare: bare, key: key, sha: prog.SHA1, argv: programs.BoundArgs(pol, 1),
 		req: ratelimit.Request{PolicyID: pol.ID(), SubjectDigest: subject, Cost: 1, Deadline: time.Now().Add(time.Hour)},
 	}
 	require.True(t, ratelimit.Admitted(h.evaluate()))

@@ -86,9 +86,9 @@ func TestDedupCallShape(t *testing.T) {
 	assert.Equal(t, []any{"evaluation-1", "dd", int64(600_000), int64(ratelimit.DefaultDedupMaxReplays), int64(programs.DedupMaxEntries)}, tail)
 
 	require.True(t, ratelimit.Admitted(p.Evaluate(context.Background(), request("dd", subjectA, 2, t0))))
-	plain, ok := programs.ForAlgorithm(ratelimit.AlgorithmFixedWindow)
-	require.True(t, ok)
-	assert.Equal(t, plain.SHA1, f.commands()[1].program, "no ID: the plain program")
+	plain, err := programs.Bind(p.policies["dd"].policy)
+	require.NoError(t, err)
+	assert.Equal(t, plain.SHA1, f.commands()[1].program, "no ID: the policy's bound program (ADR 0030)")
 
 	out = p.Evaluate(context.Background(), withID(request("fw", subjectA, 1, t0), "evaluation-1"))
 	assert.Equal(t, ratelimit.CategoryInvalidRequest, ratelimit.CategoryOf(out))

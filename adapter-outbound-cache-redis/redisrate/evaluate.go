@@ -49,7 +49,7 @@ func (p *Provider) evaluate(ctx context.Context, req ratelimit.Request, pre *pre
 		sp = &pre.PreCharge
 	}
 	if c.dedupKey == "" {
-		res := p.exec.RunAfter(ctx, sp, c.policy.script, c.key, "", "", c.policy.argv, req.Cost, c.sendBy)
+		res := p.exec.RunAfter(ctx, sp, c.policy.script, c.key, "", "", c.policy.boundArgv, req.Cost, c.sendBy)
 		return p.outcome(c.policy, res, req.Cost)
 	}
 	return p.evaluateDedup(ctx, c, req, sp)

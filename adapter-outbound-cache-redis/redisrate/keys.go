@@ -46,9 +46,12 @@ func DedupKey(keys *keyspace.Builder, subject ratelimit.SubjectDigest) (string, 
 
 // policyState is everything per policy that does not depend on the request.
 type policyState struct {
-	policy    ratelimit.Policy
+	policy ratelimit.Policy
+	// script is the policy's bound decision program (programs.Bind, ADR
+	// 0030), boundArgv its ARGV (programs.BoundArgs(policy, 1)).
 	script    *send.Script
-	argv      []any // programs.Args(policy, 1); the executor substitutes the cost
+	boundArgv []any
+	argv      []any // programs.Args(policy, 1), the charge program's; the executor substitutes the cost
 	id        string
 	revision  string
 	algorithm string

@@ -216,7 +216,9 @@ func newProvider(client coordinationClient, keys *keyspace.Builder, policies []r
 	p.acks = int64(opts.ReplicationAcks)
 	p.exec.SetReplicationAcks(p.acks, opts.ReplicationAckTimeout.Milliseconds())
 	p.retryHint = max(MinFailureRetryAfter, opts.CommandTimeout)
-	byName := map[string]*send.Script{}
+	// One script per source: policies with the same parameters and
+	// revision share their bound program.
+	bySHA := map[string]*send.Script{}
 	for i, pol := range policies {
 		if pol.IsZero() {
 			bad("policies[%d]: zero policy (not built by ratelimit.NewPolicy)", i)
@@ -226,16 +228,15 @@ func newProvider(client coordinationClient, keys *keyspace.Builder, policies []r
 			bad("policies[%d]: duplicate policy id %q", i, pol.ID())
 			continue
 		}
-		prog, ok := programs.ForAlgorithm(pol.Algorithm())
-		if !ok {
+		if _, ok := programs.ForAlgorithm(pol.Algorithm()); !ok {
 			bad("policies[%d] %q: no program for algorithm %v", i, pol.ID(), pol.Algorithm())
 			continue
 		}
 		scriptFor := func(prog programs.Program) *send.Script {
-			s := byName[prog.Name]
+			s := bySHA[prog.SHA1]
 			if s == nil {
 				s = send.NewScript(prog)
-				byName[prog.Name] = s
+				bySHA[prog.SHA1] = s
 				p.scripts = append(p.scripts, s)
 				v, err := redisinfo.ParseVersion(prog.MinRedisVersion)
 				if err != nil {
@@ -246,7 +247,15 @@ func newProvider(client coordinationClient, keys *keyspace.Builder, policies []r
 			}
 			return s
 		}
-		s := scriptFor(prog)
+		// The decision program bound to the policy (ADR 0030): its
+		// parameters are constants of its source, its ARGV revision and
+		// cost.
+		bprog, err := programs.Bind(pol)
+		if err != nil {
+			bad("policies[%d] %q: %v", i, pol.ID(), err)
+			continue
+		}
+		s := scriptFor(bprog)
 		var dedup *send.Script
 		var dedupArgv []any
 		if pol.DedupWindow() != 0 {
@@ -272,9 +281,13 @@ func newProvider(client coordinationClient, keys *keyspace.Builder, policies []r
 			bad("policies[%d] %q: no refund program for algorithm %v", i, pol.ID(), pol.Algorithm())
 			continue
 		}
-		argv := programs.Args(pol, 1)
-		if len(argv) != prog.ArgCount || len(argv) <= programs.ArgCost {
-			bad("policies[%d] %q: %d program arguments, want %d", i, pol.ID(), len(argv), prog.ArgCount)
+		argv, boundArgv := programs.Args(pol, 1), programs.BoundArgs(pol, 1)
+		if len(boundArgv) != bprog.ArgCount || len(boundArgv) <= programs.ArgCost {
+			bad("policies[%d] %q: %d program arguments, want %d", i, pol.ID(), len(boundArgv), bprog.ArgCount)
+			continue
+		}
+		if len(argv) != cprog.ArgCount {
+			bad("policies[%d] %q: %d charge program arguments, want %d", i, pol.ID(), len(argv), cprog.ArgCount)
 			continue
 		}
 		// A queue is never a set member (ADR 0028): no part to prepare.
@@ -282,6 +295,7 @@ func newProvider(client coordinationClient, keys *keyspace.Builder, policies []r
 		p.policies[pol.ID()] = &policyState{
 			policy:    pol,
 			script:    s,
+			boundArgv: boundArgv,
 			argv:      argv,
 			id:        string(pol.ID()),
 			revision:  strconv.FormatInt(pol.Revision(), 10),

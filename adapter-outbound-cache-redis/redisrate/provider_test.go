@@ -502,7 +502,9 @@ func TestStartChecksTheServerVersion(t *testing.T) {
 			require.NoError(t, p.Start(context.Background()))
 			sent := f.commands()
 			require.Len(t, sent, 4)
-			for i, prog := range programs.All()[:3] { // the test policies' algorithms, in manifest order
+			for i, pol := range testPolicies(t) { // each policy's bound program (ADR 0030), in policy order
+				prog, err := programs.Bind(pol)
+				require.NoError(t, err)
 				assert.Equal(t, []any{"script", "load", []byte(prog.Source)}, sent[i+1].raw, "SCRIPT LOAD of the exact source")
 			}
 			require.NoError(t, p.Ready(context.Background()))

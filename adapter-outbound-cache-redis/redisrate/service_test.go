@@ -86,13 +86,13 @@ func TestServiceStartLoadsEveryProgram(t *testing.T) {
 	var shas []string
 	var want []bool
 	for _, pol := range pols {
-		prog, ok := programs.ForAlgorithm(pol.Algorithm())
-		require.True(t, ok)
+		prog, err := programs.Bind(pol)
+		require.NoError(t, err)
 		shas, want = append(shas, prog.SHA1), append(want, true)
 	}
 	exists, err := srv.Client().ScriptExists(redistest.AdminCtx(t), shas...).Result()
 	require.NoError(t, err)
-	assert.Equal(t, want, exists, "the program of every policy's algorithm is loaded")
+	assert.Equal(t, want, exists, "every policy's bound program is loaded (ADR 0030)")
 	require.NoError(t, p.Ready(redistest.AdminCtx(t)))
 	require.NoError(t, p.Close())
 	assert.ErrorIs(t, p.Ready(redistest.AdminCtx(t)), ErrClosed)
@@ -147,7 +147,7 @@ func TestServiceProgramsMatchModel(t *testing.T) {
 					time.Sleep(time.Duration(rng.IntN(12)) * time.Millisecond)
 				}
 				cost := 1 + rng.Int64N(pol.MaxCost())
-				a, ok := p.exec.Run(context.Background(), ps.script, key, ps.argv, cost, noSendBy).(send.Replied)
+				a, ok := p.exec.Run(context.Background(), ps.script, key, ps.boundArgv, cost, noSendBy).(send.Replied)
 				require.True(t, ok, "step %d", step)
 				require.NoError(t, a.Err, "step %d", step)
 				got, err := programs.Decode(a.Reply, pol)

@@ -145,7 +145,7 @@ func (p *Provider) decideGroup(ctx context.Context, g []checked, cost int64) []r
 	outs := make([]ratelimit.Outcome, len(g))
 	if len(g) == 1 {
 		c := g[0]
-		res := p.exec.Run(ctx, c.policy.script, c.key, c.policy.argv, cost, c.sendBy)
+		res := p.exec.Run(ctx, c.policy.script, c.key, c.policy.boundArgv, cost, c.sendBy)
 		outs[0] = p.outcome(c.policy, res, cost)
 		return outs
 	}

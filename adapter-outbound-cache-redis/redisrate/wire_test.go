@@ -226,14 +226,16 @@ func TestWireNoScriptFallsBackToOneEvalOfTheSource(t *testing.T) {
 		mu.Unlock()
 		return respAction{reply: reply}
 	})
-	out := wireProvider(t, wireConfig(srv.Addr())).Evaluate(context.Background(), liveRequest("fw"))
+	p := wireProvider(t, wireConfig(srv.Addr()))
+	out := p.Evaluate(context.Background(), liveRequest("fw"))
 	assert.True(t, ratelimit.Admitted(out), "%v", out)
 	assert.Equal(t, []string{"hello", "ping", send.CmdEvalSha, send.CmdEval}, srv.Commands())
-	prog, _ := programs.ForAlgorithm(ratelimit.AlgorithmFixedWindow)
+	prog, err := programs.Bind(p.policies["fw"].policy) // what the provider sends (ADR 0030)
+	require.NoError(t, err)
 	mu.Lock()
 	defer mu.Unlock()
 	require.GreaterOrEqual(t, len(evalArgs), 4)
-	assert.Equal(t, prog.Source, evalArgs[1], "the exact embedded source, shebang included")
+	assert.Equal(t, prog.Source, evalArgs[1], "the exact source, shebang included")
 	assert.Equal(t, "1", evalArgs[2])
 }
 

@@ -65,8 +65,8 @@ func TestToxicPipelinedBatchCut(t *testing.T) {
 	admin := srv.Client()
 	proxy := startProxy(t, srv.Addr())
 	pol := hourPolicies(t)[0]
-	prog, ok := programs.ForAlgorithm(pol.Algorithm())
-	require.True(t, ok)
+	prog, err := programs.Bind(pol) // what the provider sends (ADR 0030)
+	require.NoError(t, err)
 	tests := []struct {
 		name  string
 		toxic func(aReply int) string
@@ -88,7 +88,7 @@ func TestToxicPipelinedBatchCut(t *testing.T) {
 			// The length of A's reply: the same call on a fresh key.
 			scratch, err := redisrate.StateKey(keys, pol, randomSubject(t))
 			require.NoError(t, err)
-			v, err := admin.EvalSha(redistest.AdminCtx(t), prog.SHA1, []string{scratch}, programs.Args(pol, 1)...).Slice()
+			v, err := admin.Eval(redistest.AdminCtx(t), prog.Source, []string{scratch}, programs.BoundArgs(pol, 1)...).Slice()
 			require.NoError(t, err)
 			resetStats(t, admin)
 

@@ -413,9 +413,11 @@ func newLimiters(ctx context.Context, addr string, subs subjects) (set *limiterS
 	}
 	for _, pol := range pols {
 		alg := pol.Algorithm().String()
-		prog, ok := programs.ForAlgorithm(pol.Algorithm())
-		if !ok {
-			return set, fmt.Errorf("bench: no program for %s", alg)
+		// The program the provider sends: the policy's bound program
+		// (ADR 0030).
+		prog, err := programs.Bind(pol)
+		if err != nil {
+			return set, fmt.Errorf("bench: %w", err)
 		}
 		keys, err := stateKeys(bareKeys, pol, subs)
 		if err != nil {
@@ -429,7 +431,7 @@ func newLimiters(ctx context.Context, addr string, subs subjects) (set *limiterS
 			_ = c.Close()
 			return set, fmt.Errorf("bench: SCRIPT LOAD %s: %w", prog.Name, err)
 		}
-		argv, sha := programs.Args(pol, 1), prog.SHA1
+		argv, sha := programs.BoundArgs(pol, 1), prog.SHA1
 		set.add(&limiter{
 			Name: bareName(alg), Family: FamilyBare, Algorithm: alg,
 			op: func(ctx context.Context, i int) error {
