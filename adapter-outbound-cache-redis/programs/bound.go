@@ -42,9 +42,9 @@ var boundBlock = regexp.MustCompile(`if #KEYS ~= 1 or #ARGV ~= (\d+) then return
 	`  rev = nil\n` +
 	`end\n`)
 
-// argRef matches an ARGV reference that is read as an integer after the
-// block (a leaky bucket's delayAfter, int(ARGV[8])).
-var argRef = regexp.MustCompile(`int\(ARGV\[(\d+)\]\)`)
+// argRef matches any ARGV reference; after the block only ARGV[1] (the
+// revision, as stored) and ARGV[2] (the cost) may remain.
+var argRef = regexp.MustCompile(`ARGV\[(\d+)\]`)
 
 // Bind returns p's decision program bound to p: Source is the embedded
 // program with its argument block replaced by p's parameters as decimal
@@ -126,8 +126,10 @@ func bindSource(prog Program, args []any) (string, error) {
 		}
 		rest = strings.Replace(rest, ref, nums[k-1], 1)
 	}
-	if r := argRef.FindStringSubmatch(rest); r != nil {
-		return "", fmt.Errorf("%s: reads ARGV[%s] beyond the policy's %d", prog.Name, r[1], len(args))
+	for _, r := range argRef.FindAllStringSubmatch(rest, -1) {
+		if r[1] != "1" && r[1] != "2" {
+			return "", fmt.Errorf("%s: reads ARGV[%s] after the block, a bound program has 2", prog.Name, r[1])
+		}
 	}
 	header := "#!lua\n"
 	if !strings.HasPrefix(src, header) {

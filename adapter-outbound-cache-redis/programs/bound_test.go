@@ -144,6 +144,7 @@ func TestBindRefusesWhatItCannotBind(t *testing.T) {
 		"another count":    strings.Replace(prog.Source, "#ARGV ~= 7", "#ARGV ~= 8", 1),
 		"no #!lua line":    strings.TrimPrefix(prog.Source, "#!lua\n"),
 		"an unread ARGV":   strings.Replace(prog.Source, block, block+"local x = int(ARGV[9])\n", 1),
+		"a raw ARGV after": strings.Replace(prog.Source, block, block+"local x = ARGV[5]\n", 1),
 		"a parameter more": strings.Replace(prog.Source, "int(ARGV[3]), ARGV[4], ARGV[5], ARGV[6], ARGV[7]", "int(ARGV[3]), ARGV[4], ARGV[5], ARGV[6], ARGV[7], ARGV[8]", 1),
 	} {
 		bad := prog
