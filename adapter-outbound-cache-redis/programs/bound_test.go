@@ -1,7 +1,6 @@
 package programs
 
 import (
-	"fmt"
 	"strconv"
 	"strings"
 	"testing"
@@ -13,40 +12,6 @@ import (
 	"github.com/tech-log/tech-log-backend/shared-contract/ratelimit"
 )
 
-// TestBoundProgramsReproduceVectors runs every golden case through its
-// policy's bound program (Bind) on miniredis, exactly as
-// TestProgramsReproduceVectors runs the embedded one: every reply field,
-// the stored value and the TTL must be the model's.
-func TestBoundProgramsReproduceVectors(t *testing.T) {
-	vf := loadVectors(t)
-	for n, vc := range vf.Cases {
-		t.Run(vc.Name, func(t *testing.T) {
-			t.Parallel()
-			m := newMini(t)
-			p := vc.policy(t)
-			prog, err := Bind(p)
-			require.NoError(t, err)
-			require.Equal(t, ArgCountBound, prog.ArgCount)
-			key := fmt.Sprintf("vector:%d", n)
-			var st State
-			for i, step := range vc.Steps {
-				where := fmt.Sprintf("step %d at %d cost %d", i, step.ServerNowMillis, step.Cost)
-				v, err := m.run(prog, step.ServerNowMillis, key, BoundArgs(p, step.Cost)...)
-				require.NoError(t, err, where)
-				got := toReply(t, v)
-				checkStep(t, where, step, got)
-				want, next := Evaluate(p, st, step.ServerNowMillis, step.Cost)
-				require.Equal(t, want, got, "%s: program and model", where)
-				st = next
-				require.Equal(t, st, getState(t, m.c, key), "%s: stored value", where)
-				if got.Status == StatusAllowed {
-					require.Equal(t, got.ExpiryMillis(p), m.srv.TTL(key).Milliseconds(), "%s: TTL", where)
-				}
-			}
-		})
-	}
-}
-
 func mustBind(t testing.TB, p ratelimit.Policy) Program {
 	t.Helper()
 	b, err := Bind(p)
@@ -55,33 +20,20 @@ func mustBind(t testing.TB, p ratelimit.Policy) Program {
 }
 
 // boundInvalidArgs are ARGV a bound program of p must answer StatusInvalid
-// to: every malformed revision or cost invalidArgs tries, another
-// revision, a cost above the limit, the wrong count, and the embedded
-// program's own ARGV.
+// to: every malformed ARGV (malformedArgs), another revision, a cost
+// above the limit, and the embedded program's own ARGV.
 func boundInvalidArgs(p ratelimit.Policy) map[string][]any {
 	valid := BoundArgs(p, 1)
-	with := func(i int, v any) []any {
-		a := append([]any(nil), valid...)
-		a[i] = v
-		return a
-	}
-	out := map[string][]any{
-		"no args":                 {},
-		"revision only":           valid[:1],
-		"one too many":            append(append([]any(nil), valid...), 1),
-		"the embedded ARGV":       Args(p, 1),
-		"another revision":        with(ArgRevision, p.Revision()+1),
-		"revision 0":              with(ArgRevision, 0),
-		"cost 0":                  with(ArgCost, 0),
-		"cost above the limit":    with(ArgCost, p.Limit()+1),
-		"cost > M":                with(ArgCost, "9007199254740992"),
-		"revision with a leading": with(ArgRevision, "0"+strconv.FormatInt(p.Revision(), 10)),
-	}
-	for _, bad := range []string{"", "-1", "+1", "01", "1.0", "1e3", " 1", "1 ", "0x10", "abc", "12345678901234567", "inf", "nan",
-		"99999999999999999999", "1\x00", "\x001"} {
-		for i := range valid {
-			out["arg "+strconv.Itoa(i)+" "+strconv.Quote(bad)] = with(i, bad)
-		}
+	out := malformedArgs(valid)
+	for name, args := range map[string][]any{
+		"the embedded ARGV":         Args(p, 1),
+		"another revision":          withArg(valid, ArgRevision, p.Revision()+1),
+		"revision 0":                withArg(valid, ArgRevision, 0),
+		"revision with a leading 0": withArg(valid, ArgRevision, "0"+strconv.FormatInt(p.Revision(), 10)),
+		"cost 0":                    withArg(valid, ArgCost, 0),
+		"cost above the limit":      withArg(valid, ArgCost, p.Limit()+1),
+	} {
+		out[name] = args
 	}
 	return out
 }
@@ -105,19 +57,7 @@ func TestRedisBoundProgramRefusesWhatItWasNotBoundTo(t *testing.T) {
 			require.Equal(t, StatusAllowed, toReply(t, v).Status)
 			before := snap(t, ctx, c, existing)
 			bad := boundInvalidArgs(p)
-			for name, args := range bad {
-				for _, key := range []string{fresh, existing} {
-					v, err := runRedis(ctx, c, bound, key, args...)
-					require.NoError(t, err, name)
-					r := toReply(t, v)
-					require.Equal(t, Reply{Status: StatusInvalid, ServerNowMillis: r.ServerNowMillis}, r, name)
-					require.Positive(t, r.ServerNowMillis)
-				}
-				n, err := c.Exists(ctx, fresh).Result()
-				require.NoError(t, err)
-				require.Zero(t, n, "%s: no key created", name)
-				require.Equal(t, before, snap(t, ctx, c, existing), "%s: state untouched", name)
-			}
+			requireRefusedUnwritten(t, ctx, c, bound, fresh, existing, bad)
 			v, err = runRedis(ctx, c, prog, fresh, BoundArgs(p, 1)...)
 			require.NoError(t, err)
 			require.Equal(t, int64(StatusInvalid), v[0], "the embedded program given the bound ARGV")

@@ -482,6 +482,28 @@ func TestRedisMalformedStateIsIncompatible(t *testing.T) {
 	}
 }
 
+// requireRefusedUnwritten runs prog with every ARGV of bad on the fresh
+// key (absent) and the existing one (holding state) and requires each
+// call to answer INVALID with the server time, create no key and leave
+// the existing state byte for byte as it was.
+func requireRefusedUnwritten(t *testing.T, ctx context.Context, c *redis.Client, prog Program, fresh, existing string, bad map[string][]any) {
+	t.Helper()
+	before := snap(t, ctx, c, existing)
+	for name, args := range bad {
+		for _, key := range []string{fresh, existing} {
+			v, err := runRedis(ctx, c, prog, key, args...)
+			require.NoError(t, err, name)
+			r := toReply(t, v)
+			require.Equal(t, Reply{Status: StatusInvalid, ServerNowMillis: r.ServerNowMillis}, r, name)
+			require.Positive(t, r.ServerNowMillis)
+		}
+		n, err := c.Exists(ctx, fresh).Result()
+		require.NoError(t, err)
+		require.Zero(t, n, "%s: no key created", name)
+		require.Equal(t, before, snap(t, ctx, c, existing), "%s: state untouched", name)
+	}
+}
+
 // TestRedisInvalidArgs: ARGV sent directly (not through Args) that is
 // malformed or out of range is INVALID; no key is created and existing state
 // is untouched.
@@ -497,19 +519,7 @@ func TestRedisInvalidArgs(t *testing.T) {
 			require.NoError(t, err)
 			require.Equal(t, StatusAllowed, toReply(t, v).Status)
 			before := snap(t, ctx, c, existing)
-			for name, args := range invalidArgs(a, Args(p, 1)) {
-				for _, key := range []string{fresh, existing} {
-					v, err := runRedis(ctx, c, prog, key, args...)
-					require.NoError(t, err, name)
-					r := toReply(t, v)
-					require.Equal(t, Reply{Status: StatusInvalid, ServerNowMillis: r.ServerNowMillis}, r, name)
-					require.Positive(t, r.ServerNowMillis)
-				}
-				n, err := c.Exists(ctx, fresh).Result()
-				require.NoError(t, err)
-				require.Zero(t, n, "%s: no key created", name)
-				require.Equal(t, before, snap(t, ctx, c, existing), "%s: state untouched", name)
-			}
+			requireRefusedUnwritten(t, ctx, c, prog, fresh, existing, invalidArgs(a, Args(p, 1)))
 			for _, keys := range [][]string{{}, {fresh, existing}} {
 				v, err := evalInts(ctx, c, prog.Source, keys, Args(p, 1)...)
 				require.NoError(t, err)

@@ -266,19 +266,38 @@ func wrongTypes() map[string]func(redis.Cmdable, string) error {
 	}
 }
 
+// withArg is valid with argument i replaced by v (valid is not modified).
+func withArg(valid []any, i int, v any) []any {
+	a := append([]any(nil), valid...)
+	a[i] = v
+	return a
+}
+
+// malformedArgs are the ARGV lists any program with the valid ARGV must
+// answer INVALID whatever its ranges: the wrong count, and every
+// position holding a string that is not a canonical integer in 0..M.
+func malformedArgs(valid []any) map[string][]any {
+	out := map[string][]any{
+		"no args":      {},
+		"one too few":  valid[:len(valid)-1],
+		"one too many": append(append([]any(nil), valid...), 1),
+	}
+	for _, bad := range []string{"", "-1", "+1", "01", "1.0", "1e3", " 1", "1 ", "0x10", "abc", "12345678901234567", "inf", "nan",
+		"9007199254740992", "99999999999999999999", "1\x00", "\x001"} {
+		for i := range valid {
+			out["arg "+strconv.Itoa(i)+" "+strconv.Quote(bad)] = withArg(valid, i, bad)
+		}
+	}
+	return out
+}
+
 // invalidArgs are ARGV lists every program must answer INVALID: wrong
 // count, non-canonical integers, and values outside the ranges NewPolicy
 // enforces. valid is a correct ARGV for the program.
 func invalidArgs(a ratelimit.Algorithm, valid []any) map[string][]any {
-	with := func(i int, v any) []any {
-		a := append([]any(nil), valid...)
-		a[i] = v
-		return a
-	}
-	out := map[string][]any{
-		"no args":       {},
-		"one too few":   valid[:len(valid)-1],
-		"one too many":  append(append([]any(nil), valid...), 1),
+	with := func(i int, v any) []any { return withArg(valid, i, v) }
+	out := malformedArgs(valid)
+	for name, args := range map[string][]any{
 		"revision 0":    with(ArgRevision, 0),
 		"cost 0":        with(ArgCost, 0),
 		"cost > limit":  with(ArgCost, 1_000_000),
@@ -286,12 +305,8 @@ func invalidArgs(a ratelimit.Algorithm, valid []any) map[string][]any {
 		"regression >H": with(ArgMaxClockRegression, ratelimit.MaxHorizonMillis+1),
 		"limit 0":       with(ArgLimit, 0),
 		"limit > M":     with(ArgLimit, "9007199254740992"),
-	}
-	for _, bad := range []string{"", "-1", "+1", "01", "1.0", "1e3", " 1", "1 ", "0x10", "abc", "12345678901234567", "inf", "nan",
-		"9007199254740992", "99999999999999999999", "1\x00", "\x001"} {
-		for i := range valid {
-			out["arg "+strconv.Itoa(i)+" "+strconv.Quote(bad)] = with(i, bad)
-		}
+	} {
+		out[name] = args
 	}
 	switch {
 	case len(valid) == ArgCountWindow:

@@ -33,7 +33,7 @@ func TestModelReproducesVectors(t *testing.T) {
 }
 
 // TestProgramsReproduceVectors runs every golden case through the real Lua
-// programs on miniredis with the clock set by SetTime before each step, and
+// programs, embedded and bound to the case's policy (ADR 0030), on miniredis with the clock set by SetTime before each step, and
 // compares every reply field and the stored hash with the model. Each case
 // has its own miniredis, so cases run in parallel without sharing a clock.
 func TestProgramsReproduceVectors(t *testing.T) {
@@ -43,19 +43,29 @@ func TestProgramsReproduceVectors(t *testing.T) {
 			t.Parallel()
 			m := newMini(t) // its own clock
 			p := vc.policy(t)
-			prog := mustProgram(t, p.Algorithm())
+			prog, bound := mustProgram(t, p.Algorithm()), mustBind(t, p)
 			key := fmt.Sprintf("vector:%d", n)
 			var st State
 			for i, step := range vc.Steps {
 				where := fmt.Sprintf("step %d at %d cost %d", i, step.ServerNowMillis, step.Cost)
-				got := m.eval(prog, p, step.ServerNowMillis, key, step.Cost)
-				checkStep(t, where, step, got)
 				want, next := Evaluate(p, st, step.ServerNowMillis, step.Cost)
-				require.Equal(t, want, got, "%s: program and model", where)
 				st = next
-				require.Equal(t, st, getState(t, m.c, key), "%s: stored hash", where)
-				if got.Status == StatusAllowed {
-					require.Equal(t, got.ExpiryMillis(p), m.srv.TTL(key).Milliseconds(), "%s: TTL", where)
+				// The embedded program on key, the policy's bound program
+				// (ADR 0030) on a twin key: both are the model.
+				for _, run := range []struct {
+					key  string
+					prog Program
+					args []any
+				}{{key, prog, Args(p, step.Cost)}, {key + ":bound", bound, BoundArgs(p, step.Cost)}} {
+					v, err := m.run(run.prog, step.ServerNowMillis, run.key, run.args...)
+					require.NoError(t, err, where)
+					got := toReply(t, v)
+					checkStep(t, where, step, got)
+					require.Equal(t, want, got, "%s: %s and model", where, run.key)
+					require.Equal(t, st, getState(t, m.c, run.key), "%s: %s stored value", where, run.key)
+					if got.Status == StatusAllowed {
+						require.Equal(t, got.ExpiryMillis(p), m.srv.TTL(run.key).Milliseconds(), "%s: %s TTL", where, run.key)
+					}
 				}
 			}
 		})
