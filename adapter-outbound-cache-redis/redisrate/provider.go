@@ -228,10 +228,6 @@ func newProvider(client coordinationClient, keys *keyspace.Builder, policies []r
 			bad("policies[%d]: duplicate policy id %q", i, pol.ID())
 			continue
 		}
-		if _, ok := programs.ForAlgorithm(pol.Algorithm()); !ok {
-			bad("policies[%d] %q: no program for algorithm %v", i, pol.ID(), pol.Algorithm())
-			continue
-		}
 		scriptFor := func(prog programs.Program) *send.Script {
 			s := bySHA[prog.SHA1]
 			if s == nil {
