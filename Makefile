@@ -163,6 +163,13 @@ bench: ## side-by-side benchmarks vs bare EvalSha, redis_rate, ulule, redis-benc
 	@$(PREREQ) "make bench" redis-server redis-cli redis-benchmark
 	@cd tools && go run ./cmd/bench -root .. $(if $(filter-out 0,$(BENCH_SMOKE)),-smoke)
 
+CEILING_REPS ?= 15
+
+.PHONY: bench-ceiling
+bench-ceiling: ## one caller: a floor script (TIME, GET, SET, the 7-integer reply, no logic), bare EvalSha of the bound programs and the provider, each vs redis_rate in the same repetition (CEILING_REPS, default 15); prints a table, writes nothing
+	@$(PREREQ) "make bench-ceiling" redis-server
+	@cd tools && go run ./cmd/bench -root .. -ceiling $(CEILING_REPS)
+
 RUN_ADDR ?= 127.0.0.1:8080
 RUN_ADMIN_ADDR ?= 127.0.0.1:9090
 

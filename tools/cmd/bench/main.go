@@ -33,6 +33,7 @@ func run(args []string) error {
 	reps := fs.Int("reps", 0, "override the repetitions per cell")
 	duration := fs.Duration("duration", 0, "override the duration of one run")
 	profile := fs.Duration("profile", -1, "override the duration of the client CPU profile (0: none)")
+	ceiling := fs.Int("ceiling", 0, "instead of the suite: the one-caller ceiling (floor script, bare EvalSha, provider, vs redis_rate) with this many repetitions, printed as a table; writes no file")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -52,6 +53,9 @@ func run(args []string) error {
 		*docPath = filepath.Join(*root, "docs", "performance.md")
 	}
 	o := bench.Outputs{Dir: *out, DocIn: *docPath, DocOut: *docPath}
+	if *ceiling != 0 {
+		return runCeiling(*root, *smoke, *ceiling, *duration)
+	}
 
 	var res *bench.Results
 	if *from != "" {
@@ -127,6 +131,27 @@ func run(args []string) error {
 		}
 	}
 	return nil
+}
+
+// runCeiling runs bench.Ceiling with reps repetitions (smoke: the smoke
+// configuration's subjects and run length) and prints its table.
+func runCeiling(root string, smoke bool, reps int, duration time.Duration) error {
+	cfg := bench.FullConfig(root)
+	if smoke {
+		cfg = bench.SmokeConfig(root)
+	}
+	if duration > 0 {
+		cfg.RunDuration = duration
+	}
+	cfg.Log = os.Stdout
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	rows, err := bench.Ceiling(ctx, cfg, reps)
+	if err != nil {
+		return err
+	}
+	fmt.Println()
+	return bench.WriteCeiling(os.Stdout, rows, reps)
 }
 
 // dumpResults writes results that failed validation to a temporary file,

@@ -4,6 +4,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -18,15 +19,7 @@ import (
 // cannot rot. It needs redis-server on PATH: skipped under -short and when
 // the server is missing, unless REDIS_REQUIRED=1 (then missing is a failure).
 func TestSmoke(t *testing.T) {
-	if testing.Short() {
-		t.Skip("smoke benchmark needs redis-server: skipped under -short")
-	}
-	if _, err := exec.LookPath("redis-server"); err != nil {
-		if os.Getenv("REDIS_REQUIRED") == "1" {
-			t.Fatalf("REDIS_REQUIRED=1 but redis-server is not on PATH: %v", err)
-		}
-		t.Skip("redis-server not on PATH")
-	}
+	needRedisServer(t)
 	root, err := filepath.Abs(filepath.Join("..", "..", ".."))
 	require.NoError(t, err)
 	out := t.TempDir()
@@ -49,6 +42,52 @@ func TestSmoke(t *testing.T) {
 	after, err := os.ReadFile(committedDoc)
 	require.NoError(t, err)
 	assert.Equal(t, string(before), string(after), "smoke mode must not touch the published docs/performance.md")
+}
+
+// TestCeilingSmoke runs the one-caller ceiling (make bench-ceiling) in
+// smoke mode and checks its shape: every limiter over both subject sets,
+// redis_rate's own ratio exactly 1, every other ratio positive and its
+// quartiles in order, and the table a row per measurement.
+func TestCeilingSmoke(t *testing.T) {
+	needRedisServer(t)
+	root, err := filepath.Abs(filepath.Join("..", "..", ".."))
+	require.NoError(t, err)
+	const reps = 2
+	rows, err := bench.Ceiling(t.Context(), bench.SmokeConfig(root), reps)
+	require.NoError(t, err)
+	require.Len(t, rows, 2*8, "8 limiters over 2 subject sets")
+	seen := map[string]int{}
+	for _, r := range rows {
+		seen[r.Limiter]++
+		assert.Positive(t, r.MedianOps, r.Limiter)
+		if r.Limiter == bench.FamilyRedisRate {
+			assert.Equal(t, [3]float64{1, 1, 1}, [3]float64{r.Q1, r.Median, r.Q3})
+			continue
+		}
+		assert.Positive(t, r.Q1, r.Limiter)
+		assert.LessOrEqual(t, r.Q1, r.Median, r.Limiter)
+		assert.LessOrEqual(t, r.Median, r.Q3, r.Limiter)
+	}
+	assert.Equal(t, 2, seen[bench.FamilyFloor])
+	var table strings.Builder
+	require.NoError(t, bench.WriteCeiling(&table, rows, reps))
+	assert.Equal(t, len(rows)+4, strings.Count(table.String(), "\n"), "intro, blank, header, rule, a row per measurement")
+	assert.Contains(t, table.String(), "| hot | floor |")
+}
+
+// needRedisServer skips t under -short and when redis-server is missing,
+// unless REDIS_REQUIRED=1 (then missing is a failure).
+func needRedisServer(t *testing.T) {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("the benchmark needs redis-server: skipped under -short")
+	}
+	if _, err := exec.LookPath("redis-server"); err != nil {
+		if os.Getenv("REDIS_REQUIRED") == "1" {
+			t.Fatalf("REDIS_REQUIRED=1 but redis-server is not on PATH: %v", err)
+		}
+		t.Skip("redis-server not on PATH")
+	}
 }
 
 func mustRead(t *testing.T, path string) []byte {
