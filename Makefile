@@ -36,7 +36,7 @@ test: test-prereq arch-check ## unit tests + Redis service lane (real redis-serv
 	done
 	@$(MAKE) --no-print-directory request-path
 	@$(MAKE) --no-print-directory alloc-budget
-	@$(MAKE) --no-print-directory test-gowork-off
+	@$(MAKE) --no-print-directory gowork-same-build
 
 .PHONY: alloc-budget
 alloc-budget: ## the provider's allocation budget on a real redis-server, without the race detector (under it sync.Pool drops items at random); fails unless the test ran and passed
@@ -61,6 +61,25 @@ test-prereq: ## the programs make test needs (redis-server, redis-cli, redis-sen
 # Each module must build and pass on its own go.mod (require + replace for
 # its siblings): go.work would hide a missing require. The unit tests (-short,
 # no Redis, no race detector) are enough to compile and run every package.
+# make test runs gowork-same-build instead, which proves the same in seconds:
+# with GOWORK=off every package of the module and of its tests resolves
+# (go list fails on a missing require or go.sum line), and it resolves to
+# the same modules at the same versions, siblings to the same directories,
+# as in the workspace, so the tests make test has just run are the tests of
+# that build.
+.PHONY: gowork-same-build
+gowork-same-build: ## every module's packages and test dependencies resolve with GOWORK=off, to the same module versions (siblings: the same directories) as in the workspace
+	@fmt='{{with .Module}}{{.Path}} {{if .Replace}}{{.Replace.Dir}}{{else if .Version}}{{.Version}}{{else}}{{.Dir}}{{end}}{{end}}'; \
+	for m in $(MODULES); do \
+		ws=$$(cd $$m && go list -deps -test -f "$$fmt" ./... | sort -u) || exit 1; \
+		off=$$(cd $$m && GOWORK=off go list -deps -test -f "$$fmt" ./... | sort -u) || { echo "gowork-same-build: $${m#$(CURDIR)/} does not resolve with GOWORK=off"; exit 1; }; \
+		if [ "$$ws" != "$$off" ]; then \
+			echo "gowork-same-build: $${m#$(CURDIR)/} builds other modules with GOWORK=off (<: workspace, >: its own go.mod):"; \
+			diff <(echo "$$ws") <(echo "$$off"); exit 1; \
+		fi; \
+		echo "== gowork-same-build $${m#$(CURDIR)/}: $$(echo "$$ws" | wc -l) modules, the same with GOWORK=off"; \
+	done
+
 .PHONY: test-gowork-off
 test-gowork-off: ## unit tests of every module with GOWORK=off (its own go.mod only)
 	@for m in $(MODULES); do \
@@ -227,8 +246,15 @@ compose-demo: image redis-image ## deploy/compose.yaml: two instances + the loca
 	@TLB_IMAGE="$(IMAGE)" REDIS_TEST_IMAGE="$${REDIS_TEST_IMAGE:-tech-log/redis-test:local}" deploy/compose-demo.sh
 
 .PHONY: test-containers
-test-containers: redis-image ## the Redis adapter's tests through testcontainers (container lane), race detector on
+# The container lane runs every package of the Redis adapter but programs
+# (and programs/luasrc): their tests check what the Lua programs compute, on
+# a redis-server that is the same binary in the image (make redis-image
+# copies the host's) and in the process lane of make test, so the container
+# adds nothing to them; what the container changes (docker networking, stop,
+# kill, pause) is the other packages' subject.
+test-containers: redis-image ## the Redis adapter's tests through testcontainers (container lane), race detector on; every package but programs (the same redis-server binary as make test's process lane)
 	@cd adapter-outbound-cache-redis && \
+		pkgs=$$(go list ./... | grep -v -e '/programs$$' -e '/programs/') && \
 		REDIS_TEST_LANE=container REDIS_REQUIRED=1 \
 		REDIS_TEST_IMAGE="$${REDIS_TEST_IMAGE:-tech-log/redis-test:local}" \
-		go test -race -count=1 ./...
+		go test -race -count=1 $$pkgs
