@@ -83,7 +83,7 @@ func (p *Proxy) Refuse() { p.refuse(true) }
 // open ones go on.
 func (p *Proxy) RefuseNew() { p.refuse(false) }
 
-func (p *Proxy) refuse(open bool) {
+func (p *Proxy) refuse(closeOpen bool) {
 	p.mu.Lock()
 	ln := p.ln
 	p.ln = nil
@@ -92,7 +92,7 @@ func (p *Proxy) refuse(open bool) {
 	if ln != nil {
 		_ = ln.Close()
 	}
-	if !open {
+	if !closeOpen {
 		return
 	}
 	for _, c := range pairs {
