@@ -95,7 +95,7 @@ test-unit: ## unit tests only (-short: no Redis needed)
 	done
 
 .PHONY: arch-check
-arch-check: ## fail on any import edge outside CONTRACT.md's module table
+arch-check: ## fail on any import edge outside the module table of tools/internal/archrules (docs/architecture.md)
 	@cd tools && go run ./cmd/archcheck -root ..
 
 .PHONY: lint
