@@ -46,9 +46,8 @@ var rules = []Rule{
 		Fix:  "bring the fact into docs/ (failure-certainty.md, reliability.md, contract.md) in the project's words",
 	},
 	{
-		// A parent-relative path to a shared or spec directory, at any depth,
-		// but not to shared-contract
-		// (a module of this repository).
+		// A parent-relative path to a shared or spec directory, at any
+		// depth, but not to shared-contract (a module of this repository).
 		Name: "outside-path",
 		Re:   regexp.MustCompile(`\.\./(\.\./)*(shared|spec)([^A-Za-z0-9_.-]|$)`),
 		Fix:  "cite a path inside the repository",
