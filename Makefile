@@ -29,7 +29,7 @@ help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-16s %s\n", $$1, $$2}'
 
 .PHONY: test
-test: test-prereq arch-check ## unit tests + Redis service lane (real redis-server) + boundary check, race detector on; then the unit tests once more per module with GOWORK=off; installs redis-server/redis-sentinel first when missing (root + apt-get)
+test: test-prereq arch-check docs-check ## unit tests + Redis service lane (real redis-server) + boundary check, race detector on; then the unit tests once more per module with GOWORK=off; installs redis-server/redis-sentinel first when missing (root + apt-get)
 	@for m in $(MODULES); do \
 		echo "== go test $$m"; \
 		(cd $$m && REDIS_REQUIRED=1 go test $(GO_TEST_FLAGS) ./...) || exit 1; \
@@ -95,8 +95,12 @@ test-unit: ## unit tests only (-short: no Redis needed)
 	done
 
 .PHONY: arch-check
-arch-check: ## fail on any import edge outside CONTRACT.md's module table
+arch-check: ## fail on any import edge outside the module table of tools/internal/archrules (docs/architecture.md)
 	@cd tools && go run ./cmd/archcheck -root ..
+
+.PHONY: docs-check
+docs-check: ## fail when a tracked file cites a document or a path outside the repository (tools/internal/standalone); cite docs/contract.md instead
+	@cd tools && go test -count=1 -run '^TestRepositoryStandsAlone$$' ./internal/standalone/
 
 .PHONY: lint
 lint: ## gofmt, go vet (workspace, with the VET_TAGS lanes, and GOWORK=off per module), golangci-lint (.golangci.yml), govulncheck

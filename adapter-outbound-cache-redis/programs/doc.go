@@ -1,23 +1,31 @@
 // Package programs owns the atomic rate-limit programs (Redis Lua, embedded
-// byte for byte; five algorithms, each in decision, charge, dedup and
-// refund variants), their generated manifest, the argument list a
+// byte for byte; six algorithms: fixed window, sliding-window counter, token
+// bucket, GCRA, sliding log and leaky bucket, each in decision, charge and
+// refund variants and all but the leaky bucket in a dedup variant; and the
+// policy-set program), their generated manifest, the argument list a
 // caller sends them, the 7-integer reply they return with its consistency
 // check, and a pure-Go reference model of each algorithm that reproduces the
 // programs' integer arithmetic exactly and serves as the test oracle.
 //
-// The specification is docs/programs.md; every arithmetic bound cites the
-// F1-F2, S1-S3, T1-T2, G1-G2 and L1-L2 labels of ratelimit/policy.go.
+// The specification is docs/programs.md (the contract they keep is
+// docs/contract.md); every arithmetic bound cites the A1-A4, F1-F2, S1-S3,
+// T1-T2, G1-G2, Q1 and L1-L2 labels of docs/arithmetic.md, which
+// ratelimit/policy.go checks.
 //
 // Files: doc.go; programs.go (the embedded programs, the manifest,
-// ForAlgorithm, ChargeFor, DedupFor, RefundFor); generate.go (go generate);
-// args.go (the ARGV: Args, RefundArgs); bound.go (a decision program
-// bound to one policy's parameters: Bind, BoundArgs; ADR 0030); reply.go (Reply, Status, Check);
-// state.go (State, Decode, LogEntries); model.go (Evaluate); charge.go
+// Verify, All, Charges, ForAlgorithm, ChargeFor, DedupFor, RefundFor);
+// generate.go (go generate); args.go (the ARGV: Args, RefundArgs); bound.go
+// (a decision program bound to one policy's parameters: Bind, BoundArgs;
+// ADR 0030); reply.go (Reply, Status, Check, Decode); state.go (State,
+// State.Decode, LogEntries); model.go (Evaluate, EvaluateMicros); charge.go
 // (Charge); dedup.go (EvaluateDedup, DedupArgs); refund.go (Refund, ADR
 // 0025); set.go (the policy-set program: SetProgram, SetArgs, EvaluateSet,
-// DecodeSet; ADR 0026); rate-<algorithm>[-charge|-dedup|-refund]-v<n>.lua,
+// DecodeSet; ADR 0026); rate-<algorithm>-v1.lua, rate-<algorithm>-charge-v1.lua,
+// rate-<algorithm>-refund-v1.lua, rate-<algorithm>-dedup-v2.lua,
 // rate-set-v1.lua and manifest.json (generated from luasrc); luasrc/ (the
-// templates); testdata/ (the vector files).
+// templates); testdata/ (the vector files: rate-vectors-v1.json for the
+// first three algorithms, gcra-vectors-v1.json, sliding-log-vectors-v1.json,
+// refund-vectors-v1.json, dedup-vectors-v2.json).
 //
 // It depends on the standard library and shared-contract only. It must never
 // import a Redis client, the redisrate provider, an inbound adapter or

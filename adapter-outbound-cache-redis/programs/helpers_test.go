@@ -19,7 +19,7 @@ import (
 	"github.com/tech-log/tech-log-backend/shared-contract/ratelimit"
 )
 
-// vectorFile is testdata/rate-vectors-v1.json (CONTRACT.md 4a).
+// vectorFile is testdata/rate-vectors-v1.json (docs/contract.md section 5).
 type vectorFile struct {
 	Format string       `json:"format"`
 	Note   string       `json:"note"`

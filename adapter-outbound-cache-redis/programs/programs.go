@@ -371,8 +371,9 @@ func Charges() []Program {
 }
 
 // All returns every decision program in manifest order (fixed window,
-// sliding counter, token bucket), or nil when Verify fails; the
-// reconciliation programs are Charges. The slice is a copy.
+// sliding counter, token bucket, GCRA, sliding log, leaky bucket), or nil
+// when Verify fails; the reconciliation programs are Charges. The slice is
+// a copy.
 func All() []Program {
 	c, err := loadCatalog()
 	if err != nil {

@@ -2,7 +2,7 @@
 --[[ rate-fixed-window-charge-v1: charge units without denying (reconciliation of
 local emergency admits, docs/degraded-mode.md); otherwise as one fixed-window
 admission decision.
-Spec: docs/programs.md and CONTRACT.md 4/4a. Bounds cite ratelimit/policy.go.
+Spec: docs/programs.md and docs/contract.md. Bounds cite ratelimit/policy.go.
 M = 2^53-1 (MaxExactInt), S = 2^45 (MaxServerMillis), H = MaxHorizonMillis.
 KEYS[1]  the state value, a string (one key, nothing else is touched)
 ARGV[1]  policy revision             1..M                       (A2)

@@ -1,6 +1,6 @@
 #!lua
 --[[ rate-gcra-v1: one GCRA admission decision.
-Spec: docs/programs.md and CONTRACT.md 4/4a. Bounds cite ratelimit/policy.go.
+Spec: docs/programs.md and docs/contract.md. Bounds cite ratelimit/policy.go.
 M = 2^53-1 (MaxExactInt), S = 2^45 (MaxServerMillis), H = MaxHorizonMillis.
 Time is read in microseconds: the effective instant is eff ms plus frac us
 (frac = the TIME reply's usec mod 1000 when eff is the server's own

@@ -2,7 +2,7 @@
 --[[ rate-leaky-bucket-charge-v1: charge units without denying (reconciliation of
 local emergency admits, docs/degraded-mode.md); otherwise as one leaky-bucket (queue)
 admission decision.
-Spec: docs/programs.md and CONTRACT.md 4/4a. Bounds cite ratelimit/policy.go.
+Spec: docs/programs.md and docs/contract.md. Bounds cite ratelimit/policy.go.
 M = 2^53-1 (MaxExactInt), S = 2^45 (MaxServerMillis), H = MaxHorizonMillis.
 The queue runs on GCRA with a burst B = Q+1 (queueSize Q): a request is
 admitted when its slot max(TAT, now) is at most Q emission intervals away.

@@ -2,7 +2,7 @@
 --[[ rate-sliding-log-dedup-v2: one sliding-log admission decision that
 records each admitted evaluation ID, so that a retry is charged once, and
 answers at most maxReplays repeats of it free.
-Spec: docs/programs.md and CONTRACT.md 4/4a. Bounds cite ratelimit/policy.go.
+Spec: docs/programs.md and docs/contract.md. Bounds cite ratelimit/policy.go.
 M = 2^53-1 (MaxExactInt), S = 2^45 (MaxServerMillis), H = MaxHorizonMillis.
 An entry is in the window at eff iff its instant is after eff - window.
 KEYS[1]  the state value, a string (one key, nothing else is touched)

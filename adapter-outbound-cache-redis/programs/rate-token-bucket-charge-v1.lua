@@ -2,7 +2,7 @@
 --[[ rate-token-bucket-charge-v1: charge units without denying (reconciliation of
 local emergency admits, docs/degraded-mode.md); otherwise as one token-bucket
 admission decision.
-Spec: docs/programs.md and CONTRACT.md 4/4a. Bounds cite ratelimit/policy.go.
+Spec: docs/programs.md and docs/contract.md. Bounds cite ratelimit/policy.go.
 M = 2^53-1 (MaxExactInt), S = 2^45 (MaxServerMillis), H = MaxHorizonMillis.
 The level is kept exactly, scaled by the period P: level = t + m/P, and the
 scaled level s = t*P + m never exceeds the full level C*P <= M (T1).

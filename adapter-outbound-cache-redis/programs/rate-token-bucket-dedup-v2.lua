@@ -2,7 +2,7 @@
 --[[ rate-token-bucket-dedup-v2: one token-bucket admission decision that
 records each admitted evaluation ID, so that a retry is charged once, and
 answers at most maxReplays repeats of it free.
-Spec: docs/programs.md and CONTRACT.md 4/4a. Bounds cite ratelimit/policy.go.
+Spec: docs/programs.md and docs/contract.md. Bounds cite ratelimit/policy.go.
 M = 2^53-1 (MaxExactInt), S = 2^45 (MaxServerMillis), H = MaxHorizonMillis.
 The level is kept exactly, scaled by the period P: level = t + m/P, and the
 scaled level s = t*P + m never exceeds the full level C*P <= M (T1).

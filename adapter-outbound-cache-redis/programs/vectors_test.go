@@ -8,7 +8,7 @@ import (
 )
 
 // TestModelReproducesVectors runs every golden case through Evaluate, from an
-// empty key, and compares every field of every step (CONTRACT.md 4a).
+// empty key, and compares every field of every step (docs/contract.md section 5).
 func TestModelReproducesVectors(t *testing.T) {
 	vf := loadVectors(t)
 	steps := 0

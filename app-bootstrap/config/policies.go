@@ -89,7 +89,7 @@ func policyFileError(format string, args ...any) error {
 	return &PolicyFileError{Problems: []error{fmt.Errorf("%w: "+format, append([]any{ErrPolicyFile}, args...)...)}}
 }
 
-// policyFile is the wire form of the policy file (CONTRACT.md section 7).
+// policyFile is the wire form of the policy file (README.md, "Policy file").
 type policyFile struct {
 	Policies []policyJSON `json:"policies"`
 }

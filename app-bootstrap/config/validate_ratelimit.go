@@ -72,7 +72,7 @@ func (v *errs) rateLimit(r rawRateLimit) RateLimit {
 	var err error
 	out.PoliciesSource = r.PoliciesFile
 	if r.PoliciesFile == "" {
-		// The spec: enabling needs an exact policy definition. The embedded
+		// Enabling needs an exact policy definition (ADR 0004). The embedded
 		// file (DefaultPoliciesJSON) is an example, never a silent default.
 		err = ErrRequired
 		v.add(g+"POLICIES_FILE", ErrRequired, "the Redis limiter needs a policy file (for example app-bootstrap/examples/policies.json) when %sENABLED=true", g)

@@ -68,7 +68,7 @@ func decision(allowed bool, remaining int64, retry time.Duration) ratelimit.Outc
 }
 
 // TestWebOutcomes: each outcome kind becomes the status and fields of
-// CONTRACT.md section 8 through the wired handler.
+// docs/http.md ("Status codes") through the wired handler.
 func TestWebOutcomes(t *testing.T) {
 	cfg := loadConfig(t, enabledKV("127.0.0.1:1")...)
 	tests := []struct {

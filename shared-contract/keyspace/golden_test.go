@@ -81,7 +81,7 @@ func goldenInputs() []vector {
 	}
 }
 
-// referenceKey is the derivation written out from CONTRACT.md section 3 and
+// referenceKey is the derivation written out from docs/contract.md section 3 and
 // the keyspace doc, independently of Builder: HMAC-SHA256 over uvarint
 // length-prefixed fields (domain, capability, region, kind, fields...),
 // base64url without padding.

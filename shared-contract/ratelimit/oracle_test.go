@@ -269,7 +269,7 @@ func wholeMillis(d time.Duration, minMs int64) (*big.Int, bool) {
 }
 
 // oracleAccepts is the reference predicate for NewPolicy written from
-// CONTRACT.md section 2 and the formulas of docs/arithmetic.md in math/big.
+// docs/contract.md section 2 and the formulas of docs/arithmetic.md in math/big.
 func oracleAccepts(s ratelimit.PolicySpec) bool {
 	if !policyIDRe.MatchString(string(s.ID)) || s.Revision < 1 || s.Revision > ratelimit.MaxExactInt {
 		return false

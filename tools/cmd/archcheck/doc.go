@@ -1,5 +1,5 @@
 // Command archcheck fails when an import edge or a go.mod line of the
-// workspace is outside the module table of CONTRACT.md section 1.
+// workspace is outside the module table (archrules.Project, docs/architecture.md).
 //
 // It finds the modules in the root's go.work, reads each module's go.mod with
 // `go mod edit -json` and its packages' real direct imports with

@@ -1,5 +1,5 @@
 // Package archrules holds the project's architecture-boundary rules as data
-// (the module table of CONTRACT.md section 1) and evaluates import edges and
+// (the module table of docs/contract.md section 1) and evaluates import edges and
 // go.mod files against them.
 //
 // It owns the rule table (Project), the allow-list semantics (an import not

@@ -34,7 +34,7 @@ const (
 	prometheus = "github.com/prometheus/client_golang/..."
 )
 
-// Project returns the rule table of CONTRACT.md section 1. It is the one place
+// Project returns the module rule table (docs/contract.md section 1). It is the one place
 // the boundaries are written down; docs/architecture.md describes it.
 //
 // Reading it: a module's Code set is what its non-test files may import, Test
