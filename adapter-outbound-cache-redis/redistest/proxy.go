@@ -41,6 +41,7 @@ type Proxy struct {
 	closed  bool
 	wg      sync.WaitGroup
 	armed   atomic.Int32 // a LossMode, 0: none
+	needle  atomic.Pointer[[]byte]
 	lost    atomic.Int64 // replies lost so far
 	started atomic.Int64 // connections accepted so far
 }
@@ -125,7 +126,15 @@ func (p *Proxy) Accept() error {
 // LoseNextReply arms the proxy: the next program call (EVALSHA or EVAL) a
 // client sends on any connection is forwarded and its reply lost as mode
 // says. Calls after that one are forwarded as usual.
-func (p *Proxy) LoseNextReply(mode LossMode) { p.armed.Store(int32(mode)) }
+func (p *Proxy) LoseNextReply(mode LossMode) { p.LoseNextReplyTo(mode, "") }
+
+// LoseNextReplyTo is LoseNextReply for the next program call whose
+// command carries needle (a program's SHA1, say); "" matches any.
+func (p *Proxy) LoseNextReplyTo(mode LossMode, needle string) {
+	b := []byte(needle)
+	p.needle.Store(&b)
+	p.armed.Store(int32(mode))
+}
 
 // Disarm takes back a LoseNextReply that has not met a call yet.
 func (p *Proxy) Disarm() { p.armed.Store(0) }
@@ -203,7 +212,7 @@ func (p *Proxy) upstreamCopy(pp *proxyPair) {
 	for {
 		n, err := pp.client.Read(buf)
 		if n > 0 {
-			if p.armed.Load() != 0 && isProgramCall(buf[:n]) {
+			if p.armed.Load() != 0 && isProgramCall(buf[:n]) && bytes.Contains(buf[:n], *p.needle.Load()) {
 				if mode := p.armed.Swap(0); mode != 0 {
 					pp.lose.Store(mode)
 				}
