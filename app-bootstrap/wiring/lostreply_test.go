@@ -51,7 +51,8 @@ type faultBench struct {
 	rs       *redistest.Server
 	proxy    *redistest.Proxy
 	ins      []*Server
-	dedupSHA string
+	dedupSHA string // the dedup program "orders" sends
+	loginSHA string // the bound decision program "login" sends
 }
 
 func newFaultBench(t *testing.T, rs *redistest.Server) *faultBench {
@@ -66,6 +67,13 @@ func newFaultBench(t *testing.T, rs *redistest.Server) *faultBench {
 	b.ins = make([]*Server, fallbackInstances)
 	for i := range b.ins {
 		cfg := loadConfig(t, append(enabledKV(b.proxy.Addr()), "APP_RATE_LIMIT_POLICIES_FILE", file, "APP_RATE_LIMIT_DEFAULT_POLICY", "login")...)
+		if b.loginSHA == "" {
+			login, ok := cfg.RateLimit.Policies.Policy("login")
+			require.True(t, ok)
+			bound, err := programs.Bind(login)
+			require.NoError(t, err)
+			b.loginSHA = bound.SHA1
+		}
 		app := fxtest.New(t, Options(cfg, quietLogger()), fx.Populate(&b.ins[i]))
 		app.RequireStart()
 		t.Cleanup(app.RequireStop)
@@ -130,21 +138,26 @@ func (b *faultBench) load(d time.Duration, workers int) (admitted, sent int) {
 	return admitted, sent
 }
 
-// awaitRecovery asks "orders" on instance 0 every 50 ms until Redis
-// decides it (admitted, with the field), at most recoveryWithin, and
-// returns what is left.
+// awaitRecovery asks "orders" on each instance in turn every 50 ms until
+// Redis decides it there (admitted, with the field; each instance's
+// breaker closes on its own probe), at most recoveryWithin in all, and
+// returns what is left after the last.
 func (b *faultBench) awaitRecovery() int64 {
 	b.t.Helper()
 	var last answer
 	deadline := time.Now().Add(recoveryWithin)
-	for time.Now().Before(deadline) {
-		if last = b.get(0, ordersPath); last.admitted() && last.remaining >= 0 {
-			return last.remaining
+	for i := range b.ins {
+		for {
+			if last = b.get(i, ordersPath); last.admitted() && last.remaining >= 0 {
+				break
+			}
+			if !time.Now().Before(deadline) {
+				require.FailNow(b.t, "no decision after the fault", "instance %d within %v; last answer %+v", i, recoveryWithin, last)
+			}
+			time.Sleep(50 * time.Millisecond)
 		}
-		time.Sleep(50 * time.Millisecond)
 	}
-	require.FailNow(b.t, "no decision after the fault", "within %v; last answer %+v", recoveryWithin, last)
-	return 0
+	return last.remaining
 }
 
 // lostReply is the promise of ADR 0017 after whatever came before: with
