@@ -33,10 +33,41 @@ func (p *Provider) evaluateDedup(ctx context.Context, c checked, req ratelimit.R
 		p.dedupRetries.decided.Add(1)
 		return retried
 	default: // Unavailable, Indeterminate (outcome returns nothing else)
-		// The first call may have run: its Indeterminate stands.
+		// The first call may have run: its Indeterminate stands. What the
+		// retry got is counted by kind and category (DedupRetryFailures),
+		// the evidence an operator needs to tell why.
 		p.dedupRetries.failed.Add(1)
+		p.countRetryFailure(DedupRetryFailure{Kind: retried.Kind(), Category: ratelimit.CategoryOf(retried)})
 		return out
 	}
+}
+
+// DedupRetryFailure names what a failed dedup retry got: the outcome's
+// kind (unavailable or indeterminate) and its category.
+type DedupRetryFailure struct {
+	Kind     ratelimit.OutcomeKind
+	Category ratelimit.Category
+}
+
+func (p *Provider) countRetryFailure(f DedupRetryFailure) {
+	p.dedupRetries.mu.Lock()
+	defer p.dedupRetries.mu.Unlock()
+	if p.dedupRetries.failedBy == nil {
+		p.dedupRetries.failedBy = make(map[DedupRetryFailure]uint64)
+	}
+	p.dedupRetries.failedBy[f]++
+}
+
+// DedupRetryFailures returns the failed retries counted by DedupRetries,
+// by what each retry got, since New (a copy; empty when none failed).
+func (p *Provider) DedupRetryFailures() map[DedupRetryFailure]uint64 {
+	p.dedupRetries.mu.Lock()
+	defer p.dedupRetries.mu.Unlock()
+	out := make(map[DedupRetryFailure]uint64, len(p.dedupRetries.failedBy))
+	for k, v := range p.dedupRetries.failedBy {
+		out[k] = v
+	}
+	return out
 }
 
 // DedupRetries returns how many Indeterminate calls with an evaluation ID

@@ -161,6 +161,7 @@ func TestDedupRetry(t *testing.T) {
 	assert.Equal(t, raws[0][2:], raws[1][2:], "the same keys and arguments, the same ID")
 	decided, failed := p.DedupRetries()
 	assert.Equal(t, [2]uint64{1, 0}, [2]uint64{decided, failed})
+	assert.Empty(t, p.DedupRetryFailures())
 
 	f = first(fakeReply{err: readTimeout})
 	p = dedupFakeProvider(t, f, Options{})
@@ -169,6 +170,20 @@ func TestDedupRetry(t *testing.T) {
 	assert.Len(t, f.commands(), 2, "one retry only")
 	decided, failed = p.DedupRetries()
 	assert.Equal(t, [2]uint64{0, 1}, [2]uint64{decided, failed})
+	assert.Equal(t, map[DedupRetryFailure]uint64{{Kind: ratelimit.KindIndeterminate, Category: ratelimit.CategoryTimeout}: 1}, p.DedupRetryFailures(),
+		"the failed retry counted by what it got")
+
+	// A retry refused before it was sent is counted as what it got too.
+	f = first(fakeReply{err: serverError(msgBusy)})
+	p = dedupFakeProvider(t, f, Options{})
+	out = p.Evaluate(context.Background(), withID(request("dd", subjectA, 1, t0), "e"))
+	assert.Equal(t, ratelimit.CategoryTimeout, ratelimit.CategoryOf(out), "the first call's Indeterminate stands")
+	got := p.DedupRetryFailures()
+	require.Len(t, got, 1, "%v", got)
+	for k, n := range got {
+		assert.Equal(t, DedupRetryFailure{Kind: ratelimit.KindUnavailable, Category: ratelimit.CategoryServerRejected}, k)
+		assert.Equal(t, uint64(1), n)
+	}
 
 	for name, tt := range map[string]struct {
 		req  ratelimit.Request

@@ -98,7 +98,14 @@ type Provider struct {
 	// server is the server-policy checks' state (serverpolicy.go).
 	server serverState
 	// dedupRetries counts the retries of Indeterminate dedup calls.
-	dedupRetries struct{ decided, failed atomic.Uint64 }
+	dedupRetries struct {
+		decided, failed atomic.Uint64
+		// mu guards failedBy: the failed retries by the outcome kind and
+		// category the retry got (a rare path; the keys are bounded by
+		// the enums).
+		mu       sync.Mutex
+		failedBy map[DedupRetryFailure]uint64
+	}
 	// refundFailures counts the set members whose refund failed (set.go).
 	refundFailures atomic.Uint64
 	// setScript is the policy-set program (programs.SetProgram, ADR 0026).

@@ -243,6 +243,25 @@ func TestDedupMetrics(t *testing.T) {
 		}
 	}
 	assert.Equal(t, map[string]float64{"decided": 3, "failed": 1}, got)
+
+	m.RegisterDedupRetryFailures(func() []DedupRetryFailure {
+		return []DedupRetryFailure{{Kind: "indeterminate", Category: "timeout", Count: 1}, {Kind: "unavailable", Category: "circuit_open", Count: 2}}
+	})
+	families, err = m.Registry().Gather()
+	require.NoError(t, err)
+	byCause := map[string]float64{}
+	for _, f := range families {
+		if f.GetName() == DedupRetryFailuresTotal {
+			for _, mt := range f.GetMetric() {
+				l := map[string]string{}
+				for _, lp := range mt.GetLabel() {
+					l[lp.GetName()] = lp.GetValue()
+				}
+				byCause[l["kind"]+"/"+l["category"]] = mt.GetCounter().GetValue()
+			}
+		}
+	}
+	assert.Equal(t, map[string]float64{"indeterminate/timeout": 1, "unavailable/circuit_open": 2}, byCause)
 }
 
 func TestRegisterPipeline(t *testing.T) {

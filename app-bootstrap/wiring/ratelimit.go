@@ -180,6 +180,13 @@ func newEdgePort(lc fx.Lifecycle, c *coordination, m *metrics.Metrics, cfg confi
 	m.RegisterDedupRetries(
 		func() uint64 { d, _ := c.provider.DedupRetries(); return d },
 		func() uint64 { _, f := c.provider.DedupRetries(); return f })
+	m.RegisterDedupRetryFailures(func() []metrics.DedupRetryFailure {
+		var out []metrics.DedupRetryFailure
+		for f, n := range c.provider.DedupRetryFailures() {
+			out = append(out, metrics.DedupRetryFailure{Kind: string(f.Kind), Category: string(f.Category), Count: n})
+		}
+		return out
+	})
 	m.RegisterPipeline(func() (int64, int64, int) {
 		st := c.provider.PipelineStats()
 		return st.Batches, st.Calls, st.Queued
