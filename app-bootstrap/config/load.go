@@ -70,15 +70,33 @@ func Load(environ map[string]string) (Config, error) {
 	return load(environ, net.DefaultResolver.LookupHost)
 }
 
+// PoliciesGiven is the RateLimit.PoliciesSource of a configuration loaded
+// by LoadWith.
+const PoliciesGiven = "the given policies"
+
+// LoadWith is Load with the policies given (built by NewPolicySet)
+// instead of read from APP_RATE_LIMIT_POLICIES_FILE, which must then be
+// unset: every other variable is read, defaulted and validated as Load
+// does, APP_RATE_LIMIT_DEFAULT_POLICY included (against the given set).
+// The front door (package ratelimiter) loads its options here.
+func LoadWith(environ map[string]string, policies PolicySet) (Config, error) {
+	return loadWith(environ, &policies, net.DefaultResolver.LookupHost)
+}
+
 // load is Load with the resolver of the dedicated-endpoint check.
 func load(environ map[string]string, lookup lookupFunc) (Config, error) {
+	return loadWith(environ, nil, lookup)
+}
+
+// loadWith is load with the given policies, if any.
+func loadWith(environ map[string]string, given *PolicySet, lookup lookupFunc) (Config, error) {
 	var raw rawConfig
 	if err := parseEnv(&raw, environ); err != nil {
 		return Config{}, err
 	}
 	v := &errs{}
 	cfg := Config{}
-	cfg.RateLimit = v.rateLimit(raw.RateLimit)
+	cfg.RateLimit = v.rateLimit(raw.RateLimit, given)
 	cfg.Cache = v.cache(raw.Cache)
 	cfg.Web = v.web(raw.Web, cfg.RateLimit)
 	cfg.Log = v.log(raw.LogFormat, raw.LogLevel)

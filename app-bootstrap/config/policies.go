@@ -182,14 +182,7 @@ func ParsePolicies(r io.Reader) (PolicySet, error) {
 	}
 
 	var problems []error
-	fail := func(where, format string, args ...any) {
-		problems = append(problems, fmt.Errorf("%w: %s: "+format, append([]any{ErrPolicyFile, where}, args...)...))
-	}
-	var set PolicySet
-	ids := map[ratelimit.PolicyID]int{}
-	routes := map[string][]ratelimit.PolicyID{}
-	byID := map[ratelimit.PolicyID]ratelimit.Policy{}
-	patterns := edge.NewPatterns()
+	b := newSetBuilder(&problems)
 	for i, pj := range file.Policies {
 		where := fmt.Sprintf("policies[%d]", i)
 		if pj.ID != nil {
@@ -197,71 +190,145 @@ func ParsePolicies(r io.Reader) (PolicySet, error) {
 		}
 		spec, specProblems := pj.spec()
 		for _, p := range specProblems {
-			fail(where, "%w", p)
+			b.fail(where, "%w", p)
 		}
 		if len(specProblems) > 0 {
 			continue
 		}
-		if j, dup := ids[spec.ID]; dup {
-			fail(where, "id %q is already used by policies[%d]", spec.ID, j)
-			continue
-		}
-		ids[spec.ID] = i
-		policy, err := ratelimit.NewPolicy(spec)
-		if err != nil {
-			// NewPolicy joins one *PolicyError per violation: one line each.
-			if j, ok := err.(interface{ Unwrap() []error }); ok {
-				for _, e := range j.Unwrap() {
-					fail(where, "%w", e)
-				}
-			} else {
-				fail(where, "%w", err)
+		b.add(where, PolicyDef{Spec: spec, Routes: pj.Routes, DenialCache: pj.DenialCache})
+	}
+	return b.finish()
+}
+
+// PolicyDef is one policy as a policy file defines it, in Go: the spec
+// ratelimit.NewPolicy checks, the ServeMux patterns it limits (a pattern
+// named by several policies makes them a policy set, ADR 0027) and the
+// optional "denialCache" (nil: on where the algorithm is exact).
+type PolicyDef struct {
+	Spec        ratelimit.PolicySpec
+	Routes      []string
+	DenialCache *bool
+}
+
+// NewPolicySet checks defs exactly as ParsePolicies checks a policy file
+// (every spec through ratelimit.NewPolicy, distinct IDs, valid and
+// non-conflicting routes, policy-set members, the queue delay cap, the
+// denial-cache flag) and returns them as a PolicySet, routes most specific
+// first. Each problem names the policy as defs[i] (id). The error is a
+// *PolicyFileError listing every problem. Package ratelimiter (the front
+// door) builds its policies here.
+func NewPolicySet(defs []PolicyDef) (PolicySet, error) {
+	if len(defs) == 0 {
+		return PolicySet{}, policyFileError("no policies")
+	}
+	if len(defs) > maxPolicies {
+		return PolicySet{}, policyFileError("%d policies, at most %d", len(defs), maxPolicies)
+	}
+	var problems []error
+	b := newSetBuilder(&problems)
+	for i, d := range defs {
+		b.add(fmt.Sprintf("policies[%d] (%s)", i, bounded(string(d.Spec.ID))), d)
+	}
+	return b.finish()
+}
+
+// setBuilder is the one place where policies become a PolicySet: the
+// policy file (ParsePolicies) and Go definitions (NewPolicySet) both add
+// to one, in order, and its problems are the caller's.
+type setBuilder struct {
+	problems *[]error
+	set      PolicySet
+	ids      map[ratelimit.PolicyID]string
+	routes   map[string][]ratelimit.PolicyID
+	byID     map[ratelimit.PolicyID]ratelimit.Policy
+	patterns *edge.Patterns
+}
+
+func newSetBuilder(problems *[]error) *setBuilder {
+	return &setBuilder{
+		problems: problems,
+		ids:      map[ratelimit.PolicyID]string{},
+		routes:   map[string][]ratelimit.PolicyID{},
+		byID:     map[ratelimit.PolicyID]ratelimit.Policy{},
+		patterns: edge.NewPatterns(),
+	}
+}
+
+func (b *setBuilder) fail(where, format string, args ...any) {
+	*b.problems = append(*b.problems, fmt.Errorf("%w: %s: "+format, append([]any{ErrPolicyFile, where}, args...)...))
+}
+
+// add checks one definition and adds it; where names it in problems.
+func (b *setBuilder) add(where string, d PolicyDef) {
+	spec := d.Spec
+	if first, dup := b.ids[spec.ID]; dup {
+		b.fail(where, "id %q is already used by %s", spec.ID, first)
+		return
+	}
+	b.ids[spec.ID] = strings.TrimSuffix(where, " ("+bounded(string(spec.ID))+")")
+	policy, err := ratelimit.NewPolicy(spec)
+	if err != nil {
+		// NewPolicy joins one *PolicyError per violation: one line each.
+		if j, ok := err.(interface{ Unwrap() []error }); ok {
+			for _, e := range j.Unwrap() {
+				b.fail(where, "%w", e)
 			}
-			continue
+		} else {
+			b.fail(where, "%w", err)
 		}
-		set.Policies = append(set.Policies, policy)
-		if pj.DenialCache != nil {
-			// Optional: absent means on where the algorithm is exact.
-			switch {
-			case !*pj.DenialCache:
-				set.NoDenialCache = append(set.NoDenialCache, spec.ID)
-			case !ratedenial.Exact(policy.Algorithm()):
-				fail(where, "denialCache: true, but the denial cache is not exact for %s (docs/programs.md, \"Denial cache\"): remove the field", policy.Algorithm())
-			}
+		return
+	}
+	if _, maxDelay, ok := policy.Queue(); ok && maxDelay > MaxQueueDelay {
+		b.fail(where, "maxDelay %v (the longest this queue holds a request) is above %v: the HTTP write timeout must leave the handler time to answer; shorten the queue or raise the rate", maxDelay, MaxQueueDelay)
+		return
+	}
+	b.set.Policies = append(b.set.Policies, policy)
+	if d.DenialCache != nil {
+		// Optional: absent means on where the algorithm is exact.
+		switch {
+		case !*d.DenialCache:
+			b.set.NoDenialCache = append(b.set.NoDenialCache, spec.ID)
+		case !ratedenial.Exact(policy.Algorithm()):
+			b.fail(where, "denialCache: true, but the denial cache is not exact for %s (docs/programs.md, \"Denial cache\"): remove the field", policy.Algorithm())
 		}
-		for _, pattern := range pj.Routes {
-			if members, seen := routes[pattern]; seen {
-				// A policy set (ADR 0027): every policy naming the pattern
-				// applies, all or nothing.
-				if slices.Contains(members, spec.ID) {
-					fail(where, "route %q is already mapped to policy %q", bounded(pattern), spec.ID)
-					continue
-				}
-				if problem := setMemberProblem(members, policy, byID); problem != "" {
-					fail(where, "route %q %s", bounded(pattern), problem)
-					continue
-				}
-				routes[pattern] = append(members, spec.ID)
-				set.Routes = append(set.Routes, Route{Pattern: pattern, Policy: spec.ID})
+	}
+	for _, pattern := range d.Routes {
+		if members, seen := b.routes[pattern]; seen {
+			// A policy set (ADR 0027): every policy naming the pattern
+			// applies, all or nothing.
+			if slices.Contains(members, spec.ID) {
+				b.fail(where, "route %q is already mapped to policy %q", bounded(pattern), spec.ID)
 				continue
 			}
-			if err := checkPattern(patterns, pattern); err != nil {
-				fail(where, "route %q: %w", bounded(pattern), err)
+			if problem := setMemberProblem(members, policy, b.byID); problem != "" {
+				b.fail(where, "route %q %s", bounded(pattern), problem)
 				continue
 			}
-			routes[pattern] = []ratelimit.PolicyID{spec.ID}
-			set.Routes = append(set.Routes, Route{Pattern: pattern, Policy: spec.ID})
+			b.routes[pattern] = append(members, spec.ID)
+			b.set.Routes = append(b.set.Routes, Route{Pattern: pattern, Policy: spec.ID})
+			continue
 		}
-		byID[spec.ID] = policy
+		if err := checkPattern(b.patterns, pattern); err != nil {
+			b.fail(where, "route %q: %w", bounded(pattern), err)
+			continue
+		}
+		b.routes[pattern] = []ratelimit.PolicyID{spec.ID}
+		b.set.Routes = append(b.set.Routes, Route{Pattern: pattern, Policy: spec.ID})
 	}
-	if len(problems) > 0 {
-		return PolicySet{}, &PolicyFileError{Problems: problems}
+	b.byID[spec.ID] = policy
+}
+
+// finish returns the set, or every problem recorded.
+func (b *setBuilder) finish() (PolicySet, error) {
+	if len(*b.problems) > 0 {
+		return PolicySet{}, &PolicyFileError{Problems: *b.problems}
 	}
+	set := b.set
 	// Most specific first: within a set, the subject members before the
 	// global ones (file order otherwise), the order members in different
 	// Redis Cluster slots are decided in.
 	sort.SliceStable(set.Routes, func(i, j int) bool {
-		return byID[set.Routes[i].Policy].Scope() < byID[set.Routes[j].Policy].Scope()
+		return b.byID[set.Routes[i].Policy].Scope() < b.byID[set.Routes[j].Policy].Scope()
 	})
 	return set, nil
 }
@@ -274,7 +341,8 @@ const MaxQueueDelay = 20 * time.Second
 
 // leakyBucket is the LeakyBucket of a leaky_bucket policy: delayAfter
 // defaults to 0 (every waiter is delayed, nginx's default) and maxDelay to
-// the queue's longest delay; a maxDelay above MaxQueueDelay is a problem.
+// the queue's longest delay (the set builder refuses one above
+// MaxQueueDelay).
 func leakyBucket(p policyJSON, problems *[]error) ratelimit.LeakyBucket {
 	q := ratelimit.LeakyBucket{Rate: *p.Rate, Period: parseDuration("period", p.Period, problems), QueueSize: *p.QueueSize}
 	if p.DelayAfter != nil {
@@ -284,9 +352,6 @@ func leakyBucket(p policyJSON, problems *[]error) ratelimit.LeakyBucket {
 		q.MaxDelay = parseDuration("maxDelay", p.MaxDelay, problems)
 	} else {
 		q.MaxDelay = q.LongestDelay()
-	}
-	if q.MaxDelay > MaxQueueDelay {
-		*problems = append(*problems, fmt.Errorf("maxDelay %v (the longest this queue holds a request) is above %v: the HTTP write timeout must leave the handler time to answer; shorten the queue or raise the rate", q.MaxDelay, MaxQueueDelay))
 	}
 	return q
 }

@@ -11,7 +11,9 @@ import (
 	"github.com/tech-log/tech-log-backend/shared-contract/ratelimit"
 )
 
-func (v *errs) rateLimit(r rawRateLimit) RateLimit {
+// rateLimit validates the section; given, when not nil, is the policy set
+// (LoadWith) and APP_RATE_LIMIT_POLICIES_FILE must be unset.
+func (v *errs) rateLimit(r rawRateLimit, given *PolicySet) RateLimit {
 	const g = envRateLimitGroup
 	if !r.Enabled {
 		return RateLimit{}
@@ -71,12 +73,21 @@ func (v *errs) rateLimit(r rawRateLimit) RateLimit {
 	var set PolicySet
 	var err error
 	out.PoliciesSource = r.PoliciesFile
-	if r.PoliciesFile == "" {
+	switch {
+	case given != nil && r.PoliciesFile != "":
+		err = ErrConflict
+		v.add(g+"POLICIES_FILE", ErrConflict, "policies are given; unset the policy file")
+	case given != nil:
+		set, out.PoliciesSource = *given, PoliciesGiven
+	case r.PoliciesFile == "":
 		// Enabling needs an exact policy definition (ADR 0004). The embedded
 		// file (DefaultPoliciesJSON) is an example, never a silent default.
 		err = ErrRequired
 		v.add(g+"POLICIES_FILE", ErrRequired, "the Redis limiter needs a policy file (for example app-bootstrap/examples/policies.json) when %sENABLED=true", g)
-	} else if set, err = readPolicyFile(r.PoliciesFile); err != nil {
+	default:
+		if set, err = readPolicyFile(r.PoliciesFile); err == nil {
+			break
+		}
 		// One line per problem, each naming the variable and the file.
 		var pfe *PolicyFileError
 		if errors.As(err, &pfe) {

@@ -10,8 +10,6 @@ import (
 	"github.com/redis/go-redis/v9"
 	"go.uber.org/fx"
 
-	"github.com/tech-log/tech-log-backend/adapter-outbound-cache-redis/ratedenial"
-	"github.com/tech-log/tech-log-backend/adapter-outbound-cache-redis/ratefallback"
 	"github.com/tech-log/tech-log-backend/adapter-outbound-cache-redis/redisrate"
 	"github.com/tech-log/tech-log-backend/app-bootstrap/config"
 	"github.com/tech-log/tech-log-backend/app-bootstrap/metrics"
@@ -57,14 +55,28 @@ type coordination struct {
 }
 
 func newCoordination(lc fx.Lifecycle, cfg config.Config, log *slog.Logger) (*coordination, error) {
-	rl := cfg.RateLimit
-	client, err := coordinationClient(rl)
+	client, err := coordinationClient(cfg.RateLimit)
 	if err != nil {
 		return nil, fmt.Errorf("rate limit: coordination client: %w", err)
 	}
-	keys, err := keyspace.NewBuilder(rl.KeyPrefix, rl.KeySecret)
+	c, err := newCoordinationOver(cfg.RateLimit, client, log)
 	if err != nil {
 		_ = client.Close()
+		return nil, err
+	}
+	lc.Append(fx.Hook{
+		OnStart: c.start,
+		OnStop:  func(context.Context) error { return c.provider.Close() },
+	})
+	return c, nil
+}
+
+// newCoordinationOver builds the provider of rl over client (the service's
+// own, or a front-door caller's, checked by redisrate.New). On error
+// client is left to the caller; on success the provider owns it.
+func newCoordinationOver(rl config.RateLimit, client redis.UniversalClient, log *slog.Logger) (*coordination, error) {
+	keys, err := keyspace.NewBuilder(rl.KeyPrefix, rl.KeySecret)
+	if err != nil {
 		return nil, fmt.Errorf("rate limit: keyspace: %w", err)
 	}
 	provider, err := redisrate.New(client, keys, rl.Policies.Policies, redisrate.Options{
@@ -77,7 +89,6 @@ func newCoordination(lc fx.Lifecycle, cfg config.Config, log *slog.Logger) (*coo
 		ServerChecks:          &redisrate.ServerChecks{AllowEviction: rl.AllowEviction, SkipConfig: rl.SkipServerConfigCheck},
 	})
 	if err != nil {
-		_ = client.Close()
 		return nil, fmt.Errorf("rate limit: provider: %w", err)
 	}
 	c := &coordination{provider: provider, client: client, keys: keys, log: log.With("component", "ratelimit"), redis: rl.Redis}
@@ -90,10 +101,6 @@ func newCoordination(lc fx.Lifecycle, cfg config.Config, log *slog.Logger) (*coo
 			return
 		}
 		c.log.Info("circuit breaker closed: coordination redis answers again")
-	})
-	lc.Append(fx.Hook{
-		OnStart: c.start,
-		OnStop:  func(context.Context) error { return provider.Close() },
 	})
 	return c, nil
 }
@@ -191,19 +198,11 @@ func newEdgePort(lc fx.Lifecycle, c *coordination, m *metrics.Metrics, cfg confi
 		st := c.provider.PipelineStats()
 		return st.Batches, st.Calls, st.Queued
 	})
-	var port ratelimit.EdgePort = c.provider
-	if c.fallback {
-		// At least one local-fallback policy: the local emergency
-		// fallback decorates the provider (fail-closed policies pass
-		// through it unchanged), below the metrics decorator.
-		fb, err := ratefallback.New(c.provider, ratefallback.Options{
-			Policies:       cfg.RateLimit.Policies.Policies,
-			CommandTimeout: cfg.RateLimit.CommandTimeout,
-			MaxSubjects:    cfg.RateLimit.FallbackMaxSubjects,
-		})
-		if err != nil {
-			return nil, fmt.Errorf("rate limit: local fallback: %w", err)
-		}
+	st, err := c.decorate(cfg.RateLimit)
+	if err != nil {
+		return nil, err
+	}
+	if fb := st.fallback; fb != nil {
 		// Stops the background reconciliation before the provider
 		// closes (hooks stop in reverse order).
 		lc.Append(fx.Hook{OnStop: func(context.Context) error { fb.Close(); return nil }})
@@ -215,24 +214,8 @@ func newEdgePort(lc fx.Lifecycle, c *coordination, m *metrics.Metrics, cfg confi
 			}
 			return metrics.FallbackStats{Pending: pending, Subjects: st.Subjects, MaxSubjects: st.MaxSubjects, Dropped: st.Dropped, ChargeFailures: st.ChargeFailures}
 		})
-		port = fb
 	}
-	if cfg.RateLimit.DenialCacheMaxEntries > 0 {
-		// The local denial cache (ADR 0022) answers a denied subject until
-		// its retry-after, outside the fallback so that a pending local
-		// charge is never skipped, inside the metrics decorator so that
-		// its answers are counted.
-		dc, err := ratedenial.New(port, ratedenial.Options{
-			Policies:   cfg.RateLimit.Policies.Policies,
-			Disabled:   cfg.RateLimit.Policies.NoDenialCache,
-			Keys:       c.keys,
-			MaxEntries: cfg.RateLimit.DenialCacheMaxEntries,
-			Client:     c.client,
-			Log:        c.log,
-		})
-		if err != nil {
-			return nil, fmt.Errorf("rate limit: denial cache: %w", err)
-		}
+	if dc := st.denial; dc != nil {
 		// Subscribes to invalidations at start; stops the subscription
 		// before the provider closes the client (hooks stop in reverse
 		// order).
@@ -241,8 +224,8 @@ func newEdgePort(lc fx.Lifecycle, c *coordination, m *metrics.Metrics, cfg confi
 			st := dc.Stats()
 			return metrics.DenialCacheStats{Hits: st.Hits, Invalidations: st.Invalidations, Evicted: st.Evicted, Entries: st.Entries, MaxEntries: st.MaxEntries, Live: st.Live}
 		})
-		port = dc
 	}
+	port := st.port
 	ids := make([]ratelimit.PolicyID, 0, len(cfg.RateLimit.Policies.Policies))
 	for _, p := range cfg.RateLimit.Policies.Policies {
 		ids = append(ids, p.ID())

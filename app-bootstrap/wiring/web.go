@@ -81,68 +81,35 @@ type HandlerParams struct {
 // /metrics is on the admin listener (NewAdminHandler).
 func NewHandler(p HandlerParams) (http.Handler, error) {
 	w := p.Config.Web
-	resolver, err := subject.NewResolver(subject.Config{TrustedProxies: w.TrustedProxies, IPv6PrefixLen: w.IPv6Prefix})
+	id, err := NewIdentity(w, p.APIKeys)
 	if err != nil {
-		return nil, fmt.Errorf("web: subject resolver: %w", err)
+		return nil, err
 	}
 	for _, pr := range w.BroadTrustedProxies() {
 		p.Logger.Warn("a broad trusted-proxy network: every address in it may set X-Forwarded-For and the identity header",
 			"var", config.Prefix+"WEB_TRUSTED_PROXIES", "prefix", pr.String())
 	}
-	// identity is what the edge limits by; gate, in api-key mode, verifies
-	// the key in front of everything and hands the identity on in the
-	// request context.
-	var identity subject.Identifier = resolver
-	var gate *subject.APIKeys
-	switch w.Identity {
-	case config.IdentityAPIKey:
-		gate = p.APIKeys
-		if gate == nil {
-			if gate, err = subject.NewAPIKeys(w.APIKeys); err != nil {
-				return nil, fmt.Errorf("web: api keys (%sAPI_KEYS_FILE): %w", config.Prefix+"WEB_", err)
-			}
-		}
-		identity = subject.FromContext
-	case config.IdentityTrustedHeader:
-		th, err := subject.NewTrustedHeader(w.IdentityHeader, resolver)
-		if err != nil {
-			return nil, fmt.Errorf("web: identity header (%sIDENTITY_HEADER): %w", config.Prefix+"WEB_", err)
-		}
-		identity = th
-	}
+	resolver, gate := id.IPs, id.Gate
 
 	var api http.Handler = apiRoutes()
 	if p.Edge != nil {
-		pseudo, err := subject.NewPseudonymizer(w.SubjectSecret)
+		ec, err := EdgeConfig(p.Config, p.Edge, id.Subjects)
 		if err != nil {
-			return nil, fmt.Errorf("web: %w", err)
+			return nil, err
 		}
 		rl := p.Config.RateLimit
-		routes := make([]edge.Route, 0, len(rl.Policies.Routes))
-		for _, r := range rl.Policies.Routes {
-			routes = append(routes, edge.Route{Pattern: r.Pattern, Policy: r.Policy})
-		}
 		ids := make([]ratelimit.PolicyID, 0, len(rl.Policies.Policies))
 		for _, pol := range rl.Policies.Policies {
 			ids = append(ids, pol.ID())
 		}
 		known := metrics.KnownPolicies(ids)
-		mw, err := edge.New(edge.Config{
-			Port:             p.Edge,
-			Subjects:         identity,
-			OmitLegacyFields: !w.LegacyRateLimitHeaders,
-			Pseudonymizer:    pseudo,
-			DefaultPolicy:    rl.DefaultPolicy,
-			Routes:           routes,
-			Timeout:          w.EvaluationTimeout,
-			Policies:         rl.Policies.Policies,
-			Observer: edge.ObserverFunc(func(o edge.Observation) {
-				p.Metrics.EdgeResponse(o.Policy, known, o.Admitted, o.Status)
-				if o.Delay > 0 {
-					p.Metrics.EdgeDelay(o.Policy, known, o.Delay, o.Abandoned, o.Refunded)
-				}
-			}),
+		ec.Observer = edge.ObserverFunc(func(o edge.Observation) {
+			p.Metrics.EdgeResponse(o.Policy, known, o.Admitted, o.Status)
+			if o.Delay > 0 {
+				p.Metrics.EdgeDelay(o.Policy, known, o.Delay, o.Abandoned, o.Refunded)
+			}
 		})
+		mw, err := edge.New(ec)
 		if err != nil {
 			return nil, fmt.Errorf("web: edge middleware: %w", err)
 		}
@@ -172,6 +139,76 @@ func NewHandler(p HandlerParams) (http.Handler, error) {
 	p.Health.Register(root)
 	root.Handle("GET "+PathMetrics, p.Metrics.Handler())
 	return root, nil
+}
+
+// Identity is the client identity of the service's edge
+// (APP_WEB_IDENTITY).
+type Identity struct {
+	// Subjects is what the edge limits by: the client IP, the identity
+	// Gate verified, or a trusted proxy's principal.
+	Subjects subject.Identifier
+	// IPs is the client-IP resolver (trusted proxies, IPv6 prefix), the
+	// local limiter's key in every mode.
+	IPs *subject.Resolver
+	// Gate verifies X-API-Key in front of the edge (api-key mode: 401
+	// before any Redis evaluation); nil in the other modes.
+	Gate *subject.APIKeys
+}
+
+// NewIdentity builds the identity of w. keys is the reloadable key set
+// of api-key mode (NewAPIKeys); nil builds a fixed one from w.APIKeys.
+// NewHandler and the front door (package ratelimiter) both build it here.
+func NewIdentity(w config.Web, keys *subject.APIKeys) (Identity, error) {
+	resolver, err := subject.NewResolver(subject.Config{TrustedProxies: w.TrustedProxies, IPv6PrefixLen: w.IPv6Prefix})
+	if err != nil {
+		return Identity{}, fmt.Errorf("web: subject resolver: %w", err)
+	}
+	id := Identity{Subjects: resolver, IPs: resolver}
+	switch w.Identity {
+	case config.IdentityAPIKey:
+		id.Gate = keys
+		if id.Gate == nil {
+			if id.Gate, err = subject.NewAPIKeys(w.APIKeys); err != nil {
+				return Identity{}, fmt.Errorf("web: api keys (%sAPI_KEYS_FILE): %w", config.Prefix+"WEB_", err)
+			}
+		}
+		id.Subjects = subject.FromContext
+	case config.IdentityTrustedHeader:
+		th, err := subject.NewTrustedHeader(w.IdentityHeader, resolver)
+		if err != nil {
+			return Identity{}, fmt.Errorf("web: identity header (%sIDENTITY_HEADER): %w", config.Prefix+"WEB_", err)
+		}
+		id.Subjects = th
+	}
+	return id, nil
+}
+
+// EdgeConfig is the service's edge middleware configuration over port for
+// cfg, limiting by subjects: the subject pseudonymizer of
+// APP_WEB_SUBJECT_SECRET, the policy file's routes and default policy, the
+// evaluation timeout and the RateLimit fields of APP_WEB_*. The caller
+// adds an Observer if it wants one. NewHandler and the front door
+// (package ratelimiter) both build their edge from it.
+func EdgeConfig(cfg config.Config, port ratelimit.EdgePort, subjects subject.Identifier) (edge.Config, error) {
+	w, rl := cfg.Web, cfg.RateLimit
+	pseudo, err := subject.NewPseudonymizer(w.SubjectSecret)
+	if err != nil {
+		return edge.Config{}, fmt.Errorf("web: %w", err)
+	}
+	routes := make([]edge.Route, 0, len(rl.Policies.Routes))
+	for _, r := range rl.Policies.Routes {
+		routes = append(routes, edge.Route{Pattern: r.Pattern, Policy: r.Policy})
+	}
+	return edge.Config{
+		Port:             port,
+		Subjects:         subjects,
+		OmitLegacyFields: !w.LegacyRateLimitHeaders,
+		Pseudonymizer:    pseudo,
+		DefaultPolicy:    rl.DefaultPolicy,
+		Routes:           routes,
+		Timeout:          w.EvaluationTimeout,
+		Policies:         rl.Policies.Policies,
+	}, nil
 }
 
 // AdminParams are the dependencies of the admin listener's handler.

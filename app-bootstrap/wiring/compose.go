@@ -1,0 +1,159 @@
+package wiring
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/tech-log/tech-log-backend/adapter-outbound-cache-redis/ratedenial"
+	"github.com/tech-log/tech-log-backend/adapter-outbound-cache-redis/ratefallback"
+	"github.com/tech-log/tech-log-backend/adapter-outbound-cache-redis/redisrate"
+	"github.com/tech-log/tech-log-backend/app-bootstrap/config"
+	"github.com/tech-log/tech-log-backend/shared-contract/ratelimit"
+)
+
+// stack is the decorators the configuration asks for above the provider,
+// in the service's order, and the port at their top.
+type stack struct {
+	// port is the top: the denial cache, else the fallback, else the
+	// provider (uninstrumented).
+	port     ratelimit.EdgePort
+	fallback *ratefallback.Fallback // nil unless a policy is local-fallback
+	denial   *ratedenial.Cache      // nil when the denial cache is off
+}
+
+// decorate builds the decorator stack of rl over c's provider: the local
+// emergency fallback when a policy is local-fallback (fail-closed policies
+// pass through it unchanged), then the local denial cache (ADR 0022) when
+// its table is not 0, outside the fallback so that a pending local charge
+// is never skipped. The metrics decorator, when there is one, goes on top.
+func (c *coordination) decorate(rl config.RateLimit) (stack, error) {
+	st := stack{port: c.provider}
+	if c.fallback {
+		fb, err := ratefallback.New(c.provider, ratefallback.Options{
+			Policies:       rl.Policies.Policies,
+			CommandTimeout: rl.CommandTimeout,
+			MaxSubjects:    rl.FallbackMaxSubjects,
+		})
+		if err != nil {
+			return stack{}, fmt.Errorf("rate limit: local fallback: %w", err)
+		}
+		st.fallback, st.port = fb, fb
+	}
+	if rl.DenialCacheMaxEntries > 0 {
+		dc, err := ratedenial.New(st.port, ratedenial.Options{
+			Policies:   rl.Policies.Policies,
+			Disabled:   rl.Policies.NoDenialCache,
+			Keys:       c.keys,
+			MaxEntries: rl.DenialCacheMaxEntries,
+			Client:     c.client,
+			Log:        c.log,
+		})
+		if err != nil {
+			st.close()
+			return stack{}, fmt.Errorf("rate limit: denial cache: %w", err)
+		}
+		st.denial, st.port = dc, dc
+	}
+	return st, nil
+}
+
+// close stops the decorators, outermost first.
+func (st stack) close() {
+	if st.denial != nil {
+		st.denial.Close()
+	}
+	if st.fallback != nil {
+		st.fallback.Close()
+	}
+}
+
+// Limiter is the service's distributed limiter without fx: the
+// coordination provider with the service's start-up and readiness rules,
+// and the decorators the configuration asks for (local fallback, denial
+// cache) in the service's order. RateLimitModule builds the same pieces
+// (and puts the metrics decorator on top); the front door (package
+// ratelimiter) builds a Limiter. Build it with NewLimiter, call Start
+// once, Close at the end.
+type Limiter struct {
+	c  *coordination
+	st stack
+}
+
+// NewLimiter builds the limiter of rl (an enabled, validated section) over
+// client, or over the service's own coordination client (CoordinationClient)
+// when client is nil. A caller's client must keep the certainty rules
+// (redisrate.New checks its options and names the one at fault). On error
+// a caller's client is left to the caller; on success the limiter owns it.
+// It does no I/O.
+func NewLimiter(rl config.RateLimit, client redis.UniversalClient, log *slog.Logger) (*Limiter, error) {
+	if !rl.Enabled {
+		return nil, errors.New("rate limit: the configuration has the limiter disabled")
+	}
+	own := client == nil
+	if own {
+		var err error
+		if client, err = coordinationClient(rl); err != nil {
+			return nil, fmt.Errorf("rate limit: coordination client: %w", err)
+		}
+	}
+	c, err := newCoordinationOver(rl, client, log)
+	if err != nil {
+		if own {
+			_ = client.Close()
+		}
+		return nil, err
+	}
+	st, err := c.decorate(rl)
+	if err != nil {
+		_ = c.provider.Close()
+		return nil, err
+	}
+	return &Limiter{c: c, st: st}, nil
+}
+
+// Start runs the service's start-up: the server version and program
+// checks (fatal only for a server that is too old, hashes the programs
+// differently or is a replica; an unreachable server is logged and the
+// limiter fails closed until it answers), then the denial cache's
+// invalidation subscription.
+func (l *Limiter) Start(ctx context.Context) error {
+	if err := l.c.start(ctx); err != nil {
+		return err
+	}
+	if l.st.denial != nil {
+		return l.st.denial.Start(ctx)
+	}
+	return nil
+}
+
+// Ready is the service's readiness check of the limiter (/readyz):
+// the start-up checks have passed (retried here) and the server answers,
+// or the breaker is open with a local-fallback policy.
+func (l *Limiter) Ready(ctx context.Context) error { return l.c.Ready(ctx) }
+
+// Port is the top of the decorator stack: every evaluation goes through
+// it. It implements ratelimit.EdgePort, ratelimit.SetPort and
+// ratelimit.Refunder.
+func (l *Limiter) Port() ratelimit.EdgePort { return l.st.port }
+
+// Provider is the redisrate provider at the bottom of the stack (stats,
+// breaker state, server status).
+func (l *Limiter) Provider() *redisrate.Provider { return l.c.provider }
+
+// Fallback is the local emergency fallback, nil unless a policy is
+// local-fallback.
+func (l *Limiter) Fallback() *ratefallback.Fallback { return l.st.fallback }
+
+// DenialCache is the local denial cache, nil when it is off.
+func (l *Limiter) DenialCache() *ratedenial.Cache { return l.st.denial }
+
+// Close stops the decorators and then closes the provider and its
+// client, in the service's shutdown order. It is idempotent.
+func (l *Limiter) Close() error {
+	l.st.close()
+	return l.c.provider.Close()
+}
