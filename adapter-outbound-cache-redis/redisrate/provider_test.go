@@ -22,14 +22,26 @@ import (
 	"github.com/tech-log/tech-log-backend/shared-contract/ratelimit"
 )
 
+// deadlineOnly is a context with a deadline that never expires by itself:
+// Deadline reports at, Done and Err are the parent's.
+type deadlineOnly struct {
+	context.Context
+	at time.Time
+}
+
+func (c deadlineOnly) Deadline() (time.Time, bool) { return c.at, true }
+
 // TestEvaluateRefusalsBeforeSendSendNothing: every check before the program
 // call answers without a single command reaching the client.
 func TestEvaluateRefusalsBeforeSendSendNothing(t *testing.T) {
 	valid := request("fw", subjectA, 1, t0)
 	cancelled, cancel := context.WithCancel(context.Background())
 	cancel()
-	short, cancelShort := context.WithTimeout(context.Background(), testTimeout-10*time.Millisecond)
-	defer cancelShort()
+	// A context whose deadline is on the provider's clock (t0), so the
+	// precheck meets it unexpired however long the test waits to run:
+	// a wall-clock deadline of 190 ms could pass first on a loaded machine
+	// (then the context, not the precheck, refuses).
+	short := deadlineOnly{Context: context.Background(), at: t0.Add(testTimeout - 10*time.Millisecond)}
 	tests := []struct {
 		name   string
 		ctx    context.Context
@@ -62,7 +74,7 @@ func TestEvaluateRefusalsBeforeSendSendNothing(t *testing.T) {
 			ratelimit.KindUnavailable, ratelimit.CategoryInvalidRequest, "fw", ratelimit.ErrCostAboveMaxCost},
 		{"context cancelled", cancelled, nil, ratelimit.KindUnavailable, ratelimit.CategoryDeadline, "fw", context.Canceled},
 		{"context deadline shorter than the command timeout", short, func(r ratelimit.Request) ratelimit.Request {
-			r.Deadline = time.Now().Add(time.Hour) // real clock: ctx's deadline is the earlier one
+			r.Deadline = t0.Add(time.Hour) // ctx's deadline is the earlier one
 			return r
 		}, ratelimit.KindUnavailable, ratelimit.CategoryDeadline, "fw", errDeadlineTooShort},
 		{"request deadline shorter than the command timeout", context.Background(), func(r ratelimit.Request) ratelimit.Request {
@@ -74,9 +86,6 @@ func TestEvaluateRefusalsBeforeSendSendNothing(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			f := &fakeCommander{}
 			p := fakeProvider(t, f, 4)
-			if tt.ctx == short {
-				p.now = time.Now
-			}
 			req := valid
 			if tt.req != nil {
 				req = tt.req(req)
