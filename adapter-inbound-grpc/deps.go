@@ -5,7 +5,6 @@ package rlsmodule
 import (
 	_ "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	_ "github.com/fsnotify/fsnotify"
-	_ "go.yaml.in/yaml/v3"
 	_ "google.golang.org/grpc"
 	_ "google.golang.org/grpc/health"
 )
