@@ -11,59 +11,89 @@ import (
 
 // Algorithm is the rate_limit extension `algorithm:` selecting an
 // algorithm other than the reference's fixed window. Params is a value of
-// shared-contract's sealed ratelimit.Params (SlidingWindowCounter,
-// TokenBucket, GCRA or SlidingLog), ready for a ratelimit.PolicySpec; the
-// arithmetic bounds are checked there (ratelimit.NewPolicy), only
-// presence and sign here.
+// shared-contract's sealed ratelimit.Params, ready for a
+// ratelimit.PolicySpec; the arithmetic bounds are checked there
+// (ratelimit.NewPolicy), only presence and sign here.
 //
-// The file fields, beside `algorithm: <name>` in a rate_limit mapping:
+// Two forms, beside `algorithm: <name>` in a rate_limit mapping:
 //
-//	fixed_window            unit, requests_per_unit (the default; Algorithm is nil)
-//	sliding_window_counter  unit, requests_per_unit (a window of one unit)
-//	token_bucket            capacity, refill, period   (refill tokens every period)
-//	gcra                    rate, period, burst
-//	sliding_log             limit, window
+//   - the reference's unit and requests_per_unit, read as a rate of
+//     requests_per_unit per unit (the RateLimit keeps them, for the
+//     protocol's current_limit):
+//     sliding_window_counter and sliding_log: limit per window of one unit;
+//     token_bucket: capacity requests_per_unit, refilled by as many every
+//     unit; gcra: requests_per_unit per unit with a burst of as many.
+//   - the algorithm's own fields (Unit is then 0):
+//     token_bucket: capacity, refill, period (refill tokens every period);
+//     gcra: rate, period, burst; sliding_log and sliding_window_counter:
+//     limit, window.
 //
-// period and window are Go durations ("1s", "500ms", "1m"). A field of
-// another algorithm, or unit/requests_per_unit where the algorithm does not
-// use them, is refused (ErrAlgorithm); so is unlimited or policy with an
-// algorithm.
+// period and window are Go durations ("1s", "500ms", "1m"). fixed_window
+// (the default; Algorithm is nil) takes only the first form; leaky_bucket
+// is refused (it delays requests, which the protocol cannot). Mixing the
+// forms, another algorithm's field, unlimited or policy with an algorithm
+// is refused (ErrAlgorithm).
 type Algorithm struct {
-	Name   ratelimit.Algorithm
+	// Name is the algorithm's wire name ("token_bucket"), as
+	// ratelimit.ParseAlgorithm reads it; Params.Algorithm() is the same.
+	Name   string
 	Params ratelimit.Params
 }
 
 // algorithmSpec is the one home of what varies by algorithm in the file:
-// which extension fields it takes (unitFields: unit and requests_per_unit
-// instead) and how they become Params.
+// its own fields and how they become Params, and how a limit per window
+// (the unit form) does. build nil: the default fixed window (unit form
+// only, Algorithm nil).
 type algorithmSpec struct {
-	fields     []string
-	unitFields bool
-	build      func(f algFields) ratelimit.Params // nil: the default fixed window
+	fields   []string
+	build    func(f algFields) ratelimit.Params
+	fromRate func(limit int64, window time.Duration) ratelimit.Params
 }
 
 // algFields are the extension fields as read, durations parsed.
 type algFields struct {
 	capacity, refill, rate, burst, limit int64
 	period, window                       time.Duration
-	requestsPerUnit                      uint32
-	unit                                 Unit
 }
 
 var algorithms = map[ratelimit.Algorithm]algorithmSpec{
-	ratelimit.AlgorithmFixedWindow: {unitFields: true},
-	ratelimit.AlgorithmSlidingWindowCounter: {unitFields: true, build: func(f algFields) ratelimit.Params {
-		return ratelimit.SlidingWindowCounter{Limit: int64(f.requestsPerUnit), Window: f.unit.Duration()}
-	}},
-	ratelimit.AlgorithmTokenBucket: {fields: []string{"capacity", "refill", "period"}, build: func(f algFields) ratelimit.Params {
-		return ratelimit.TokenBucket{Capacity: f.capacity, RefillTokens: f.refill, RefillPeriod: f.period}
-	}},
-	ratelimit.AlgorithmGCRA: {fields: []string{"rate", "period", "burst"}, build: func(f algFields) ratelimit.Params {
-		return ratelimit.GCRA{Rate: f.rate, Period: f.period, Burst: f.burst}
-	}},
-	ratelimit.AlgorithmSlidingLog: {fields: []string{"limit", "window"}, build: func(f algFields) ratelimit.Params {
-		return ratelimit.SlidingLog{Limit: f.limit, Window: f.window}
-	}},
+	ratelimit.AlgorithmFixedWindow: {},
+	ratelimit.AlgorithmSlidingWindowCounter: {
+		fields: []string{"limit", "window"},
+		build: func(f algFields) ratelimit.Params {
+			return ratelimit.SlidingWindowCounter{Limit: f.limit, Window: f.window}
+		},
+		fromRate: func(n int64, w time.Duration) ratelimit.Params {
+			return ratelimit.SlidingWindowCounter{Limit: n, Window: w}
+		},
+	},
+	ratelimit.AlgorithmSlidingLog: {
+		fields: []string{"limit", "window"},
+		build: func(f algFields) ratelimit.Params {
+			return ratelimit.SlidingLog{Limit: f.limit, Window: f.window}
+		},
+		fromRate: func(n int64, w time.Duration) ratelimit.Params {
+			return ratelimit.SlidingLog{Limit: n, Window: w}
+		},
+	},
+	ratelimit.AlgorithmTokenBucket: {
+		fields: []string{"capacity", "refill", "period"},
+		build: func(f algFields) ratelimit.Params {
+			return ratelimit.TokenBucket{Capacity: f.capacity, RefillTokens: f.refill, RefillPeriod: f.period}
+		},
+		fromRate: func(n int64, w time.Duration) ratelimit.Params {
+			return ratelimit.TokenBucket{Capacity: n, RefillTokens: n, RefillPeriod: w}
+		},
+	},
+	ratelimit.AlgorithmGCRA: {
+		fields: []string{"rate", "period", "burst"},
+		build: func(f algFields) ratelimit.Params {
+			return ratelimit.GCRA{Rate: f.rate, Period: f.period, Burst: f.burst}
+		},
+		fromRate: func(n int64, w time.Duration) ratelimit.Params {
+			return ratelimit.GCRA{Rate: n, Period: w, Burst: n}
+		},
+	},
 }
 
 // algorithmNames lists the names accepted, for error messages.

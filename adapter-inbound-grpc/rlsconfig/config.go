@@ -13,19 +13,17 @@ import (
 )
 
 // RateLimit is one configured limit: the rate_limit of a descriptor, with
-// the descriptor's flags. Limits lists those of a Config; Match returns one
-// of them (or, where the reference derives another stats key for the
-// request, a copy with ID unchanged). A RateLimit is shared: never modify
-// one.
+// the descriptor's flags. Limits lists those of a Config and Match returns
+// one of them, the same pointer, so a server can key its policies by the
+// pointer (or by ID). A RateLimit is shared: never modify one.
 type RateLimit struct {
-	// ID is the limit's index in Config.Limits; a copy returned by Match
-	// keeps it, so a server can keep one policy per ID.
+	// ID is the limit's index in Config.Limits.
 	ID int
 	// Name is rate_limit.name, what other limits' replaces refer to.
 	Name string
 	// Unit and RequestsPerUnit are the reference's limit. Unit is 0 for an
-	// unlimited limit, a policy reference and the token_bucket, gcra and
-	// sliding_log algorithms.
+	// unlimited limit, a policy reference and an algorithm given by its own
+	// fields (see Algorithm).
 	Unit            Unit
 	RequestsPerUnit uint32
 	// Unlimited: the descriptor matches and is never limited.
@@ -38,7 +36,7 @@ type RateLimit struct {
 	// requests_per_unit. Empty when not used.
 	Policy string
 	// Algorithm is our extension `rate_limit: {algorithm: ...}`; nil means
-	// the reference's fixed window of one Unit.
+	// the reference's fixed window of RequestsPerUnit per Unit.
 	Algorithm *Algorithm
 	// ShadowMode, QuotaMode, DetailedMetric, ValueToMetric and
 	// ShareThreshold are the descriptor's flags of the same names.
@@ -47,41 +45,14 @@ type RateLimit struct {
 	DetailedMetric bool
 	ValueToMetric  bool
 	ShareThreshold bool
-	// FullKey is the reference's stats key: for a configured limit the
-	// composite path domain.key_value.key2; for a Match result the key the
-	// reference's GetLimit would give the request (detailed_metric,
-	// value_to_metric and share_threshold change it).
+	// FullKey is the reference's stats key of the configured limit, its
+	// composite path domain.key_value.key2 (distinct limits may share
+	// one: a key may contain '.'). The key of one request, which
+	// detailed_metric, value_to_metric and share_threshold change, is
+	// Lookup's Matched.StatsKey.
 	FullKey string
-	// ShareThresholdKeyPattern is set by Match only: per request entry, the
-	// wildcard value (e.g. "files*") that replaces the entry's value in the
-	// counter key, or "" to keep it; nil when no entry shares. CounterKey
-	// applies it.
-	ShareThresholdKeyPattern []string
-	// Metadata is the descriptor's metadata (nil when none); as in the
-	// reference, a Match result whose stats key was rebuilt has none.
+	// Metadata is the descriptor's metadata, nil when none.
 	Metadata *structpb.Struct
-}
-
-// CounterKey is the reference's cache key for this limit and a request's
-// entries, without its prefix and window start (limiter.CacheKeyGenerator):
-// domain_key1_value1_key2_value2_, where an entry matched through a
-// share_threshold wildcard has the wildcard (e.g. "files*") instead of its
-// value, so every value it matches shares one counter.
-func (r *RateLimit) CounterKey(domain string, entries []Entry) string {
-	var b strings.Builder
-	b.WriteString(domain)
-	b.WriteByte('_')
-	for i, e := range entries {
-		b.WriteString(e.Key)
-		b.WriteByte('_')
-		v := e.Value
-		if i < len(r.ShareThresholdKeyPattern) && r.ShareThresholdKeyPattern[i] != "" {
-			v = r.ShareThresholdKeyPattern[i]
-		}
-		b.WriteString(v)
-		b.WriteByte('_')
-	}
-	return b.String()
 }
 
 // Entry is one entry of a request's descriptor.
@@ -373,33 +344,39 @@ func (l *loader) rateLimit(fullKey string, d yamlDescriptor) *RateLimit {
 		if y.Unlimited {
 			l.fail(fullKey, fmt.Errorf("%w: an unlimited limit cannot name algorithm %v", ErrAlgorithm, alg))
 		}
-		for _, err := range fieldErrs {
-			l.fail(fullKey, err)
-		}
-		want := map[string]bool{}
+		own := map[string]bool{}
 		for _, f := range spec.fields {
-			want[f] = true
-			if !present[f] {
-				l.fail(fullKey, fmt.Errorf("%w: algorithm %v needs %s", ErrAlgorithm, alg, f))
-			}
+			own[f] = true
 		}
 		for _, f := range sortedKeys(present) {
-			if !want[f] {
+			if !own[f] {
 				l.fail(fullKey, fmt.Errorf("%w: %s is not a field of algorithm %v", ErrAlgorithm, f, alg))
 			}
 		}
-		if spec.unitFields {
+		unitForm := y.Unit != nil || y.RequestsPerUnit != nil || spec.build == nil
+		if unitForm {
+			if len(present) > 0 {
+				l.fail(fullKey, fmt.Errorf("%w: algorithm %v takes unit and requests_per_unit or %s, not both", ErrAlgorithm, alg, strings.Join(spec.fields, ", ")))
+			}
 			u, err := ParseUnit(deref(y.Unit))
 			if err != nil {
 				l.fail(fullKey, fmt.Errorf("algorithm %v: %w", alg, err))
 			}
-			rl.Unit, fields.unit, fields.requestsPerUnit = u, u, rl.RequestsPerUnit
-		} else if y.Unit != nil || y.RequestsPerUnit != nil {
-			l.fail(fullKey, fmt.Errorf("%w: algorithm %v takes %s, not unit and requests_per_unit", ErrAlgorithm, alg, strings.Join(spec.fields, ", ")))
+			rl.Unit = u
+			if spec.fromRate != nil && err == nil {
+				rl.Algorithm = &Algorithm{Name: alg.String(), Params: spec.fromRate(int64(rl.RequestsPerUnit), u.Duration())}
+			}
+			return rl
 		}
-		if spec.build != nil {
-			rl.Algorithm = &Algorithm{Name: alg, Params: spec.build(fields)}
+		for _, err := range fieldErrs {
+			l.fail(fullKey, err)
 		}
+		for _, f := range spec.fields {
+			if !present[f] {
+				l.fail(fullKey, fmt.Errorf("%w: algorithm %v needs %s (or unit and requests_per_unit)", ErrAlgorithm, alg, f))
+			}
+		}
+		rl.Algorithm = &Algorithm{Name: alg.String(), Params: spec.build(fields)}
 	default:
 		for _, k := range sortedKeys(present) {
 			l.fail(fullKey, fmt.Errorf("%w: %s needs algorithm", ErrAlgorithm, k))

@@ -1,10 +1,75 @@
 package rlsconfig
 
-import "strings"
+import (
+	"strings"
 
-// Match is the reference's GetLimit for a descriptor without a limit
-// override: the limit that applies to entries in domain, or nil when none
-// does (the protocol answers OK for that descriptor).
+	"google.golang.org/protobuf/types/known/structpb"
+)
+
+// Match is the limit that applies to entries in domain: one of Limits(),
+// the same pointer, or nil when no limit applies (the protocol answers OK
+// for that descriptor). It is Lookup(domain, entries).Limit; a server that
+// reports stats keys or honours share_threshold wants Lookup.
+func (c *Config) Match(domain string, entries []Entry) *RateLimit {
+	return c.Lookup(domain, entries).Limit
+}
+
+// Matched is what the reference's GetLimit gives one request's descriptor
+// (without a limit override): the configured limit and what the request
+// itself derives from it.
+type Matched struct {
+	// Limit is the configured limit, one of Config.Limits; nil: none
+	// applies, and the other fields are zero.
+	Limit *RateLimit
+	// StatsKey is the reference's stats key for this request: Limit.FullKey,
+	// or the request's values where detailed_metric, value_to_metric or
+	// share_threshold put them (e.g. domain.route_draw.method_GET).
+	StatsKey string
+	// ShareThresholdKeyPattern is, per request entry, the wildcard value
+	// (e.g. "files*") that replaces the entry's value in the counter, or ""
+	// to keep it; nil when no entry shares.
+	ShareThresholdKeyPattern []string
+	// Metadata is Limit.Metadata, or nil where the reference drops it (it
+	// rebuilds a limit whose stats key it changed without its metadata).
+	Metadata *structpb.Struct
+}
+
+// CounterEntries are the entries whose values name the request's counter:
+// entries, with the value of each entry matched through a share_threshold
+// wildcard replaced by the wildcard (so every value it matches shares one
+// counter). entries is not modified.
+func (m Matched) CounterEntries(entries []Entry) []Entry {
+	if m.ShareThresholdKeyPattern == nil {
+		return entries
+	}
+	out := make([]Entry, len(entries))
+	for i, e := range entries {
+		if i < len(m.ShareThresholdKeyPattern) && m.ShareThresholdKeyPattern[i] != "" {
+			e.Value = m.ShareThresholdKeyPattern[i]
+		}
+		out[i] = e
+	}
+	return out
+}
+
+// CounterKey is the reference's cache key for the request, without its
+// prefix and window start (limiter.CacheKeyGenerator):
+// domain_key1_value1_key2_value2_, over CounterEntries.
+func (m Matched) CounterKey(domain string, entries []Entry) string {
+	var b strings.Builder
+	b.WriteString(domain)
+	b.WriteByte('_')
+	for _, e := range m.CounterEntries(entries) {
+		b.WriteString(e.Key)
+		b.WriteByte('_')
+		b.WriteString(e.Value)
+		b.WriteByte('_')
+	}
+	return b.String()
+}
+
+// Lookup is the reference's GetLimit for a descriptor without a limit
+// override.
 //
 // It walks the entries level by level. At each level the entry's
 // key_value is looked up first, then the wildcard children of that level
@@ -12,14 +77,10 @@ import "strings"
 // any run of bytes, also empty), then the key alone. A limit applies only
 // when found for the last entry: a request with more entries than the
 // configured path gets none, one with fewer gets the limit at its depth.
-// The result's FullKey and ShareThresholdKeyPattern are the request's, as
-// GetLimit derives them from detailed_metric, value_to_metric and
-// share_threshold; when they equal the configured limit's, the configured
-// *RateLimit itself is returned.
-func (c *Config) Match(domain string, entries []Entry) *RateLimit {
+func (c *Config) Lookup(domain string, entries []Entry) Matched {
 	dom := c.domains[domain]
 	if dom == nil {
-		return nil
+		return Matched{}
 	}
 	var (
 		limit        *RateLimit
@@ -94,10 +155,10 @@ func (c *Config) Match(domain string, entries []Entry) *RateLimit {
 		children, prev = next.children, next
 	}
 	if limit == nil {
-		return nil
+		return Matched{}
 	}
 
-	fullKey := limit.FullKey
+	m := Matched{Limit: limit, StatsKey: limit.FullKey, ShareThresholdKeyPattern: share, Metadata: limit.Metadata}
 	if limit.DetailedMetric {
 		if share != nil {
 			var b strings.Builder
@@ -114,23 +175,17 @@ func (c *Config) Match(domain string, entries []Entry) *RateLimit {
 					b.WriteString(e.Value)
 				}
 			}
-			fullKey = b.String()
+			m.StatsKey = b.String()
 		} else {
-			fullKey = detailed.String()
+			m.StatsKey = detailed.String()
 		}
 	} else if k := valueKey.String(); k != limit.FullKey {
-		fullKey, dropMetadata = k, true
+		m.StatsKey, dropMetadata = k, true
 	}
-	if fullKey == limit.FullKey && share == nil && !(dropMetadata && limit.Metadata != nil) {
-		return limit
-	}
-	out := *limit
-	out.FullKey = fullKey
-	out.ShareThresholdKeyPattern = share
 	if dropMetadata {
-		out.Metadata = nil
+		m.Metadata = nil
 	}
-	return &out
+	return m
 }
 
 // ApplyReplaces is the reference's constructLimitsToCheck after GetLimit:

@@ -57,35 +57,35 @@ type refOut struct {
 // refusalSentinel is the sentinel our error must carry for each refused
 // case (the reference's message in reference.json says the same).
 var refusalSentinel = map[string]error{
-	"bad_limit_unit.yaml":                     rlsconfig.ErrInvalidUnit,
-	"bad_yaml.yaml":                           rlsconfig.ErrYAML,
-	"duplicate_key.yaml":                      rlsconfig.ErrDuplicateKey,
-	"empty_domain.yaml":                       rlsconfig.ErrEmptyDomain,
-	"empty_key.yaml":                          rlsconfig.ErrEmptyKey,
-	"misspelled_key.yaml":                     rlsconfig.ErrUnknownKey,
-	"misspelled_key2.yaml":                    rlsconfig.ErrUnknownKey,
-	"non_map_list.yaml":                       rlsconfig.ErrBadValue,
-	"non_string_key.yaml":                     rlsconfig.ErrUnknownKey,
-	"replaces_empty.yaml":                     rlsconfig.ErrReplaces,
-	"replaces_self.yaml":                      rlsconfig.ErrReplaces,
-	"unlimited_with_unit.yaml":                rlsconfig.ErrUnlimitedWithUnit,
-	"basic+duplicate_domain":                  rlsconfig.ErrDuplicateDomain,
-	"merge_domain_key1+merge_domain_key2":     rlsconfig.ErrDuplicateDomain,
-	"merge_domain_key1+merge_domain_key1":     rlsconfig.ErrDuplicateDomain,
-	"cases/anchors.yaml":                      rlsconfig.ErrUnknownKey,
-	"cases/bool_string.yaml":                  rlsconfig.ErrYAML,
-	"cases/composite_collision.yaml":          rlsconfig.ErrDuplicateKey,
-	"cases/descriptors_map.yaml":              rlsconfig.ErrYAML,
-	"cases/empty_file.yaml":                   rlsconfig.ErrEmptyDomain,
-	"cases/empty_key_with_value.yaml":         rlsconfig.ErrEmptyKey,
-	"cases/float_value.yaml":                  rlsconfig.ErrBadValue,
-	"cases/rpu_negative.yaml":                 rlsconfig.ErrYAML,
-	"cases/rpu_overflow.yaml":                 rlsconfig.ErrYAML,
-	"cases/share_no_wildcard.yaml":            rlsconfig.ErrShareThreshold,
-	"cases/top_level_list.yaml":               rlsconfig.ErrYAML,
-	"cases/unit_missing.yaml":                 rlsconfig.ErrInvalidUnit,
-	"cases/unit_unknown.yaml":                 rlsconfig.ErrInvalidUnit,
-	"cases/yaml11_bool_key.yaml":              rlsconfig.ErrUnknownKey,
+	"bad_limit_unit.yaml":                 rlsconfig.ErrInvalidUnit,
+	"bad_yaml.yaml":                       rlsconfig.ErrYAML,
+	"duplicate_key.yaml":                  rlsconfig.ErrDuplicateKey,
+	"empty_domain.yaml":                   rlsconfig.ErrEmptyDomain,
+	"empty_key.yaml":                      rlsconfig.ErrEmptyKey,
+	"misspelled_key.yaml":                 rlsconfig.ErrUnknownKey,
+	"misspelled_key2.yaml":                rlsconfig.ErrUnknownKey,
+	"non_map_list.yaml":                   rlsconfig.ErrBadValue,
+	"non_string_key.yaml":                 rlsconfig.ErrUnknownKey,
+	"replaces_empty.yaml":                 rlsconfig.ErrReplaces,
+	"replaces_self.yaml":                  rlsconfig.ErrReplaces,
+	"unlimited_with_unit.yaml":            rlsconfig.ErrUnlimitedWithUnit,
+	"basic+duplicate_domain":              rlsconfig.ErrDuplicateDomain,
+	"merge_domain_key1+merge_domain_key2": rlsconfig.ErrDuplicateDomain,
+	"merge_domain_key1+merge_domain_key1": rlsconfig.ErrDuplicateDomain,
+	"cases/anchors.yaml":                  rlsconfig.ErrUnknownKey,
+	"cases/bool_string.yaml":              rlsconfig.ErrYAML,
+	"cases/composite_collision.yaml":      rlsconfig.ErrDuplicateKey,
+	"cases/descriptors_map.yaml":          rlsconfig.ErrYAML,
+	"cases/empty_file.yaml":               rlsconfig.ErrEmptyDomain,
+	"cases/empty_key_with_value.yaml":     rlsconfig.ErrEmptyKey,
+	"cases/float_value.yaml":              rlsconfig.ErrBadValue,
+	"cases/rpu_negative.yaml":             rlsconfig.ErrYAML,
+	"cases/rpu_overflow.yaml":             rlsconfig.ErrYAML,
+	"cases/share_no_wildcard.yaml":        rlsconfig.ErrShareThreshold,
+	"cases/top_level_list.yaml":           rlsconfig.ErrYAML,
+	"cases/unit_missing.yaml":             rlsconfig.ErrInvalidUnit,
+	"cases/unit_unknown.yaml":             rlsconfig.ErrInvalidUnit,
+	"cases/yaml11_bool_key.yaml":          rlsconfig.ErrUnknownKey,
 	"basic+wildcard+share_threshold (distinct? no: same domain)": rlsconfig.ErrDuplicateDomain,
 }
 
@@ -162,15 +162,18 @@ func TestReferenceFiles(t *testing.T) {
 						entries[j] = rlsconfig.Entry{Key: e[0], Value: e[1]}
 					}
 					exp := got[matchKey(d, q)]
-					rl := cfg.Match(d, entries)
+					m := cfg.Lookup(d, entries)
+					if rl := cfg.Match(d, entries); rl != m.Limit {
+						t.Errorf("%s %v: Match %p is not Lookup's limit %p", d, q, rl, m.Limit)
+					}
 					if exp == nil {
-						if rl != nil {
-							t.Errorf("%s %v: reference has no limit, we match %+v", d, q, rl)
+						if m.Limit != nil {
+							t.Errorf("%s %v: reference has no limit, we match %+v", d, q, m.Limit)
 						}
 						continue
 					}
 					n++
-					compareLimit(t, d, q, exp.Limit, rl, cfg)
+					compareLimit(t, d, q, exp.Limit, m, cfg)
 				}
 			}
 			if n != len(ref.Matches) {
@@ -227,8 +230,9 @@ func checkRefusal(t *testing.T, name, refErr string, err error) {
 	}
 }
 
-func compareLimit(t *testing.T, d string, q [][2]string, exp *refLimit, rl *rlsconfig.RateLimit, cfg *rlsconfig.Config) {
+func compareLimit(t *testing.T, d string, q [][2]string, exp *refLimit, m rlsconfig.Matched, cfg *rlsconfig.Config) {
 	t.Helper()
+	rl := m.Limit
 	if rl == nil {
 		t.Errorf("%s %v: the reference gives %+v, we match nothing", d, q, exp)
 		return
@@ -240,13 +244,13 @@ func compareLimit(t *testing.T, d string, q [][2]string, exp *refLimit, rl *rlsc
 	got := refLimit{
 		RequestsPerUnit: rl.RequestsPerUnit, Unit: unit, Unlimited: rl.Unlimited, ShadowMode: rl.ShadowMode,
 		QuotaMode: rl.QuotaMode, Name: rl.Name, Replaces: rl.Replaces, DetailedMetric: rl.DetailedMetric,
-		FullKey: rl.FullKey, StatsKey: rl.FullKey, Share: rl.ShareThresholdKeyPattern,
+		FullKey: m.StatsKey, StatsKey: m.StatsKey, Share: m.ShareThresholdKeyPattern,
 	}
 	if len(got.Replaces) == 0 {
 		got.Replaces = nil
 	}
-	if rl.Metadata != nil {
-		got.Metadata = rl.Metadata.AsMap()
+	if m.Metadata != nil {
+		got.Metadata = m.Metadata.AsMap()
 	}
 	// Round-trip ours through JSON so numbers compare as the reference's.
 	b, _ := json.Marshal(got)
@@ -255,7 +259,7 @@ func compareLimit(t *testing.T, d string, q [][2]string, exp *refLimit, rl *rlsc
 	if !reflect.DeepEqual(&gotJ, exp) {
 		t.Errorf("%s %v:\n got  %+v\n want %+v", d, q, gotJ, *exp)
 	}
-	if lim := cfg.Limits(); rl.ID < 0 || rl.ID >= len(lim) || lim[rl.ID].RequestsPerUnit != rl.RequestsPerUnit || lim[rl.ID].Name != rl.Name {
-		t.Errorf("%s %v: ID %d does not name the configured limit", d, q, rl.ID)
+	if lim := cfg.Limits(); rl.ID < 0 || rl.ID >= len(lim) || lim[rl.ID] != rl {
+		t.Errorf("%s %v: the limit is not Limits()[%d]", d, q, rl.ID)
 	}
 }
