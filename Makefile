@@ -258,3 +258,27 @@ test-containers: redis-image ## the Redis adapter's tests through testcontainers
 		REDIS_TEST_LANE=container REDIS_REQUIRED=1 \
 		REDIS_TEST_IMAGE="$${REDIS_TEST_IMAGE:-tech-log/redis-test:local}" \
 		go test -race -count=1 $$pkgs
+
+# The reference: envoyproxy/ratelimit, the module proxy's pseudo-version of
+# its main branch (it tags no release module versions). Pinned here only;
+# make envoy-rls-bin installs its service_cmd and client_cmd into
+# ENVOY_RLS_BIN with go install (never a copy of its code in this
+# repository) and records the version there, so a change of the pin
+# reinstalls.
+ENVOY_RLS_VERSION ?= v1.4.1-0.20260122083618-3fb702589d36
+ENVOY_RLS_BIN ?= $(CURDIR)/bin/envoy-rls
+export ENVOY_RLS_BIN
+
+.PHONY: envoy-rls-bin
+envoy-rls-bin: ## install the reference envoyproxy/ratelimit@$(ENVOY_RLS_VERSION) service_cmd and client_cmd into bin/envoy-rls (go install from the module proxy)
+	@if [ -x "$(ENVOY_RLS_BIN)/service_cmd" ] && [ -x "$(ENVOY_RLS_BIN)/client_cmd" ] && \
+		[ "$$(cat "$(ENVOY_RLS_BIN)/VERSION" 2>/dev/null)" = "$(ENVOY_RLS_VERSION)" ]; then \
+		echo "== envoyproxy/ratelimit $(ENVOY_RLS_VERSION) in $(ENVOY_RLS_BIN)"; \
+	else \
+		echo "== go install envoyproxy/ratelimit $(ENVOY_RLS_VERSION) service_cmd client_cmd -> $(ENVOY_RLS_BIN)"; \
+		mkdir -p "$(ENVOY_RLS_BIN)" && rm -f "$(ENVOY_RLS_BIN)/VERSION" && \
+		(cd / && GOWORK=off GOBIN="$(ENVOY_RLS_BIN)" GOFLAGS=-mod=mod go install \
+			github.com/envoyproxy/ratelimit/src/service_cmd@$(ENVOY_RLS_VERSION) \
+			github.com/envoyproxy/ratelimit/src/client_cmd@$(ENVOY_RLS_VERSION)) && \
+		echo "$(ENVOY_RLS_VERSION)" > "$(ENVOY_RLS_BIN)/VERSION"; \
+	fi
