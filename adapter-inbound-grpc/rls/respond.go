@@ -27,6 +27,10 @@ func (s *Service) respond(domain string, plans []*plan, fail *failure) (*pb.Rate
 	resp := &pb.RateLimitResponse{OverallCode: pb.RateLimitResponse_OK, Statuses: make([]*pb.RateLimitResponse_DescriptorStatus, len(plans))}
 	var deciding []ratelimit.Decision
 	var retry time.Duration
+	refused := fail != nil
+	for _, p := range plans {
+		refused = refused || p.over && !p.shadow
+	}
 	for i, p := range plans {
 		st := &pb.RateLimitResponse_DescriptorStatus{Code: pb.RateLimitResponse_OK}
 		resp.Statuses[i] = st
@@ -41,7 +45,11 @@ func (s *Service) respond(domain string, plans []*plan, fail *failure) (*pb.Rate
 		}
 		st.CurrentLimit = currentLimit(p)
 		if p.decided {
-			st.LimitRemaining = clampU32(p.dec.Remaining)
+			remaining := p.dec.Remaining
+			if p.refund && refused && p.kind == kindCharge {
+				remaining = min(remaining+p.cost, p.dec.Limit) // given back
+			}
+			st.LimitRemaining = clampU32(remaining)
 			if wait, ok := p.dec.ResetAfter(); ok {
 				st.DurationUntilReset = durationpb.New(wait)
 			}
@@ -69,7 +77,7 @@ func (s *Service) respond(domain string, plans []*plan, fail *failure) (*pb.Rate
 			result = ResultRolledBack
 		case p.kind == kindCheck:
 			result = ResultCheckOnly
-		case p.refund && fail != nil, p.refund && resp.OverallCode == pb.RateLimitResponse_OVER_LIMIT:
+		case p.refund && refused:
 			result = ResultRolledBack
 		}
 		s.opt.Metrics.Decision(domain, p.metric, result)
