@@ -5,7 +5,9 @@ import (
 	"crypto/sha256"
 	"encoding/base64"
 	"errors"
+	"fmt"
 	"net"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -164,38 +166,36 @@ func (fp *fakePorts) last() *fakeDecider {
 	return fp.deciders[len(fp.deciders)-1]
 }
 
-// rules is a Rules over a fixed table: a descriptor matches the rule of
-// its first entry's key (with value, or key alone) in its domain.
-type rules struct {
-	domains map[string]map[string]*rlsconfig.RateLimit
+// rule is one top-level descriptor of a test configuration.
+type rule struct {
+	key      string
+	n        uint32
+	policy   string
+	shadow   bool
+	detailed bool
 }
 
-func (r rules) HasDomain(d string) bool { _, ok := r.domains[d]; return ok }
+// minuteRule is a fixed-window rule of n per minute under key.
+func minuteRule(_ string, key string, n uint32) *rule { return &rule{key: key, n: n} }
 
-func (r rules) Match(d string, es []rlsconfig.Entry) *rlsconfig.RateLimit {
-	m := r.domains[d]
-	if m == nil || len(es) == 0 {
-		return nil
-	}
-	if rl, ok := m[es[0].Key+"_"+es[0].Value]; ok {
-		return rl
-	}
-	return m[es[0].Key]
-}
-
-func (r rules) Limits() []*rlsconfig.RateLimit {
-	var out []*rlsconfig.RateLimit
-	for _, m := range r.domains {
-		for _, rl := range m {
-			out = append(out, rl)
+// oneRule loads a configuration of domain with the rules, through
+// rlsconfig (the reference's YAML).
+func oneRule(domain string, rs ...*rule) *rlsconfig.Config {
+	var b strings.Builder
+	fmt.Fprintf(&b, "domain: %s\ndescriptors:\n", domain)
+	for _, r := range rs {
+		fmt.Fprintf(&b, "  - key: %s\n    shadow_mode: %v\n    detailed_metric: %v\n", r.key, r.shadow, r.detailed)
+		if r.policy != "" {
+			fmt.Fprintf(&b, "    rate_limit:\n      name: %s\n      policy: %s\n", r.key, r.policy)
+		} else {
+			fmt.Fprintf(&b, "    rate_limit:\n      name: %s\n      unit: minute\n      requests_per_unit: %d\n", r.key, r.n)
 		}
 	}
-	return out
-}
-
-// minuteRule is a fixed-window rule of n per minute under key in domain.
-func minuteRule(domain, key string, n uint32) *rlsconfig.RateLimit {
-	return &rlsconfig.RateLimit{Name: key, Unit: unitOf(time.Minute), RequestsPerUnit: n, FullKey: domain + "." + key}
+	cfg, err := rlsconfig.Load([]rlsconfig.File{{Name: domain + ".yaml", Data: []byte(b.String())}})
+	if err != nil {
+		panic(err)
+	}
+	return cfg
 }
 
 // testPseud is a Pseudonymizer like the composition root's: a keyed
@@ -327,14 +327,4 @@ func headerValue(resp *pb.RateLimitResponse, key string) (string, bool) {
 		}
 	}
 	return "", false
-}
-
-// unitOf finds the rlsconfig.Unit whose Duration is d.
-func unitOf(d time.Duration) rlsconfig.Unit {
-	for u := rlsconfig.Unit(0); u < 64; u++ {
-		if u.Duration() == d {
-			return u
-		}
-	}
-	panic("no rlsconfig.Unit of " + d.String())
 }

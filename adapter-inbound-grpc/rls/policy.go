@@ -102,13 +102,13 @@ func PolicyFor(rl *rlsconfig.RateLimit, ports Ports) (p ratelimit.Policy, ok boo
 // ruleSpec is the algorithm part of a rule's policy: Algorithm, Params and
 // MaxCost (the limit).
 func ruleSpec(rl *rlsconfig.RateLimit) (ratelimit.PolicySpec, error) {
+	if rl.Algorithm != nil {
+		return algorithmSpec(rl.Algorithm)
+	}
 	window := rl.Unit.Duration()
 	limit := int64(rl.RequestsPerUnit)
 	if window <= 0 || limit <= 0 {
 		return ratelimit.PolicySpec{}, fmt.Errorf("%w: requests_per_unit %d per unit %v: no limit", ErrUnsupportedRule, rl.RequestsPerUnit, window)
 	}
-	if rl.Algorithm == nil {
-		return ratelimit.PolicySpec{Algorithm: ratelimit.AlgorithmFixedWindow, Params: ratelimit.FixedWindow{Limit: limit, Window: window}, MaxCost: limit}, nil
-	}
-	return algorithmSpec(rl.Algorithm, limit, window)
+	return ratelimit.PolicySpec{Algorithm: ratelimit.AlgorithmFixedWindow, Params: ratelimit.FixedWindow{Limit: limit, Window: window}, MaxCost: limit}, nil
 }

@@ -51,7 +51,7 @@ func (f PseudonymizerFunc) Pseudonymize(subject string) (ratelimit.SubjectDigest
 // implements it.
 type Rules interface {
 	HasDomain(domain string) bool
-	Match(domain string, entries []rlsconfig.Entry) *rlsconfig.RateLimit
+	Lookup(domain string, entries []rlsconfig.Entry) rlsconfig.Matched
 	Limits() []*rlsconfig.RateLimit
 }
 

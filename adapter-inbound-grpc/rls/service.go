@@ -228,39 +228,41 @@ func (s *Service) checkBounds(req *pb.RateLimitRequest) error {
 	return nil
 }
 
-// plan matches every descriptor to its rule and works out what it asks
-// for; it refuses duplicates and subjects the pseudonymizer rejects.
+// plan matches every descriptor to its limit (rlsconfig.Lookup, then the
+// reference's replaces) and works out what it asks for; it refuses
+// duplicates and subjects the pseudonymizer rejects.
 func (s *Service) plan(g *generation, req *pb.RateLimitRequest) ([]*plan, error) {
 	domain := req.GetDomain()
 	ds := req.GetDescriptors()
 	plans := make([]*plan, len(ds))
-	replaced := map[string]bool{}
+	matched := make([]*rlsconfig.RateLimit, len(ds))
+	lookups := make([]rlsconfig.Matched, len(ds))
+	entries := make([][]rlsconfig.Entry, len(ds))
 	for i, d := range ds {
-		entries := make([]rlsconfig.Entry, len(d.GetEntries()))
+		entries[i] = make([]rlsconfig.Entry, len(d.GetEntries()))
 		for j, e := range d.GetEntries() {
-			entries[j] = rlsconfig.Entry{Key: e.GetKey(), Value: e.GetValue()}
+			entries[i][j] = rlsconfig.Entry{Key: e.GetKey(), Value: e.GetValue()}
 		}
-		rl := g.rules.Match(domain, entries)
+		lookups[i] = g.rules.Lookup(domain, entries[i])
+		matched[i] = lookups[i].Limit
+	}
+	check, unlimited := rlsconfig.ApplyReplaces(matched)
+	for i, d := range ds {
+		rl := matched[i]
 		p := &plan{kind: kindNone, rule: rl}
 		plans[i] = p
 		if rl == nil {
 			continue
 		}
-		for _, name := range rl.Replaces {
-			replaced[name] = true
-		}
-		p.metric = rl.FullKey
-		if rl.DetailedMetric {
-			p.metric = s.detailedKey(domain, rl, entries)
-		}
-		if rl.Unlimited {
+		p.metric = s.metricKey(domain, rl, lookups[i].StatsKey)
+		if unlimited[i] {
 			p.kind = kindUnlimited
 			continue
 		}
 		pol, ok := g.policies[rl]
-		if !ok {
-			// A rule not among Limits(): nothing to enforce it with.
-			p.kind = kindNone
+		if check[i] == nil || !ok {
+			// Replaced by another matched limit (or a limit without a
+			// policy): nothing to decide.
 			continue
 		}
 		p.policy = pol
@@ -281,7 +283,8 @@ func (s *Service) plan(g *generation, req *pb.RateLimitRequest) ([]*plan, error)
 			p.kind = kindCharge
 		}
 		p.cost = int64(hits) // hits <= MaxHitsAddend <= 2^32
-		sub, err := s.pseud.Pseudonymize(subjectOf(entries))
+		// share_threshold: every value a wildcard matches is one subject.
+		sub, err := s.pseud.Pseudonymize(subjectOf(lookups[i].CounterEntries(entries[i])))
 		if err != nil {
 			s.opt.Metrics.Refused("subject")
 			return nil, status.Errorf(codes.InvalidArgument, "rls: descriptors[%d]: the subject cannot be pseudonymized", i)
@@ -289,32 +292,16 @@ func (s *Service) plan(g *generation, req *pb.RateLimitRequest) ([]*plan, error)
 		p.subject = sub
 	}
 	for i, p := range plans {
-		if p.rule != nil && p.rule.Name != "" && replaced[p.rule.Name] && !replacesSelf(p.rule) {
-			// envoyproxy/ratelimit's replaces: a matched rule naming this
-			// one in replaces takes its place.
-			plans[i] = &plan{kind: kindNone, rule: p.rule, metric: p.metric}
-		}
-	}
-	for i, p := range plans {
 		if p.kind != kindCharge && p.kind != kindNegative {
 			continue
 		}
 		for j, q := range plans[:i] {
 			if q.kind == p.kind && q.policy.ID() == p.policy.ID() && q.subject == p.subject {
-				return nil, s.refusal("duplicate", "descriptors[%d] repeats descriptors[%d] (same rule and subject)", i, j)
+				return nil, s.refusal("duplicate", "descriptors[%d] repeats descriptors[%d] (same limit and subject)", i, j)
 			}
 		}
 	}
 	return plans, nil
-}
-
-func replacesSelf(rl *rlsconfig.RateLimit) bool {
-	for _, n := range rl.Replaces {
-		if n == rl.Name {
-			return true
-		}
-	}
-	return false
 }
 
 // subjectOf is a descriptor's subject: its one value as it is, so that
@@ -347,22 +334,23 @@ func printable(v string) bool {
 	return true
 }
 
-// detailedKey is a detailed_metric label: the domain and the descriptor's
-// key_value pairs, while fewer than DetailedMetricCap such keys have been
-// seen; afterwards the rule's FullKey (counted by Folded).
-func (s *Service) detailedKey(domain string, rl *rlsconfig.RateLimit, entries []rlsconfig.Entry) string {
-	key := domain
-	for _, e := range entries {
-		key += "." + e.Key + "_" + e.Value
+// metricKey is a descriptor's metric label: the limit's FullKey, or the
+// request's stats key (which detailed_metric, value_to_metric and
+// share_threshold fill with descriptor values) while fewer than
+// DetailedMetricCap distinct such keys have been seen; beyond the cap the
+// FullKey again, counted by Folded.
+func (s *Service) metricKey(domain string, rl *rlsconfig.RateLimit, statsKey string) string {
+	if statsKey == "" || statsKey == rl.FullKey {
+		return rl.FullKey
 	}
 	s.detailMu.Lock()
 	defer s.detailMu.Unlock()
-	if _, ok := s.detailKeys[key]; ok {
-		return key
+	if _, ok := s.detailKeys[statsKey]; ok {
+		return statsKey
 	}
 	if len(s.detailKeys) < s.opt.DetailedMetricCap {
-		s.detailKeys[key] = struct{}{}
-		return key
+		s.detailKeys[statsKey] = struct{}{}
+		return statsKey
 	}
 	s.opt.Metrics.Folded(domain)
 	return rl.FullKey

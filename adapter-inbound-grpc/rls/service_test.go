@@ -11,17 +11,8 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/tech-log/tech-log-backend/adapter-inbound-grpc/rls"
-	"github.com/tech-log/tech-log-backend/adapter-inbound-grpc/rlsconfig"
 	"github.com/tech-log/tech-log-backend/shared-contract/ratelimit"
 )
-
-func oneRule(domain string, rls ...*rlsconfig.RateLimit) rules {
-	m := map[string]*rlsconfig.RateLimit{}
-	for _, rl := range rls {
-		m[rl.Name] = rl
-	}
-	return rules{domains: map[string]map[string]*rlsconfig.RateLimit{domain: m}}
-}
 
 func TestAdmitsTheLimitThenOverLimit(t *testing.T) {
 	rl := minuteRule("web", "user", 3)
@@ -213,7 +204,7 @@ func TestUndecidedFailsClosedAndRefunds(t *testing.T) {
 
 func TestShadowMode(t *testing.T) {
 	shadow := minuteRule("web", "user", 1)
-	shadow.ShadowMode = true
+	shadow.shadow = true
 	f := newFixture(t, oneRule("web", shadow), newPorts(), rls.Options{})
 	for range 4 {
 		if resp := f.must(t, request("web", desc("user", "alice"))); resp.GetOverallCode() != pb.RateLimitResponse_OK {
@@ -292,12 +283,15 @@ func TestBoundsRefuseBeforeDeciding(t *testing.T) {
 func TestSubjectIsPseudonymizedValue(t *testing.T) {
 	f := newFixture(t, oneRule("web", minuteRule("web", "user", 5)), newPorts(), rls.Options{})
 	f.must(t, request("web", desc("user", "alice")))
+	// Not a principal the HTTP edge could have: hashed, never passed raw.
+	f.must(t, request("web", desc("user", "al\tice")))
+	// More entries than the configured path: no limit (the reference's).
 	f.must(t, request("web", desc("user", "alice", "path", "/x")))
 	f.pseud.mu.Lock()
 	seen := append([]string(nil), f.pseud.seen...)
 	f.pseud.mu.Unlock()
-	if len(seen) != 2 || seen[0] != "alice" || !strings.HasPrefix(seen[1], "rls:") || strings.Contains(seen[1], "alice") {
-		t.Fatalf("subjects = %q: want alice, then a hashed multi-entry subject", seen)
+	if len(seen) != 2 || seen[0] != "alice" || !strings.HasPrefix(seen[1], "rls:") || strings.Contains(seen[1], "ice") {
+		t.Fatalf("subjects = %q: want alice, then a hashed subject", seen)
 	}
 	if got := f.ports.st.get("rls.web.user", digest("alice")); got != 1 {
 		t.Fatalf("state under the digest of alice = %d, want 1", got)
@@ -306,7 +300,7 @@ func TestSubjectIsPseudonymizedValue(t *testing.T) {
 
 func TestDetailedMetricIsCapped(t *testing.T) {
 	rl := minuteRule("web", "user", 100)
-	rl.DetailedMetric = true
+	rl.detailed = true
 	f := newFixture(t, oneRule("web", rl), newPorts(), rls.Options{DetailedMetricCap: 2})
 	for _, u := range []string{"a", "b", "c", "d", "a"} {
 		f.must(t, request("web", desc("user", u)))
@@ -355,7 +349,7 @@ func TestPolicyFromThePolicyFile(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rl := &rlsconfig.RateLimit{Name: "user", Policy: "login", FullKey: "web.user"}
+	rl := &rule{key: "user", policy: "login"}
 	f := newFixture(t, oneRule("web", rl), newPorts(login), rls.Options{})
 	for range 3 {
 		f.must(t, request("web", desc("user", "alice")))
@@ -364,7 +358,7 @@ func TestPolicyFromThePolicyFile(t *testing.T) {
 		t.Fatalf("login used = %d, want 2", got)
 	}
 	// An unknown policy is a load error; the previous generation serves on.
-	bad := oneRule("web", &rlsconfig.RateLimit{Name: "user", Policy: "nope", FullKey: "web.user"})
+	bad := oneRule("web", &rule{key: "user", policy: "nope"})
 	if err := f.svc.Load(bad); err == nil {
 		t.Fatal("Load with an unknown policy succeeded")
 	}
