@@ -79,7 +79,7 @@ func Project() Table {
 			},
 			{
 				Module: GrpcAdapter,
-				Code:   Set{Std: true, Modules: []string{SharedContract, GrpcAdapter}, Paths: []string{grpc, protobuf, envoyAPI, fsnotify, yamlV3}},
+				Code:   Set{Std: true, Modules: []string{SharedContract, GrpcAdapter}, Paths: []string{grpc, protobuf, envoyAPI, fsnotify, yamlV3, yamlV2}},
 				Test:   Set{Paths: []string{testify, goleak, rapid}},
 			},
 			{
