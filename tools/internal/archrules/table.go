@@ -40,6 +40,9 @@ const (
 	envoyAPI = "github.com/envoyproxy/go-control-plane/envoy/..."
 	fsnotify = "github.com/fsnotify/fsnotify"
 	yamlV3   = "go.yaml.in/yaml/v3"
+	// yamlV2 is the YAML library envoyproxy/ratelimit reads its files
+	// with: rlsconfig uses it for the same semantics.
+	yamlV2 = "gopkg.in/yaml.v2"
 )
 
 // Project returns the rule table of CONTRACT.md section 1. It is the one place
