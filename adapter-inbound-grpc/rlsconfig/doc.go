@@ -2,9 +2,12 @@
 // with the reference's semantics (src/config/config_impl.go at the commit
 // named in testdata/envoy/NOTICE): the same files are loaded or refused,
 // and Match chooses the limit, stats key and counter key the reference's
-// GetLimit chooses. Most callers want Load (or LoadDir), then Match for each
+// GetLimit chooses. Most callers want Load (or LoadDir), then Match (or
+// Lookup, for the request's stats key and share_threshold counter) for each
 // descriptor of a request and ApplyReplaces over a request's results;
-// Limits lists every limit, one policy each.
+// Limits lists every limit, one policy each, and Match returns those same
+// pointers. A descriptor's limit override (RateLimitDescriptor.limit) is
+// the server's to honour: it bypasses the configuration, as in GetLimit.
 //
 // It owns the file format, its two extensions and the matching rules:
 //
