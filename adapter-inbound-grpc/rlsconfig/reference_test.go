@@ -86,7 +86,7 @@ var refusalSentinel = map[string]error{
 	"cases/unit_missing.yaml":             rlsconfig.ErrInvalidUnit,
 	"cases/unit_unknown.yaml":             rlsconfig.ErrInvalidUnit,
 	"cases/yaml11_bool_key.yaml":          rlsconfig.ErrUnknownKey,
-	"basic+wildcard+share_threshold (distinct? no: same domain)": rlsconfig.ErrDuplicateDomain,
+	"basic_config+wildcard (same domain)": rlsconfig.ErrDuplicateDomain,
 }
 
 // keyLevel lists the sentinels of faults inside a descriptor or a key: the
