@@ -81,6 +81,7 @@ func load(environ map[string]string, lookup lookupFunc) (Config, error) {
 	cfg.RateLimit = v.rateLimit(raw.RateLimit)
 	cfg.Cache = v.cache(raw.Cache)
 	cfg.Web = v.web(raw.Web, cfg.RateLimit)
+	cfg.RLS = v.rls(raw.RLS, cfg.RateLimit, raw.Web)
 	cfg.Log = v.log(raw.LogFormat, raw.LogLevel)
 	cfg.ShutdownTimeout = v.duration(Prefix+"SHUTDOWN_TIMEOUT", raw.ShutdownTimeout, maxShutdown)
 	// The coordination endpoint is dedicated: it must not reach the cache's
