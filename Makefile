@@ -181,6 +181,7 @@ tidy: ## go mod tidy in every module
 bench: ## side-by-side benchmarks vs bare EvalSha, redis_rate, ulule, redis-benchmark -> bench/results.json, docs/performance.md (not part of make test); BENCH_SMOKE=1: a quick shape check
 	@$(PREREQ) "make bench" redis-server redis-cli redis-benchmark
 	@cd tools && go run ./cmd/bench -root .. $(if $(filter-out 0,$(BENCH_SMOKE)),-smoke)
+	@$(MAKE) --no-print-directory bench-rls
 
 CEILING_REPS ?= 15
 
@@ -282,3 +283,21 @@ envoy-rls-bin: ## install the reference envoyproxy/ratelimit@$(ENVOY_RLS_VERSION
 			github.com/envoyproxy/ratelimit/src/client_cmd@$(ENVOY_RLS_VERSION)) && \
 		echo "$(ENVOY_RLS_VERSION)" > "$(ENVOY_RLS_BIN)/VERSION"; \
 	fi
+
+RLS_BENCH_REPS ?= 5
+RLS_BENCH_DURATION ?= 2s
+
+.PHONY: demo-rls
+demo-rls: envoy-rls-bin ## our service's Envoy RLS server over a YAML (5 per user per minute, an unlimited key): requests through envoyproxy/ratelimit's client_cmd and POST /json; exits non-zero when the limits do not hold
+	@$(PREREQ) "make demo-rls" redis-server
+	@cd tools && go run ./cmd/rlsdemo -root ..
+
+.PHONY: bench-rls
+bench-rls: envoy-rls-bin ## our Envoy RLS server vs envoyproxy/ratelimit on one private redis-server: throughput and p99 at c=1/16/64 (1 and 3 descriptors), a flood of one denied descriptor vs its local cache, Redis memory per value; interleaved repetitions (RLS_BENCH_REPS, default 5) -> docs/performance.md; BENCH_SMOKE=1: a quick shape check that writes nothing
+	@$(PREREQ) "make bench-rls" redis-server
+	@cd tools && go run ./cmd/rlsbench -root .. -reps $(RLS_BENCH_REPS) -duration $(RLS_BENCH_DURATION) $(if $(filter-out 0,$(BENCH_SMOKE)),-smoke)
+
+.PHONY: test-rls-diff
+test-rls-diff: envoy-rls-bin ## the differential test: the same fixed-window YAML and requests (client_cmd and a Go gRPC client) to envoyproxy/ratelimit and to our service, codes equal; the reference binaries and redis-server required
+	@$(PREREQ) "make test-rls-diff" redis-server
+	@cd tools && ENVOY_RLS_REQUIRED=1 REDIS_REQUIRED=1 go test -count=1 -race -v ./internal/envoyrls/ ./cmd/rlsbench/ ./cmd/rlsdemo/

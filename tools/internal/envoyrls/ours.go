@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"net"
 	"os"
@@ -113,7 +114,7 @@ func StartOurs(ctx context.Context, cfg OursConfig) (*Ours, error) {
 			return o, nil
 		}
 		last = err
-		if ctx.Err() != nil {
+		if ctx.Err() != nil || !errors.Is(err, errExited) {
 			break
 		}
 	}

@@ -131,6 +131,10 @@ func freePorts(n int) ([]int, error) {
 // errNotReady is what a probe returns while it should be tried again.
 var errNotReady = errors.New("not ready")
 
+// errExited is wrapped by poll when the process ended before it was ready
+// (a port taken in between is one cause: worth another attempt).
+var errExited = errors.New("exited")
+
 // poll calls probe every pollEvery until it returns nil, the process exits,
 // ctx ends or wait passes; the error names the last probe failure.
 func poll(ctx context.Context, p *process, wait time.Duration, what string, probe func(context.Context) error) error {
@@ -145,7 +149,7 @@ func poll(ctx context.Context, p *process, wait time.Duration, what string, prob
 			return nil
 		}
 		if p != nil && p.exited() {
-			return fmt.Errorf("envoyrls: %s exited before it was ready (%w); its log:\n%s", what, last, p.logTail())
+			return fmt.Errorf("envoyrls: %s %w before it was ready (%w); its log:\n%s", what, errExited, last, p.logTail())
 		}
 		select {
 		case <-ctx.Done():

@@ -2,6 +2,7 @@ package envoyrls
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"net/http"
@@ -90,7 +91,7 @@ func StartReference(ctx context.Context, cfg ReferenceConfig) (*Reference, error
 			return r, nil
 		}
 		last = err
-		if ctx.Err() != nil {
+		if ctx.Err() != nil || !errors.Is(err, errExited) {
 			break
 		}
 	}

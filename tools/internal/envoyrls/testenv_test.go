@@ -3,6 +3,7 @@ package envoyrls_test
 import (
 	"context"
 	"errors"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -49,21 +50,32 @@ func startRedis(t *testing.T) *envoyrls.Redis {
 	return r
 }
 
-// oursWired reports whether app-bootstrap's configuration reads the
-// APP_RLS_ variables (an envPrefix "RLS_" or the full names), i.e. whether
-// our service can serve the RLS protocol yet.
+// oursWired reports whether our service serves the RLS protocol yet: a
+// non-test Go file of app-bootstrap outside its config package imports
+// adapter-inbound-grpc/rls (the configuration alone, APP_RLS_*, may land
+// before the server is wired).
 func oursWired(root string) bool {
-	files, _ := filepath.Glob(filepath.Join(root, "app-bootstrap", "config", "*.go"))
-	for _, f := range files {
-		if strings.HasSuffix(f, "_test.go") {
-			continue
+	found := false
+	_ = filepath.WalkDir(filepath.Join(root, "app-bootstrap"), func(path string, d fs.DirEntry, err error) error {
+		if err != nil || found {
+			return nil
 		}
-		b, err := os.ReadFile(f)
-		if err == nil && (strings.Contains(string(b), `"RLS_"`) || strings.Contains(string(b), "APP_RLS_ADDR")) {
-			return true
+		if d.IsDir() {
+			if d.Name() == "config" || d.Name() == "testdata" {
+				return filepath.SkipDir
+			}
+			return nil
 		}
-	}
-	return false
+		if !strings.HasSuffix(path, ".go") || strings.HasSuffix(path, "_test.go") {
+			return nil
+		}
+		b, err := os.ReadFile(path)
+		if err == nil && strings.Contains(string(b), `/adapter-inbound-grpc/rls"`) {
+			found = true
+		}
+		return nil
+	})
+	return found
 }
 
 // startOurs builds and starts our service with the YAML on its own
@@ -71,7 +83,7 @@ func oursWired(root string) bool {
 func startOurs(t *testing.T, root string, configs map[string]string) *envoyrls.Ours {
 	t.Helper()
 	if !oursWired(root) {
-		t.Skip("skipped: app-bootstrap does not read APP_RLS_ADDR yet (the RLS server and its wiring have not landed); the reference side ran")
+		t.Skip("skipped: app-bootstrap does not wire adapter-inbound-grpc/rls yet (APP_RLS_ADDR serves nothing); the reference side ran")
 	}
 	bin := filepath.Join(t.TempDir(), "tech-log-backend")
 	require.NoError(t, envoyrls.BuildOurs(context.Background(), root, bin))
