@@ -90,7 +90,8 @@ func OursEnv(cfg OursConfig, policies, configDir, grpcAddr, httpAddr string) []s
 
 // StartOurs writes the YAML and a policy file into a new temporary
 // directory, starts the binary on free 127.0.0.1 ports and waits (bounded
-// by ReadyWait) until its web, gRPC and /json listeners accept; a port
+// by ReadyWait) until its web and gRPC listeners accept and GET /healthcheck on
+// the /json listener answers 200; a port
 // taken in between is retried on new ports (3 attempts).
 func StartOurs(ctx context.Context, cfg OursConfig) (*Ours, error) {
 	dir, err := os.MkdirTemp("", "tlb-envoyrls-ours-")
@@ -137,12 +138,14 @@ func startOursOnce(ctx context.Context, cfg OursConfig, dir, policies, configDir
 	}
 	o.proc = p
 	err = poll(ctx, p, ReadyWait, "tech-log-backend", func(ctx context.Context) error {
-		for _, a := range []string{o.WebAddr, o.GRPCAddr, o.HTTPAddr} {
+		for _, a := range []string{o.WebAddr, o.GRPCAddr} {
 			if err := dialProbe(a)(ctx); err != nil {
 				return err
 			}
 		}
-		return nil
+		// GET /healthcheck answers 200 once a rule set is loaded, as the
+		// reference's does.
+		return httpOK(ctx, "http://"+o.HTTPAddr+"/healthcheck")
 	})
 	if err != nil {
 		p.stop()
