@@ -60,7 +60,7 @@ type endpoints struct {
 	httpAddr string
 }
 
-func run(args []string, out io.Writer) error {
+func run(args []string, out io.Writer) (err error) {
 	fs := flag.NewFlagSet("rlsdemo", flag.ContinueOnError)
 	rootFlag := fs.String("root", "..", "repository root")
 	reference := fs.Bool("reference", false, "run the script against envoyproxy/ratelimit's service_cmd instead of our service")
@@ -94,31 +94,41 @@ func run(args []string, out io.Writer) error {
 		defer ref.Close()
 		ep = endpoints{name: "envoyproxy/ratelimit " + bins.Version, grpcAddr: ref.GRPCAddr, httpAddr: ref.HTTPAddr}
 	} else {
-		dir, err := os.MkdirTemp("", "tlb-rlsdemo-")
-		if err != nil {
-			return fmt.Errorf("temp dir: %w", err)
-		}
-		defer os.RemoveAll(dir)
-		bin := filepath.Join(dir, "tech-log-backend")
-		fmt.Fprintln(out, "building tech-log-backend")
-		if err := envoyrls.BuildOurs(ctx, root, bin); err != nil {
-			return err
-		}
-		ours, err := envoyrls.StartOurs(ctx, envoyrls.OursConfig{Bin: bin, RedisAddr: rs.Addr, Configs: configs})
-		if err != nil {
-			return fmt.Errorf("our service with APP_RLS_ADDR: %w", err)
+		o, cleanup, startErr := startOurs(ctx, root, rs.Addr, configs, out)
+		if startErr != nil {
+			return startErr
 		}
 		defer func() {
 			if err != nil {
-				fmt.Fprintf(out, "its log:\n%s\n", ours.LogTail())
+				fmt.Fprintf(out, "its log:\n%s\n", o.LogTail())
 			}
-			_ = ours.Close()
+			cleanup()
 		}()
-		ep = endpoints{name: "tech-log-backend", grpcAddr: ours.GRPCAddr, httpAddr: ours.HTTPAddr}
+		ep = endpoints{name: "tech-log-backend", grpcAddr: o.GRPCAddr, httpAddr: o.HTTPAddr}
 	}
 	fmt.Fprintf(out, "%s: gRPC %s, POST /json on %s; %d requests per user per minute (demo.yaml)\n", ep.name, ep.grpcAddr, ep.httpAddr, limit)
-	err = script(ctx, out, bins.Client, ep)
-	return err
+	return script(ctx, out, bins.Client, ep)
+}
+
+// startOurs builds our service into a temporary directory and starts it;
+// cleanup stops it and removes the directory.
+func startOurs(ctx context.Context, root, redisAddr string, configs map[string]string, out io.Writer) (*envoyrls.Ours, func(), error) {
+	dir, err := os.MkdirTemp("", "tlb-rlsdemo-")
+	if err != nil {
+		return nil, nil, fmt.Errorf("temp dir: %w", err)
+	}
+	bin := filepath.Join(dir, "tech-log-backend")
+	fmt.Fprintln(out, "building tech-log-backend")
+	if err := envoyrls.BuildOurs(ctx, root, bin); err != nil {
+		_ = os.RemoveAll(dir)
+		return nil, nil, err
+	}
+	o, err := envoyrls.StartOurs(ctx, envoyrls.OursConfig{Bin: bin, RedisAddr: redisAddr, Configs: configs})
+	if err != nil {
+		_ = os.RemoveAll(dir)
+		return nil, nil, fmt.Errorf("our service with APP_RLS_ADDR: %w", err)
+	}
+	return o, func() { _ = o.Close(); _ = os.RemoveAll(dir) }, nil
 }
 
 // tally counts one subject's answers.

@@ -29,7 +29,6 @@ type process struct {
 	logPath string
 	done    chan struct{}
 	once    sync.Once
-	log     *os.File
 }
 
 // startProcess runs bin with args and exactly env (nothing of the caller's
@@ -49,7 +48,7 @@ func startProcess(bin string, args, env []string, logPath string) (*process, err
 		_ = f.Close()
 		return nil, fmt.Errorf("envoyrls: start %s: %w", bin, err)
 	}
-	p := &process{cmd: cmd, logPath: logPath, done: make(chan struct{}), log: f}
+	p := &process{cmd: cmd, logPath: logPath, done: make(chan struct{})}
 	go func() {
 		_ = cmd.Wait()
 		_ = f.Close()
