@@ -1,0 +1,164 @@
+package wiring
+
+import (
+	"context"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	rlcommon "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
+	pb "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.uber.org/fx"
+	"go.uber.org/fx/fxtest"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+
+	"github.com/tech-log/tech-log-backend/adapter-outbound-cache-redis/redistest"
+)
+
+// rlsRules: user under the policy file's login (5 a minute, the HTTP
+// edge's budget) and remote_address at 3 a minute.
+const rlsRules = `domain: web
+descriptors:
+  - key: user
+    rate_limit: {policy: login}
+  - key: remote_address
+    rate_limit: {unit: minute, requests_per_unit: 3}
+`
+
+func rlsDir(t *testing.T) string {
+	t.Helper()
+	dir := t.TempDir()
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "web.yaml"), []byte(rlsRules), 0o600))
+	return dir
+}
+
+func rlsKV(redisAddr, dir string, kv ...string) []string {
+	return append(append(enabledKV(redisAddr), "APP_RLS_ADDR", "127.0.0.1:0", "APP_RLS_CONFIG_DIR", dir), kv...)
+}
+
+func rlsClient(t *testing.T, addr string) pb.RateLimitServiceClient {
+	t.Helper()
+	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = conn.Close() })
+	return pb.NewRateLimitServiceClient(conn)
+}
+
+func shouldRateLimit(t *testing.T, c pb.RateLimitServiceClient, key, value string) pb.RateLimitResponse_Code {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	resp, err := c.ShouldRateLimit(ctx, &pb.RateLimitRequest{Domain: "web", Descriptors: []*rlcommon.RateLimitDescriptor{
+		{Entries: []*rlcommon.RateLimitDescriptor_Entry{{Key: key, Value: value}}},
+	}})
+	require.NoError(t, err)
+	return resp.GetOverallCode()
+}
+
+// TestRLSServesOverRedis: the whole graph with APP_RLS_ADDR on a private
+// redis-server: OK up to the rule's limit, then OVER_LIMIT; the JSON
+// listener answers the same budget; metrics count it; stop closes all.
+func TestRLSServesOverRedis(t *testing.T) {
+	rs := redistest.Start(t)
+	cfg := loadConfig(t, rlsKV(rs.Addr(), rlsDir(t), "APP_RLS_HTTP_ADDR", "127.0.0.1:0")...)
+	var srv *RLSServer
+	var web *Server
+	app := fxtest.New(t, Options(cfg, quietLogger()), fx.Populate(&srv, &web))
+	app.RequireStart()
+	defer app.RequireStop()
+
+	c := rlsClient(t, srv.Addr())
+	for i := range 3 {
+		require.Equal(t, pb.RateLimitResponse_OK, shouldRateLimit(t, c, "remote_address", "192.0.2.1"), "request %d", i+1)
+	}
+	assert.Equal(t, pb.RateLimitResponse_OVER_LIMIT, shouldRateLimit(t, c, "remote_address", "192.0.2.1"))
+	assert.Equal(t, pb.RateLimitResponse_OK, shouldRateLimit(t, c, "remote_address", "192.0.2.2"), "another subject")
+
+	// The JSON listener: the same service, the same budget.
+	body := `{"domain":"web","descriptors":[{"entries":[{"key":"remote_address","value":"192.0.2.1"}]}]}`
+	resp, err := httpClient().Post("http://"+srv.HTTPAddr()+"/json", "application/json", strings.NewReader(body))
+	require.NoError(t, err)
+	_ = resp.Body.Close()
+	assert.Equal(t, http.StatusTooManyRequests, resp.StatusCode)
+	resp, text := do(t, http.MethodGet, "http://"+srv.HTTPAddr()+"/healthcheck")
+	assert.Equal(t, http.StatusOK, resp.StatusCode, text)
+
+	_, text = do(t, http.MethodGet, "http://"+web.Addr()+PathMetrics)
+	assert.Contains(t, text, `tlb_rls_decisions_total{domain="web",key="web.remote_address",result="ok"} 4`)
+	assert.Contains(t, text, `tlb_rls_decisions_total{domain="web",key="web.remote_address",result="over_limit"} 2`)
+
+	// A reload builds a new generation (a new provider) over the same state.
+	require.NoError(t, srv.Reload())
+	assert.Equal(t, pb.RateLimitResponse_OVER_LIMIT, shouldRateLimit(t, c, "remote_address", "192.0.2.1"), "a reload keeps the budget")
+	_, text = do(t, http.MethodGet, "http://"+web.Addr()+PathMetrics)
+	assert.Contains(t, text, `tlb_rls_reloads_total{result="applied"} 1`)
+}
+
+// TestRLSSharesTheEdgeBudget: two instances, each with the RLS and the
+// HTTP edge (trusted-header principal), on one redis-server: the
+// descriptor user=alice under `policy: login` and the edge's principal
+// alice on POST /api/v1/login draw on one budget of 5, concurrently, and
+// not one request is admitted beyond it.
+func TestRLSSharesTheEdgeBudget(t *testing.T) {
+	rs := redistest.Start(t)
+	dir := rlsDir(t)
+	type instance struct {
+		rls *RLSServer
+		web *Server
+	}
+	var insts []instance
+	for range 2 {
+		cfg := loadConfig(t, rlsKV(rs.Addr(), dir,
+			"APP_WEB_IDENTITY", "trusted-header", "APP_WEB_IDENTITY_HEADER", "X-Authenticated-User",
+			"APP_WEB_TRUSTED_PROXIES", "127.0.0.1")...)
+		var in instance
+		app := fxtest.New(t, Options(cfg, quietLogger()), fx.Populate(&in.rls, &in.web))
+		app.RequireStart()
+		defer app.RequireStop()
+		insts = append(insts, in)
+	}
+	clients := []pb.RateLimitServiceClient{rlsClient(t, insts[0].rls.Addr()), rlsClient(t, insts[1].rls.Addr())}
+
+	login := func(web *Server) bool {
+		req, err := http.NewRequestWithContext(context.Background(), http.MethodPost, "http://"+web.Addr()+PathLogin, strings.NewReader("{}"))
+		require.NoError(t, err)
+		req.Header.Set("X-Authenticated-User", "alice")
+		resp, err := httpClient().Do(req)
+		require.NoError(t, err)
+		_ = resp.Body.Close()
+		require.Contains(t, []int{http.StatusOK, http.StatusTooManyRequests}, resp.StatusCode)
+		return resp.StatusCode == http.StatusOK
+	}
+	// The edge admits first, so the budget is provably the edge's.
+	require.True(t, login(insts[0].web))
+
+	var mu sync.Mutex
+	admitted := 1
+	var wg sync.WaitGroup
+	for i := range 24 {
+		wg.Go(func() {
+			var ok bool
+			switch i % 3 {
+			case 0, 1:
+				ok = shouldRateLimit(t, clients[i%2], "user", "alice") == pb.RateLimitResponse_OK
+			default:
+				ok = login(insts[i%2].web)
+			}
+			if ok {
+				mu.Lock()
+				admitted++
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	assert.Equal(t, 5, admitted, "one budget of 5 for the edge's alice and user=alice on both instances")
+	assert.Equal(t, pb.RateLimitResponse_OK, shouldRateLimit(t, clients[0], "user", "bob"), "bob has his own budget")
+}
