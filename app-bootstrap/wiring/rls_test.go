@@ -16,6 +16,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.uber.org/fx"
 	"go.uber.org/fx/fxtest"
+	"go.uber.org/goleak"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 
@@ -45,10 +46,16 @@ func rlsKV(redisAddr, dir string, kv ...string) []string {
 
 func rlsClient(t *testing.T, addr string) pb.RateLimitServiceClient {
 	t.Helper()
+	c, closeConn := rlsConn(t, addr)
+	t.Cleanup(closeConn)
+	return c
+}
+
+func rlsConn(t *testing.T, addr string) (pb.RateLimitServiceClient, func()) {
+	t.Helper()
 	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
 	require.NoError(t, err)
-	t.Cleanup(func() { _ = conn.Close() })
-	return pb.NewRateLimitServiceClient(conn)
+	return pb.NewRateLimitServiceClient(conn), func() { _ = conn.Close() }
 }
 
 func shouldRateLimit(t *testing.T, c pb.RateLimitServiceClient, key, value string) pb.RateLimitResponse_Code {
@@ -64,9 +71,11 @@ func shouldRateLimit(t *testing.T, c pb.RateLimitServiceClient, key, value strin
 
 // TestRLSServesOverRedis: the whole graph with APP_RLS_ADDR on a private
 // redis-server: OK up to the rule's limit, then OVER_LIMIT; the JSON
-// listener answers the same budget; metrics count it; stop closes all.
+// listener answers the same budget; metrics count it; stop leaves no
+// goroutine behind (listeners, watcher, the generations' providers).
 func TestRLSServesOverRedis(t *testing.T) {
 	rs := redistest.Start(t)
+	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
 	cfg := loadConfig(t, rlsKV(rs.Addr(), rlsDir(t), "APP_RLS_HTTP_ADDR", "127.0.0.1:0")...)
 	var srv *RLSServer
 	var web *Server
@@ -74,7 +83,8 @@ func TestRLSServesOverRedis(t *testing.T) {
 	app.RequireStart()
 	defer app.RequireStop()
 
-	c := rlsClient(t, srv.Addr())
+	c, closeConn := rlsConn(t, srv.Addr())
+	defer closeConn()
 	for i := range 3 {
 		require.Equal(t, pb.RateLimitResponse_OK, shouldRateLimit(t, c, "remote_address", "192.0.2.1"), "request %d", i+1)
 	}
@@ -161,4 +171,32 @@ func TestRLSSharesTheEdgeBudget(t *testing.T) {
 	wg.Wait()
 	assert.Equal(t, 5, admitted, "one budget of 5 for the edge's alice and user=alice on both instances")
 	assert.Equal(t, pb.RateLimitResponse_OK, shouldRateLimit(t, clients[0], "user", "bob"), "bob has his own budget")
+}
+
+// TestRLSOffByDefault: without APP_RLS_ADDR the graph has no RLSServer
+// (no listener, no watcher); with it the graph validates.
+func TestRLSOffByDefault(t *testing.T) {
+	cfg := loadConfig(t, enabledKV("127.0.0.1:1")...)
+	err := fx.New(Options(cfg, quietLogger()), fx.NopLogger, fx.Invoke(func(*RLSServer) {})).Err()
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "missing type: *wiring.RLSServer")
+
+	cfg = loadConfig(t, rlsKV("127.0.0.1:1", rlsDir(t), "APP_RLS_HTTP_ADDR", "127.0.0.1:0")...)
+	require.NoError(t, fx.ValidateApp(Options(cfg, quietLogger())))
+}
+
+// TestRLSStartFailsOnBadRules: a rule directory that does not load fails
+// start-up, naming the variable.
+func TestRLSStartFailsOnBadRules(t *testing.T) {
+	dir := t.TempDir()
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "bad.yaml"), []byte("domain: web\ndescriptors:\n  - key: user\n    rate_limit: {policy: nope}\n"), 0o600))
+	cfg := loadConfig(t, rlsKV("127.0.0.1:1", dir)...)
+	app := fx.New(Options(cfg, quietLogger()), fx.NopLogger)
+	require.NoError(t, app.Err())
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	err := app.Start(ctx)
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "APP_RLS_CONFIG_DIR")
+	_ = app.Stop(ctx)
 }
