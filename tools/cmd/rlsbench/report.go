@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"fmt"
 	"os"
+	"os/exec"
 	"runtime"
 	"slices"
 	"strings"
@@ -67,7 +68,7 @@ func (r row) format(res *results) string {
 	if len(rs) > 0 {
 		lo, hi = slices.Min(rs), slices.Max(rs)
 	}
-	return fmt.Sprintf("| %s | %s | %s | %.2fx (%.2f-%.2f) | %s | %s |\n", r.measure, num(mo, r.unit), num(mr, r.unit), mrat, lo, hi, r.targetText(), met)
+	return fmt.Sprintf("| %s | %s | %s | %.3fx (%.2f-%.2f) | %s | %s |\n", r.measure, num(mo, r.unit), num(mr, r.unit), mrat, lo, hi, r.targetText(), met)
 }
 
 func (r row) targetText() string {
@@ -93,10 +94,10 @@ func num(v float64, unit string) string {
 
 func render(res *results, o options) string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "Run of %s: envoyproxy/ratelimit %s, redis-server %s, %s/%s, %d CPUs (%s), Go %s; "+
+	fmt.Fprintf(&b, "Run of %s at %s: envoyproxy/ratelimit %s, redis-server %s, %s/%s, %d CPUs (%s), Go %s; "+
 		"%d interleaved repetitions of %v per load run; closed-loop gRPC workers (%d per connection); medians, "+
 		"the ratio is the median of ours/reference within each repetition (its range in parentheses).\n\n",
-		time.Now().UTC().Format("2006-01-02"), res.version, res.redisVersion, runtime.GOOS, runtime.GOARCH, runtime.NumCPU(), cpuModel(), runtime.Version(),
+		time.Now().UTC().Format("2006-01-02"), gitDescribe(o.root), res.version, res.redisVersion, runtime.GOOS, runtime.GOARCH, runtime.NumCPU(), cpuModel(), runtime.Version(),
 		res.reps, res.duration, 16)
 	b.WriteString("| measure | ours | reference | ours / reference | target | met |\n|---|---|---|---|---|---|\n")
 	var rows []row
@@ -132,6 +133,16 @@ func render(res *results, o options) string {
 	fmt.Fprintf(&b, "\nKeys per descriptor value: ours %.2f, reference %.2f.\n",
 		median(res.samples[memKey("keys", nameOurs)]), median(res.samples[memKey("keys", nameRef)]))
 	return b.String()
+}
+
+// gitDescribe names the measured tree: its commit, "-dirty" when the work
+// tree differs from it.
+func gitDescribe(root string) string {
+	out, err := exec.Command("git", "-C", root, "describe", "--always", "--dirty", "--abbrev=12").Output()
+	if err != nil {
+		return "an unknown commit"
+	}
+	return strings.TrimSpace(string(out))
 }
 
 func cpuModel() string {
