@@ -21,7 +21,7 @@ const (
 	diffWindow = time.Minute
 	// passBudget is the most one pass may take; AwaitWindow waits for a
 	// fresh window when less remains.
-	passBudget = 40 * time.Second
+	passBudget = 20 * time.Second
 )
 
 // diffYAML is the configuration both services load: a fixed window of 3
