@@ -84,3 +84,26 @@ func TestLoadRLSRejections(t *testing.T) {
 		})
 	}
 }
+
+func TestLoadRLSTLS(t *testing.T) {
+	cert, key := selfSigned(t)
+	dir := t.TempDir()
+	base := with(enabledEnv(), "APP_RLS_ADDR", "127.0.0.1:8081", "APP_RLS_CONFIG_DIR", dir,
+		"APP_RLS_TLS_CERT_FILE", cert, "APP_RLS_TLS_KEY_FILE", key)
+	cfg, err := Load(base)
+	require.NoError(t, err)
+	tc := cfg.RLS.TLSConfig()
+	require.NotNil(t, tc)
+	assert.Len(t, tc.Certificates, 1)
+	assert.Nil(t, tc.ClientCAs, "no client CA: plain TLS")
+
+	cfg, err = Load(with(base, "APP_RLS_TLS_CLIENT_CA_FILE", cert))
+	require.NoError(t, err)
+	assert.NotNil(t, cfg.RLS.TLSConfig().ClientCAs, "mutual TLS")
+	assert.Contains(t, cfg.String(), "tls=true mtls=true")
+
+	_, err = Load(with(base, "APP_RLS_TLS_CLIENT_CA_FILE", writeFile(t, "ca.pem", "not pem")))
+	ves := VarErrors(err)
+	require.Len(t, ves, 1)
+	assert.Equal(t, "APP_RLS_TLS_CLIENT_CA_FILE", ves[0].Var, "the pair loads: the CA file is named")
+}
