@@ -35,7 +35,7 @@ func TestRenderShape(t *testing.T) {
 		}
 	}
 	table := render(res, options{})
-	assert.Equal(t, 2+6+6+4, strings.Count(table, "\n|"), table)
+	assert.Equal(t, 2+6+6+4+4, strings.Count(table, "\n|"), table)
 	assert.Contains(t, table, "| throughput, 1 descriptor, c=1 | 150/s | 100/s | 1.500x (1.00-2.00) | >= 0.95x | yes |")
 
 	doc := filepath.Join(t.TempDir(), "p.md")

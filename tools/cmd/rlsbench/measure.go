@@ -32,7 +32,11 @@ var (
 	shapes        = []string{"1 descriptor", "3 descriptors"}
 )
 
-type target struct{ name, addr string }
+// target is one measured service; pid is its process, for CPU per call.
+type target struct {
+	name, addr string
+	pid        int
+}
 
 // results holds every sample by key (see the key functions).
 type results struct {
@@ -53,6 +57,9 @@ func rpsKey(shape string, c int, name string) string {
 func p99Key(shape string, c int, name string) string {
 	return fmt.Sprintf("p99|%s|%d|%s", shape, c, name)
 }
+func cpuKey(kind, shape string, c int, name string) string {
+	return fmt.Sprintf("cpu|%s|%s|%d|%s", kind, shape, c, name)
+}
 func floodKey(name string) string     { return "flood|" + name }
 func memKey(kind, name string) string { return "mem|" + kind + "|" + name }
 
@@ -69,11 +76,11 @@ func measure(ctx context.Context, s *services, o options, out io.Writer) (*resul
 	if info, err := s.admin.Info(ctx, "server").Result(); err == nil {
 		res.redisVersion, _ = redisinfo.Field(info, "redis_version")
 	}
-	targets := []target{{nameRef, s.ref.GRPCAddr}}
-	floodTargets := []target{{nameRefLC, s.refLC.GRPCAddr}, {nameRef, s.ref.GRPCAddr}}
+	targets := []target{{nameRef, s.ref.GRPCAddr, s.ref.PID()}}
+	floodTargets := []target{{nameRefLC, s.refLC.GRPCAddr, s.refLC.PID()}, {nameRef, s.ref.GRPCAddr, s.ref.PID()}}
 	if s.ours != nil {
-		targets = append(targets, target{nameOurs, s.ours.GRPCAddr})
-		floodTargets = append(floodTargets, target{nameOurs, s.ours.GRPCAddr})
+		targets = append(targets, target{nameOurs, s.ours.GRPCAddr, s.ours.PID()})
+		floodTargets = append(floodTargets, target{nameOurs, s.ours.GRPCAddr, s.ours.PID()})
 	}
 	for rep := range o.reps {
 		fmt.Fprintf(out, "repetition %d/%d\n", rep+1, o.reps)
@@ -81,10 +88,21 @@ func measure(ctx context.Context, s *services, o options, out io.Writer) (*resul
 		for _, shape := range shapes {
 			for _, c := range concurrencies {
 				for _, tg := range order {
+					cpu0, rcpu0, err := cpuNow(ctx, s, tg)
+					if err != nil {
+						return nil, err
+					}
 					lr, err := envoyrls.Load(ctx, tg.addr, c, o.duration, func(int) *rlsv3.RateLimitRequest { return request(shape) })
 					if err != nil {
 						return nil, fmt.Errorf("%s, %s, c=%d: %w", tg.name, shape, c, err)
 					}
+					cpu1, rcpu1, err := cpuNow(ctx, s, tg)
+					if err != nil {
+						return nil, err
+					}
+					// Per call, in µs (the warm-up calls are a handful among thousands).
+					res.add(cpuKey("svc", shape, c, tg.name), float64(cpu1-cpu0)/float64(time.Microsecond)/float64(lr.Calls()))
+					res.add(cpuKey("redis", shape, c, tg.name), (rcpu1-rcpu0)*1e6/float64(lr.Calls()))
 					if lr.Errors > 0 || lr.Over > 0 {
 						return nil, fmt.Errorf("%s, %s, c=%d: %d errors (first: %v), %d denials in a throughput run", tg.name, shape, c, lr.Errors, lr.FirstErr, lr.Over)
 					}
@@ -230,4 +248,29 @@ func usedMemory(ctx context.Context, s *services) (int64, error) {
 		return 0, fmt.Errorf("used_memory %q: %w", v, err)
 	}
 	return n, nil
+}
+
+// cpuNow is the service's CPU time and redis-server's (INFO cpu, seconds).
+func cpuNow(ctx context.Context, s *services, tg target) (time.Duration, float64, error) {
+	svc, err := envoyrls.ProcessCPU(tg.pid)
+	if err != nil {
+		return 0, 0, err
+	}
+	info, err := s.admin.Info(ctx, "cpu").Result()
+	if err != nil {
+		return 0, 0, fmt.Errorf("INFO cpu: %w", err)
+	}
+	var sum float64
+	for _, f := range []string{"used_cpu_user", "used_cpu_sys"} {
+		v, ok := redisinfo.Field(info, f)
+		if !ok {
+			return 0, 0, fmt.Errorf("INFO cpu has no %s", f)
+		}
+		x, err := strconv.ParseFloat(v, 64)
+		if err != nil {
+			return 0, 0, fmt.Errorf("INFO cpu %s=%q: %w", f, v, err)
+		}
+		sum += x
+	}
+	return svc, sum, nil
 }

@@ -117,6 +117,16 @@ func render(res *results, o options) string {
 				ours: res.samples[p99Key(shape, c, nameOurs)], ref: res.samples[p99Key(shape, c, nameRef)], target: 1.0})
 		}
 	}
+	for _, shape := range shapes {
+		for _, kind := range []string{"svc", "redis"} {
+			label := "service process CPU per call"
+			if kind == "redis" {
+				label = "redis-server CPU per call"
+			}
+			rows = append(rows, row{measure: fmt.Sprintf("%s, %s, c=16 (less sensitive to other load than the rates)", label, shape), unit: "µs",
+				ours: res.samples[cpuKey(kind, shape, 16, nameOurs)], ref: res.samples[cpuKey(kind, shape, 16, nameRef)], context: true})
+		}
+	}
 	rows = append(rows,
 		row{measure: fmt.Sprintf("flood: one over-limit descriptor, c=%d, denials/s (reference with LOCAL_CACHE_SIZE_IN_BYTES=%d)", floodConc, localCacheBytes), unit: "/s",
 			ours: res.samples[floodKey(nameOurs)], ref: res.samples[floodKey(nameRefLC)], target: 10, atLeast: true},

@@ -2,6 +2,7 @@ package envoyrls_test
 
 import (
 	"context"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -87,4 +88,11 @@ func TestReferenceStartsAndAnswers(t *testing.T) {
 	resp, err = c.ShouldRateLimit(context.Background(), envoyrls.Request(diffDomain, envoyrls.D("fixed", "x")))
 	require.NoError(t, err)
 	assert.Equal(t, uint32(3), resp.GetStatuses()[0].GetCurrentLimit().GetRequestsPerUnit())
+}
+
+// TestProcessCPU reads this process's own CPU time.
+func TestProcessCPU(t *testing.T) {
+	d, err := envoyrls.ProcessCPU(os.Getpid())
+	require.NoError(t, err)
+	assert.GreaterOrEqual(t, d, time.Duration(0))
 }

@@ -154,6 +154,9 @@ func startOursOnce(ctx context.Context, cfg OursConfig, dir, policies, configDir
 	return o, nil
 }
 
+// PID is the process id (for its CPU time, ProcessCPU).
+func (o *Ours) PID() int { return o.proc.cmd.Process.Pid }
+
 // LogTail is the end of the service's log.
 func (o *Ours) LogTail() string { return o.proc.logTail() }
 

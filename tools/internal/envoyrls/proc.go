@@ -7,6 +7,7 @@ import (
 	"net"
 	"os"
 	"os/exec"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -177,4 +178,37 @@ func dialProbe(addr string) func(context.Context) error {
 // baseEnv is the environment every child starts from: PATH and HOME only.
 func baseEnv() []string {
 	return []string{"PATH=" + os.Getenv("PATH"), "HOME=" + os.Getenv("HOME")}
+}
+
+// clockTicks is USER_HZ, the unit of /proc/<pid>/stat's times (100 on
+// every Linux platform Go supports).
+const clockTicks = 100
+
+// ProcessCPU is the user + system CPU time the process pid (all its
+// threads) has used, from /proc/<pid>/stat (Linux only).
+func ProcessCPU(pid int) (time.Duration, error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0, fmt.Errorf("envoyrls: cpu of %d: %w", pid, err)
+	}
+	// The command name (field 2) may hold spaces; fields count from its ")".
+	s := string(b)
+	i := strings.LastIndexByte(s, ')')
+	if i < 0 {
+		return 0, fmt.Errorf("envoyrls: cpu of %d: malformed stat", pid)
+	}
+	f := strings.Fields(s[i+1:])
+	// f[0] is field 3 (state); utime and stime are fields 14 and 15.
+	if len(f) < 13 {
+		return 0, fmt.Errorf("envoyrls: cpu of %d: short stat", pid)
+	}
+	var ticks int64
+	for _, v := range f[11:13] {
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil {
+			return 0, fmt.Errorf("envoyrls: cpu of %d: %w", pid, err)
+		}
+		ticks += n
+	}
+	return time.Duration(ticks) * time.Second / clockTicks, nil
 }

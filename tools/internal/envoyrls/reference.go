@@ -130,6 +130,9 @@ func startReferenceOnce(ctx context.Context, cfg ReferenceConfig, dir string, at
 	return r, nil
 }
 
+// PID is the process id (for its CPU time, ProcessCPU).
+func (r *Reference) PID() int { return r.proc.cmd.Process.Pid }
+
 // LogTail is the end of service_cmd's log.
 func (r *Reference) LogTail() string { return r.proc.logTail() }
 
