@@ -143,7 +143,6 @@ type services struct {
 	ref     *envoyrls.Reference // no local cache
 	refLC   *envoyrls.Reference // LOCAL_CACHE_SIZE_IN_BYTES
 	ours    *envoyrls.Ours
-	binDir  string
 	closers []func()
 }
 
