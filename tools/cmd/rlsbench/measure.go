@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"slices"
@@ -159,7 +160,7 @@ func rotate(ts []target, rep int) []target {
 // and keys per value.
 func memory(ctx context.Context, s *services, tg target, n int, tag string) (used, usage, keysPerValue float64, err error) {
 	if err := s.admin.Do(ctx, "flushall", "sync").Err(); err != nil {
-		return 0, 0, 0, fmt.Errorf("FLUSHALL: %w", err)
+		return 0, 0, 0, fmt.Errorf("redis flushall: %w", err)
 	}
 	c, err := envoyrls.Dial(tg.addr)
 	if err != nil {
@@ -184,7 +185,7 @@ func memory(ctx context.Context, s *services, tg target, n int, tag string) (use
 	}
 	keysBefore, err := s.admin.DBSize(ctx).Result()
 	if err != nil {
-		return 0, 0, 0, fmt.Errorf("DBSIZE: %w", err)
+		return 0, 0, 0, fmt.Errorf("redis dbsize: %w", err)
 	}
 	var wg sync.WaitGroup
 	errs := make([]error, memWorkers)
@@ -212,12 +213,12 @@ func memory(ctx context.Context, s *services, tg target, n int, tag string) (use
 	}
 	keysAfter, err := s.admin.DBSize(ctx).Result()
 	if err != nil {
-		return 0, 0, 0, fmt.Errorf("DBSIZE: %w", err)
+		return 0, 0, 0, fmt.Errorf("redis dbsize: %w", err)
 	}
 	newKeys := keysAfter - keysBefore
 	keys, _, err := s.admin.Scan(ctx, 0, "*", 1000).Result()
 	if err != nil {
-		return 0, 0, 0, fmt.Errorf("SCAN: %w", err)
+		return 0, 0, 0, fmt.Errorf("redis scan: %w", err)
 	}
 	var sum, sampled float64
 	for _, k := range keys[:min(len(keys), memSample)] {
@@ -237,11 +238,11 @@ func memory(ctx context.Context, s *services, tg target, n int, tag string) (use
 func usedMemory(ctx context.Context, s *services) (int64, error) {
 	info, err := s.admin.Info(ctx, "memory").Result()
 	if err != nil {
-		return 0, fmt.Errorf("INFO memory: %w", err)
+		return 0, fmt.Errorf("redis info memory: %w", err)
 	}
 	v, ok := redisinfo.Field(info, "used_memory")
 	if !ok {
-		return 0, fmt.Errorf("INFO memory has no used_memory")
+		return 0, errors.New("redis info memory has no used_memory")
 	}
 	n, err := strconv.ParseInt(v, 10, 64)
 	if err != nil {
@@ -258,17 +259,17 @@ func cpuNow(ctx context.Context, s *services, tg target) (time.Duration, float64
 	}
 	info, err := s.admin.Info(ctx, "cpu").Result()
 	if err != nil {
-		return 0, 0, fmt.Errorf("INFO cpu: %w", err)
+		return 0, 0, fmt.Errorf("redis info cpu: %w", err)
 	}
 	var sum float64
 	for _, f := range []string{"used_cpu_user", "used_cpu_sys"} {
 		v, ok := redisinfo.Field(info, f)
 		if !ok {
-			return 0, 0, fmt.Errorf("INFO cpu has no %s", f)
+			return 0, 0, fmt.Errorf("redis info cpu has no %s", f)
 		}
 		x, err := strconv.ParseFloat(v, 64)
 		if err != nil {
-			return 0, 0, fmt.Errorf("INFO cpu %s=%q: %w", f, v, err)
+			return 0, 0, fmt.Errorf("redis info cpu %s=%q: %w", f, v, err)
 		}
 		sum += x
 	}

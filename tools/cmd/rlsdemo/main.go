@@ -251,16 +251,16 @@ func postJSON(ctx context.Context, addr string, req *rlsv3.RateLimitRequest) (*r
 	hr.Header.Set("Content-Type", "application/json")
 	resp, err := http.DefaultClient.Do(hr)
 	if err != nil {
-		return nil, fmt.Errorf("POST /json: %w", err)
+		return nil, fmt.Errorf("post /json: %w", err)
 	}
 	defer resp.Body.Close()
 	b, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
 	if err != nil {
-		return nil, fmt.Errorf("POST /json: %w", err)
+		return nil, fmt.Errorf("post /json: %w", err)
 	}
 	// envoyproxy/ratelimit answers a denial with 429 and the same body.
 	if resp.StatusCode != http.StatusOK && resp.StatusCode != http.StatusTooManyRequests {
-		return nil, fmt.Errorf("POST /json: %s: %s", resp.Status, strings.TrimSpace(string(b)))
+		return nil, fmt.Errorf("post /json: %s: %s", resp.Status, strings.TrimSpace(string(b)))
 	}
 	out := &rlsv3.RateLimitResponse{}
 	if err := (protojson.UnmarshalOptions{DiscardUnknown: true}).Unmarshal(b, out); err != nil {
