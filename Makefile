@@ -185,6 +185,7 @@ tidy: ## go mod tidy in every module
 bench: ## side-by-side benchmarks vs bare EvalSha, redis_rate, ulule, redis-benchmark -> bench/results.json, docs/performance.md (not part of make test); BENCH_SMOKE=1: a quick shape check
 	@$(PREREQ) "make bench" redis-server redis-cli redis-benchmark
 	@cd tools && go run ./cmd/bench -root .. $(if $(filter-out 0,$(BENCH_SMOKE)),-smoke)
+	@$(MAKE) --no-print-directory bench-rls
 
 CEILING_REPS ?= 15
 
@@ -262,3 +263,45 @@ test-containers: redis-image ## the Redis adapter's tests through testcontainers
 		REDIS_TEST_LANE=container REDIS_REQUIRED=1 \
 		REDIS_TEST_IMAGE="$${REDIS_TEST_IMAGE:-tech-log/redis-test:local}" \
 		go test -race -count=1 $$pkgs
+
+# The reference: envoyproxy/ratelimit, the module proxy's pseudo-version of
+# its main branch (it tags no release module versions). Pinned here only;
+# make envoy-rls-bin installs its service_cmd and client_cmd into
+# ENVOY_RLS_BIN with go install (never a copy of its code in this
+# repository) and records the version there, so a change of the pin
+# reinstalls.
+ENVOY_RLS_VERSION ?= v1.4.1-0.20260122083618-3fb702589d36
+ENVOY_RLS_BIN ?= $(CURDIR)/bin/envoy-rls
+export ENVOY_RLS_BIN
+
+.PHONY: envoy-rls-bin
+envoy-rls-bin: ## install the reference envoyproxy/ratelimit@$(ENVOY_RLS_VERSION) service_cmd and client_cmd into bin/envoy-rls (go install from the module proxy)
+	@if [ -x "$(ENVOY_RLS_BIN)/service_cmd" ] && [ -x "$(ENVOY_RLS_BIN)/client_cmd" ] && \
+		[ "$$(cat "$(ENVOY_RLS_BIN)/VERSION" 2>/dev/null)" = "$(ENVOY_RLS_VERSION)" ]; then \
+		echo "== envoyproxy/ratelimit $(ENVOY_RLS_VERSION) in $(ENVOY_RLS_BIN)"; \
+	else \
+		echo "== go install envoyproxy/ratelimit $(ENVOY_RLS_VERSION) service_cmd client_cmd -> $(ENVOY_RLS_BIN)"; \
+		mkdir -p "$(ENVOY_RLS_BIN)" && rm -f "$(ENVOY_RLS_BIN)/VERSION" && \
+		(cd / && GOWORK=off GOBIN="$(ENVOY_RLS_BIN)" GOFLAGS=-mod=mod go install \
+			github.com/envoyproxy/ratelimit/src/service_cmd@$(ENVOY_RLS_VERSION) \
+			github.com/envoyproxy/ratelimit/src/client_cmd@$(ENVOY_RLS_VERSION)) && \
+		echo "$(ENVOY_RLS_VERSION)" > "$(ENVOY_RLS_BIN)/VERSION"; \
+	fi
+
+RLS_BENCH_REPS ?= 5
+RLS_BENCH_DURATION ?= 2s
+
+.PHONY: demo-rls
+demo-rls: envoy-rls-bin ## our service's Envoy RLS server over a YAML (5 per user per minute, an unlimited key): requests through envoyproxy/ratelimit's client_cmd and POST /json; exits non-zero when the limits do not hold
+	@$(PREREQ) "make demo-rls" redis-server
+	@cd tools && go run ./cmd/rlsdemo -root ..
+
+.PHONY: bench-rls
+bench-rls: envoy-rls-bin ## our Envoy RLS server vs envoyproxy/ratelimit on one private redis-server: throughput and p99 at c=1/16/64 (1 and 3 descriptors), a flood of one denied descriptor vs its local cache, Redis memory per value; interleaved repetitions (RLS_BENCH_REPS, default 5) -> docs/performance.md; BENCH_SMOKE=1: a quick shape check that writes nothing
+	@$(PREREQ) "make bench-rls" redis-server
+	@cd tools && go run ./cmd/rlsbench -root .. -reps $(RLS_BENCH_REPS) -duration $(RLS_BENCH_DURATION) $(if $(filter-out 0,$(BENCH_SMOKE)),-smoke)
+
+.PHONY: test-rls-diff
+test-rls-diff: envoy-rls-bin ## the differential test: the same fixed-window YAML and requests (client_cmd and a Go gRPC client) to envoyproxy/ratelimit and to our service, codes equal; the reference binaries and redis-server required
+	@$(PREREQ) "make test-rls-diff" redis-server
+	@cd tools && ENVOY_RLS_REQUIRED=1 REDIS_REQUIRED=1 go test -count=1 -race -v ./internal/envoyrls/ ./cmd/rlsbench/ ./cmd/rlsdemo/

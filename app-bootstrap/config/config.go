@@ -20,7 +20,10 @@ type Config struct {
 	RateLimit RateLimit
 	Cache     Cache
 	Web       Web
-	Log       Log
+	// RLS is the Envoy rate-limit service, APP_RLS_*; off unless
+	// APP_RLS_ADDR is set.
+	RLS RLS
+	Log Log
 	// ShutdownTimeout bounds graceful shutdown (APP_SHUTDOWN_TIMEOUT).
 	ShutdownTimeout time.Duration
 }
@@ -280,6 +283,11 @@ func (c Config) String() string {
 	fmt.Fprintf(&b, "} cache{enabled=%v", c.Cache.Enabled)
 	if k := c.Cache; k.Enabled {
 		fmt.Fprintf(&b, " redis=%s topology=%s key_prefix=%s key_secret=%s command_timeout=%v pool_size=%d", k.Redis, k.Topology, k.KeyPrefix, secretState(k.KeySecret), k.CommandTimeout, k.PoolSize)
+	}
+	fmt.Fprintf(&b, "} rls{enabled=%v", c.RLS.Enabled())
+	if r := c.RLS; r.Enabled() {
+		fmt.Fprintf(&b, " addr=%s http_addr=%s config_dir=%s undecided=%s shadow_mode=%v tls=%v mtls=%v",
+			r.Addr, r.HTTPAddr, r.ConfigDir, r.Undecided, r.ShadowMode, r.tlsConfig != nil, r.TLSClientCAFile != "")
 	}
 	fmt.Fprintf(&b, "} log{format=%s level=%s} shutdown_timeout=%v", c.Log.Format, c.Log.Level, c.ShutdownTimeout)
 	return b.String()

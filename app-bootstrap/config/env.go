@@ -20,6 +20,7 @@ type rawConfig struct {
 	RateLimit       rawRateLimit  `envPrefix:"RATE_LIMIT_"`
 	Cache           rawCache      `envPrefix:"CACHE_"`
 	Web             rawWeb        `envPrefix:"WEB_"`
+	RLS             rawRLS        `envPrefix:"RLS_"`
 	LogFormat       string        `env:"LOG_FORMAT" envDefault:"auto"`
 	LogLevel        string        `env:"LOG_LEVEL" envDefault:"info"`
 	ShutdownTimeout time.Duration `env:"SHUTDOWN_TIMEOUT" envDefault:"15s"`

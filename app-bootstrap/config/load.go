@@ -99,6 +99,7 @@ func loadWith(environ map[string]string, given *PolicySet, lookup lookupFunc) (C
 	cfg.RateLimit = v.rateLimit(raw.RateLimit, given)
 	cfg.Cache = v.cache(raw.Cache)
 	cfg.Web = v.web(raw.Web, cfg.RateLimit)
+	cfg.RLS = v.rls(raw.RLS, cfg.RateLimit, raw.Web)
 	cfg.Log = v.log(raw.LogFormat, raw.LogLevel)
 	cfg.ShutdownTimeout = v.duration(Prefix+"SHUTDOWN_TIMEOUT", raw.ShutdownTimeout, maxShutdown)
 	// The coordination endpoint is dedicated: it must not reach the cache's

@@ -40,6 +40,9 @@ func Options(cfg config.Config, logger *slog.Logger) fx.Option {
 	if cfg.Cache.Enabled {
 		opts = append(opts, CacheModule())
 	}
+	if cfg.RLS.Enabled() {
+		opts = append(opts, RLSModule())
+	}
 	return fx.Options(opts...)
 }
 

@@ -20,6 +20,7 @@ const (
 	pRT    = ProjectPrefix + RedisAdapter + "/redistest"
 	pWeb   = ProjectPrefix + WebAdapter + "/edge"
 	pBoot  = ProjectPrefix + AppBootstrap + "/config"
+	pRLS   = ProjectPrefix + GrpcAdapter + "/rls"
 	pTools = ProjectPrefix + Tools + "/internal/archrules"
 
 	fxPkg    = "go.uber.org/fx"
@@ -98,7 +99,26 @@ var importCases = []importCase{
 	{"web prometheus", WebAdapter, "edge", promPkg, false, "prometheus-only-in-app-bootstrap"},
 	{"web imports bootstrap", WebAdapter, "edge", pBoot, false, "no-import-app-bootstrap"},
 
+	// adapter-inbound-grpc
+	{"grpc shared-contract", GrpcAdapter, "rls", pSC, false, ""},
+	{"grpc grpc", GrpcAdapter, "rls", "google.golang.org/grpc/health", false, ""},
+	{"grpc envoy api", GrpcAdapter, "rls", "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3", false, ""},
+	{"grpc protobuf", GrpcAdapter, "rls", "google.golang.org/protobuf/encoding/protojson", false, ""},
+	{"grpc yaml", GrpcAdapter, "rlsconfig", "go.yaml.in/yaml/v3", false, ""},
+	{"grpc fsnotify", GrpcAdapter, "rlsreload", "github.com/fsnotify/fsnotify", false, ""},
+	{"grpc imports redis adapter", GrpcAdapter, "rls", pRedis, false, "adapters-isolated"},
+	{"grpc imports redistest in tests", GrpcAdapter, "rls", pRT, true, "adapters-isolated"},
+	{"grpc imports web adapter", GrpcAdapter, "rls", pWeb, false, "adapters-isolated"},
+	{"grpc go-redis", GrpcAdapter, "rls", redisPkg, false, "go-redis-only-in-redis-adapter-and-bootstrap"},
+	{"grpc fx", GrpcAdapter, "rls", fxPkg, false, "fx-only-in-app-bootstrap"},
+	{"grpc prometheus", GrpcAdapter, "rls", promPkg, false, "prometheus-only-in-app-bootstrap"},
+	{"grpc imports bootstrap", GrpcAdapter, "rls", pBoot, false, "no-import-app-bootstrap"},
+	{"grpc unknown third party", GrpcAdapter, "rls", leftpad, false, GrpcAdapter},
+	{"web imports grpc adapter", WebAdapter, "edge", pRLS, false, "grpc-adapter-only-in-app-bootstrap"},
+	{"redis imports grpc adapter", RedisAdapter, "redisrate", pRLS, false, "grpc-adapter-only-in-app-bootstrap"},
+
 	// app-bootstrap
+	{"boot grpc adapter", AppBootstrap, "wiring", pRLS, false, ""},
 	{"boot fx", AppBootstrap, "cmd/tech-log-backend", fxPkg, false, ""},
 	{"boot fxtest in tests", AppBootstrap, "wiring", fxPkg + "/fxtest", true, ""},
 	{"boot env", AppBootstrap, "config", "github.com/caarlos0/env/v11", false, ""},

@@ -10,6 +10,7 @@ const (
 	SharedContract = "shared-contract"
 	RedisAdapter   = "adapter-outbound-cache-redis"
 	WebAdapter     = "adapter-inbound-web"
+	GrpcAdapter    = "adapter-inbound-grpc"
 	AppBootstrap   = "app-bootstrap"
 	Tools          = "tools"
 )
@@ -32,6 +33,16 @@ const (
 	fx         = "go.uber.org/fx/..."
 	env        = "github.com/caarlos0/env/v11/..."
 	prometheus = "github.com/prometheus/client_golang/..."
+	// The Envoy rate-limit protocol: gRPC, protobuf, the Envoy API types,
+	// the configuration file's YAML and its watcher.
+	grpc     = "google.golang.org/grpc/..."
+	protobuf = "google.golang.org/protobuf/..."
+	envoyAPI = "github.com/envoyproxy/go-control-plane/envoy/..."
+	fsnotify = "github.com/fsnotify/fsnotify"
+	yamlV3   = "go.yaml.in/yaml/v3"
+	// yamlV2 is the YAML library envoyproxy/ratelimit reads its files
+	// with: rlsconfig uses it for the same semantics.
+	yamlV2 = "gopkg.in/yaml.v2"
 )
 
 // Project returns the module rule table (docs/contract.md section 1). It is the one place
@@ -70,11 +81,16 @@ func Project() Table {
 				Test:   Set{Paths: []string{testify, goleak, rapid}},
 			},
 			{
+				Module: GrpcAdapter,
+				Code:   Set{Std: true, Modules: []string{SharedContract, GrpcAdapter}, Paths: []string{grpc, protobuf, envoyAPI, fsnotify, yamlV3, yamlV2}},
+				Test:   Set{Paths: []string{testify, goleak, rapid}},
+			},
+			{
 				Module: AppBootstrap,
 				Code: Set{
 					Std:     true,
-					Modules: []string{SharedContract, RedisAdapter, WebAdapter, AppBootstrap},
-					Paths:   []string{fx, env, prometheus, goRedis, xtime},
+					Modules: []string{SharedContract, RedisAdapter, WebAdapter, GrpcAdapter, AppBootstrap},
+					Paths:   []string{fx, env, prometheus, goRedis, xtime, grpc, protobuf, envoyAPI},
 				},
 				Test: Set{Paths: []string{testify, goleak, rapid, miniredis}},
 			},
@@ -107,6 +123,18 @@ func Project() Table {
 				Why:  "adapters never import each other; they meet only through shared-contract ports, wired in app-bootstrap",
 				From: []string{RedisAdapter},
 				To:   Set{Modules: []string{WebAdapter}},
+			},
+			{
+				Name: "adapters-isolated",
+				Why:  "adapters never import each other; they meet only through shared-contract ports, wired in app-bootstrap",
+				From: []string{GrpcAdapter},
+				To:   Set{Modules: []string{RedisAdapter, WebAdapter}},
+			},
+			{
+				Name:   "grpc-adapter-only-in-app-bootstrap",
+				Why:    "the Envoy rate-limit service is wired only by the composition root",
+				To:     Set{Modules: []string{GrpcAdapter}},
+				Except: []Site{{Module: GrpcAdapter}, {Module: AppBootstrap}},
 			},
 			{
 				Name:   "fx-only-in-app-bootstrap",
