@@ -203,6 +203,8 @@ func hint(o ratelimit.Outcome) time.Duration {
 		return v.RetryAfter
 	case ratelimit.Indeterminate:
 		return v.RetryAfter
+	case ratelimit.Evaluated, ratelimit.Incompatible:
+		return 0 // decided, or no retry hint
 	}
 	return 0
 }

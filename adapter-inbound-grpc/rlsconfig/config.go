@@ -327,9 +327,7 @@ func (l *loader) rateLimit(fullKey string, d yamlDescriptor) *RateLimit {
 		if y.Algorithm != nil {
 			mixed = append(mixed, "algorithm")
 		}
-		for _, k := range sortedKeys(present) {
-			mixed = append(mixed, k)
-		}
+		mixed = append(mixed, sortedKeys(present)...)
 		if len(mixed) > 0 {
 			l.fail(fullKey, fmt.Errorf("%w: policy %q cannot be combined with %s", ErrPolicy, bounded(*y.Policy), strings.Join(mixed, ", ")))
 		}

@@ -72,7 +72,6 @@ func eventually(t *testing.T, what string, cond func() bool) {
 type counts struct {
 	mu     sync.Mutex
 	byRes  map[rlsreload.Result]int
-	errs   []error
 	events chan error
 }
 
