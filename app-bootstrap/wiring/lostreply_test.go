@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -66,7 +67,8 @@ func newFaultBench(t *testing.T, rs *redistest.Server) *faultBench {
 	require.NoError(t, os.WriteFile(file, []byte(faultPolicies), 0o600))
 	b.ins = make([]*Server, fallbackInstances)
 	for i := range b.ins {
-		cfg := loadConfig(t, append(enabledKV(b.proxy.Addr()), "APP_RATE_LIMIT_POLICIES_FILE", file, "APP_RATE_LIMIT_DEFAULT_POLICY", "login")...)
+		cfg := loadConfig(t, append(enabledKV(b.proxy.Addr()), "APP_RATE_LIMIT_POLICIES_FILE", file, "APP_RATE_LIMIT_DEFAULT_POLICY", "login",
+			"APP_WEB_ADMIN_ADDR", "127.0.0.2:0")...)
 		if b.loginSHA == "" {
 			login, ok := cfg.RateLimit.Policies.Policy("login")
 			require.True(t, ok)
@@ -172,11 +174,38 @@ func (b *faultBench) lostReply(mode redistest.LossMode, key string, left int64) 
 	got := b.get(0, ordersPath, "Idempotency-Key", key)
 	b.proxy.Disarm()
 	require.Equal(b.t, lost+1, b.proxy.Lost(), "the reply of the dedup call was lost")
-	require.True(b.t, got.admitted(), "the retry answers the real decision: %+v", got)
+	require.True(b.t, got.admitted(), "the retry answers the real decision: %+v; instance 0 reports:\n%s", got, b.retryReport(0))
 	require.Equal(b.t, left-1, got.remaining, "the real decision's remaining")
 	next := b.get(1, ordersPath)
 	require.True(b.t, next.admitted(), "%+v", next)
 	require.Equal(b.t, left-2, next.remaining, "charged once")
+}
+
+// retryReport is what instance i's /metrics says of its dedup retries and
+// its breaker: the evidence of a failed retry (what the retry got).
+func (b *faultBench) retryReport(i int) string {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+b.ins[i].AdminAddr()+"/metrics", nil)
+	if err != nil {
+		return err.Error()
+	}
+	resp, err := httpClient().Do(req)
+	if err != nil {
+		return err.Error()
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(io.LimitReader(resp.Body, 4<<20))
+	if err != nil {
+		return err.Error()
+	}
+	var out []string
+	for _, l := range strings.Split(string(body), "\n") {
+		if strings.HasPrefix(l, "tlb_ratelimit_dedup_retr") || strings.HasPrefix(l, "tlb_ratelimit_breaker") {
+			out = append(out, l)
+		}
+	}
+	return strings.Join(out, "\n")
 }
 
 var lossModes = []struct {
