@@ -7,6 +7,10 @@ import (
 
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/tech-log/tech-log-backend/adapter-outbound-cache-redis/programs"
+	"github.com/tech-log/tech-log-backend/shared-contract/ratelimit"
 )
 
 // nopCommander answers every command with nothing.
@@ -31,4 +35,21 @@ func TestExecutorReleaseClearsTheCall(t *testing.T) {
 	for _, a := range c.args {
 		assert.Nil(t, a)
 	}
+}
+
+// TestMaxArgsHoldsEveryProgram: the pooled argument storage holds the
+// longest program call the programs package lays out, so building one
+// never grows it (the allocation budget, make alloc-budget).
+func TestMaxArgsHoldsEveryProgram(t *testing.T) {
+	longest := 0
+	for _, p := range programs.All() {
+		longest = max(longest, p.ArgCount)
+		for _, of := range []func(ratelimit.Algorithm) (programs.Program, bool){programs.DedupFor, programs.ChargeFor, programs.RefundFor} {
+			if q, ok := of(p.Algorithm); ok {
+				longest = max(longest, q.ArgCount)
+			}
+		}
+	}
+	require.Positive(t, longest)
+	assert.LessOrEqual(t, 5+longest, maxArgs)
 }
