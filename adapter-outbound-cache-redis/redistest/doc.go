@@ -31,8 +31,8 @@
 // (the container lane), external.go (the external lane), cluster.go
 // (StartCluster over package rediscluster, and what a test reads of it),
 // cluster_change.go (what a test changes: Failover, SetSlotNode; and
-// ReplicasOf, the replicas a failover picks from), sentinel.go (StartSentinel), tls.go and certs.go
-// (WithTLS and its certificates), stats.go (CommandStats: INFO
+// ReplicasOf, the replicas a failover picks from), sentinel.go
+// (StartSentinel), tls.go and certs.go (WithTLS and its certificates), stats.go (CommandStats: INFO
 // commandstats through redisinfo, summed over a topology's nodes), keys.go
 // (RandomKeys: a test's own keyspace prefix), load.go (Load: the one
 // bounded concurrent load loop), acl.go (DocumentedACLUser: the ACL users
