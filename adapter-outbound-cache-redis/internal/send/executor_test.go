@@ -53,3 +53,31 @@ func TestMaxArgsHoldsEveryProgram(t *testing.T) {
 	require.Positive(t, longest)
 	assert.LessOrEqual(t, 5+longest, maxArgs)
 }
+
+// TestCommandPutsTheCallsValuesWhereTheCallerSays: the cost and the
+// evaluation ID go to the ARGV entries the Call names, the shared ARGV is
+// never written, and a zero Cost or empty EvalID sends the ARGV as given.
+func TestCommandPutsTheCallsValuesWhereTheCallerSays(t *testing.T) {
+	x := New(nopCommander{}, time.Now)
+	argv := []any{int64(7), int64(1), "x", ""}
+	c := x.calls.Get().(*call)
+	c.key, c.dedupKey = "k", "d"
+	c.cost, c.costArg = 3, 1
+	c.evalID, c.evalIDArg = "id-1", 3
+	args := x.command(t.Context(), c, CmdEvalSha, []byte("sha"), "sha", argv).Args()
+	require.Len(t, args, 5+len(argv))
+	assert.Equal(t, 2, args[2], "numkeys: the keys given")
+	assert.Equal(t, int64(7), args[5])
+	assert.Equal(t, &c.cost, args[6])
+	assert.Equal(t, "x", args[7])
+	assert.Equal(t, &c.evalID, args[8])
+	assert.Equal(t, []any{int64(7), int64(1), "x", ""}, argv, "the shared ARGV is not written")
+	x.release(c)
+
+	c = x.calls.Get().(*call)
+	c.key = "k"
+	args = x.command(t.Context(), c, CmdEvalSha, []byte("sha"), "sha", argv).Args()
+	assert.Equal(t, 1, args[2])
+	assert.Equal(t, argv, args[4:], "no cost, no ID: the ARGV as given")
+	x.release(c)
+}
