@@ -52,7 +52,7 @@ request-path: ## the Go files one admitted request runs in, measured with covera
 	@echo "== request path (docs/architecture.md)"
 	@d=$$(mktemp -d) && trap 'rm -rf "$$d"' EXIT && \
 	(cd app-bootstrap && go build -cover -covermode=atomic -coverpkg=github.com/tech-log/tech-log-backend/... -o "$$d/requestpath" ./cmd/requestpath) && \
-	GOCOVERDIR="$$d" "$$d/requestpath" -root . -doc docs/architecture.md -max 18
+	GOCOVERDIR="$$d" "$$d/requestpath" -root . -doc docs/architecture.md
 
 .PHONY: test-prereq
 test-prereq: ## the programs make test needs (redis-server, redis-cli, redis-sentinel): installed when missing (root + apt-get), else one line naming them

@@ -16,8 +16,16 @@
 // Verify, All, Charges, ForAlgorithm, ChargeFor, DedupFor, RefundFor);
 // generate.go (go generate); args.go (the ARGV: Args, RefundArgs); bound.go
 // (a decision program bound to one policy's parameters: Bind, BoundArgs;
-// ADR 0030); reply.go (Reply, Status, Check, Decode); state.go (State,
-// State.Decode, LogEntries); model.go (Evaluate, EvaluateMicros); charge.go
+// ADR 0030); reply.go (Reply, Status, the reply fields, Waits, Millis);
+// check.go (Reply.Check, the range, status and consistency rule, and
+// ErrMalformedReply); numbers.go (a policy's numbers as the programs
+// receive them, shared by Check and the model); decode.go (Decode,
+// ReplyError and the bounded rendering of a reply that is not one);
+// state.go (State, State.Decode, LogEntries); model.go (Evaluate,
+// EvaluateMicros, the steps every program shares, the model's checked
+// arithmetic); model_window.go (the fixed window, sliding-window counter
+// and sliding log); model_bucket.go (the token bucket, GCRA and the leaky
+// bucket); charge.go
 // (Charge); dedup.go (EvaluateDedup, DedupArgs); refund.go (Refund, ADR
 // 0025); set.go (the policy-set program: SetProgram, SetArgs, EvaluateSet,
 // DecodeSet; ADR 0026); rate-<algorithm>-v1.lua, rate-<algorithm>-charge-v1.lua,

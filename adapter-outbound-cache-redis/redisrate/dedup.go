@@ -4,6 +4,7 @@ import (
 	"context"
 
 	"github.com/tech-log/tech-log-backend/adapter-outbound-cache-redis/internal/send"
+	"github.com/tech-log/tech-log-backend/adapter-outbound-cache-redis/programs"
 	"github.com/tech-log/tech-log-backend/shared-contract/ratelimit"
 )
 
@@ -19,7 +20,13 @@ import (
 func (p *Provider) evaluateDedup(ctx context.Context, c checked, req ratelimit.Request, pre *send.PreCharge) ratelimit.Outcome {
 	ps := c.policy
 	run := func(pre *send.PreCharge) ratelimit.Outcome {
-		return p.outcome(ps, p.exec.RunAfter(ctx, pre, ps.dedup, c.key, c.dedupKey, string(req.EvaluationID), ps.dedupArgv, req.Cost, c.sendBy), req.Cost)
+		res := p.exec.Run(ctx, send.Call{
+			Script: ps.dedup, Key: c.key, DedupKey: c.dedupKey,
+			Argv: ps.dedupArgv, Cost: req.Cost, CostArg: programs.ArgCost,
+			EvalID: string(req.EvaluationID), EvalIDArg: ps.dedupIDArg,
+			SendBy: c.sendBy, Pre: pre,
+		})
+		return p.outcome(ps, res, req.Cost)
 	}
 	out := run(pre) // the charge, if any, goes with the first call only
 	ind, ok := out.(ratelimit.Indeterminate)

@@ -41,15 +41,16 @@ func (p *Provider) evaluate(ctx context.Context, req ratelimit.Request, pre *pre
 	}
 	if pre != nil && pre.alone {
 		// Charge: the charge program is the call.
-		return p.outcome(c.policy, p.exec.Run(ctx, c.policy.charge, c.key, c.policy.argv, pre.units, c.sendBy), req.Cost)
+		res := p.exec.Run(ctx, send.Call{Script: c.policy.charge, Key: c.key, Argv: c.policy.argv, Cost: pre.units, CostArg: programs.ArgCost, SendBy: c.sendBy})
+		return p.outcome(c.policy, res, req.Cost)
 	}
 	var sp *send.PreCharge
 	if pre != nil {
-		pre.PreCharge = send.PreCharge{Script: c.policy.charge, Argv: c.policy.argv, Units: pre.units}
+		pre.PreCharge = send.PreCharge{Script: c.policy.charge, Argv: c.policy.argv, Units: pre.units, UnitsArg: programs.ArgCost}
 		sp = &pre.PreCharge
 	}
 	if c.dedupKey == "" {
-		res := p.exec.RunAfter(ctx, sp, c.policy.script, c.key, "", "", c.policy.boundArgv, req.Cost, c.sendBy)
+		res := p.exec.Run(ctx, send.Call{Script: c.policy.script, Key: c.key, Argv: c.policy.boundArgv, Cost: req.Cost, CostArg: programs.ArgCost, SendBy: c.sendBy, Pre: sp})
 		return p.outcome(c.policy, res, req.Cost)
 	}
 	return p.evaluateDedup(ctx, c, req, sp)

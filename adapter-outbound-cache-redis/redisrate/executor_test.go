@@ -40,7 +40,7 @@ func TestExecutorFallsBackToExactlyOneEvalOnNoScript(t *testing.T) {
 				return fakeReply{val: reply}
 			}}
 			prog, _ := programs.ForAlgorithm(p.Algorithm())
-			a := send.New(f, time.Now).Run(context.Background(), send.NewScript(prog), "k1", programs.Args(p, 1), 2, noSendBy)
+			a := send.New(f, time.Now).Run(context.Background(), send.Call{Script: send.NewScript(prog), Key: "k1", Argv: programs.Args(p, 1), Cost: 2, CostArg: programs.ArgCost, SendBy: noSendBy})
 			rep, ok := a.(send.Replied)
 			require.True(t, ok, "%#v", a)
 			require.NoError(t, rep.Err)
@@ -91,7 +91,7 @@ func TestExecutorNeverEvalsAfterAnyOtherError(t *testing.T) {
 				t.Error("fallback must not be considered")
 				return time.Now()
 			}
-			a := send.New(f, clock).Run(context.Background(), scriptFor(t, p), "k", programs.Args(p, 1), 1, noSendBy)
+			a := send.New(f, clock).Run(context.Background(), send.Call{Script: scriptFor(t, p), Key: "k", Argv: programs.Args(p, 1), Cost: 1, CostArg: programs.ArgCost, SendBy: noSendBy})
 			assert.Equal(t, []string{send.CmdEvalSha}, f.names())
 			err, written, command := sentFields(t, a)
 			assert.Equal(t, tt.r.err, err)
@@ -104,7 +104,7 @@ func TestExecutorNeverEvalsAfterAnyOtherError(t *testing.T) {
 func TestExecutorNoScriptWithoutFallbackSendsNothingMore(t *testing.T) {
 	p := fixedPolicy(t, "fw", 5, time.Minute)
 	f := &fakeCommander{respond: func(int, sentCommand) fakeReply { return fakeReply{err: redis.ErrNoScript} }}
-	a := send.New(f, time.Now).Run(context.Background(), scriptFor(t, p), "k", programs.Args(p, 1), 1, time.Time{})
+	a := send.New(f, time.Now).Run(context.Background(), send.Call{Script: scriptFor(t, p), Key: "k", Argv: programs.Args(p, 1), Cost: 1, CostArg: programs.ArgCost, SendBy: time.Time{}})
 	ns, ok := a.(send.NotSent)
 	require.True(t, ok, "%#v", a)
 	assert.Equal(t, send.ReasonDeadline, ns.Reason, "NOSCRIPT ran nothing; no time for the EVAL")
@@ -121,7 +121,7 @@ func TestExecutorEvalFailureIsTheResult(t *testing.T) {
 		}
 		return fakeReply{err: readTimeout}
 	}}
-	a := send.New(f, time.Now).Run(context.Background(), scriptFor(t, p), "k", programs.Args(p, 1), 1, noSendBy)
+	a := send.New(f, time.Now).Run(context.Background(), send.Call{Script: scriptFor(t, p), Key: "k", Argv: programs.Args(p, 1), Cost: 1, CostArg: programs.ArgCost, SendBy: noSendBy})
 	m, ok := a.(send.MayHaveRun)
 	require.True(t, ok, "%#v", a)
 	assert.Equal(t, send.CmdEval, m.Command)
@@ -135,7 +135,7 @@ func TestExecutorArgumentsMatchProgramsArgs(t *testing.T) {
 		base := programs.Args(p, 1)
 		for _, cost := range []int64{1, 2, 3, 5} {
 			f := &fakeCommander{respond: func(int, sentCommand) fakeReply { return fakeReply{val: ints()} }}
-			send.New(f, time.Now).Run(context.Background(), s, "key", base, cost, noSendBy)
+			send.New(f, time.Now).Run(context.Background(), send.Call{Script: s, Key: "key", Argv: base, Cost: cost, CostArg: programs.ArgCost, SendBy: noSendBy})
 			sent := f.commands()
 			require.Len(t, sent, 1)
 			assert.Equal(t, programs.Args(p, cost), sent[0].argv, "%v cost %d", p.Algorithm(), cost)

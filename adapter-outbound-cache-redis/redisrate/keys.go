@@ -51,7 +51,7 @@ type policyState struct {
 	// 0030), boundArgv its ARGV (programs.BoundArgs(policy, 1)).
 	script    *send.Script
 	boundArgv []any
-	argv      []any // programs.Args(policy, 1), the charge program's; the executor substitutes the cost
+	argv      []any // programs.Args(policy, 1), the charge program's; the executor sends the cost at programs.ArgCost
 	id        string
 	revision  string
 	algorithm string
@@ -62,6 +62,8 @@ type policyState struct {
 	// A request with an EvaluationID uses them, one without uses script.
 	dedup     *send.Script
 	dedupArgv []any
+	// dedupIDArg is the index of the evaluation ID in dedupArgv.
+	dedupIDArg int
 	// charge is the algorithm's charge program (programs.ChargeFor), for
 	// EvaluateAfterCharge.
 	charge *send.Script

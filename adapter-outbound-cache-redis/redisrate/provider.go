@@ -261,6 +261,7 @@ func newProvider(client coordinationClient, keys *keyspace.Builder, policies []r
 		s := scriptFor(bprog)
 		var dedup *send.Script
 		var dedupArgv []any
+		var dedupIDArg int
 		if pol.DedupWindow() != 0 {
 			dprog, ok := programs.DedupFor(pol.Algorithm())
 			if !ok {
@@ -273,6 +274,8 @@ func newProvider(client coordinationClient, keys *keyspace.Builder, policies []r
 				bad("policies[%d] %q: %d dedup program arguments, want %d", i, pol.ID(), len(dedupArgv), dprog.ArgCount)
 				continue
 			}
+			// The dedup entries follow Args (programs.DedupArgs).
+			dedupIDArg = len(dedupArgv) - programs.ArgCountDedup + programs.ArgDedupID
 		}
 		cprog, ok := programs.ChargeFor(pol.Algorithm())
 		if !ok {
@@ -296,19 +299,20 @@ func newProvider(client coordinationClient, keys *keyspace.Builder, policies []r
 		// A queue is never a set member (ADR 0028): no part to prepare.
 		setMember, _ := programs.NewSetMember(pol)
 		p.policies[pol.ID()] = &policyState{
-			policy:    pol,
-			script:    s,
-			boundArgv: boundArgv,
-			argv:      argv,
-			id:        string(pol.ID()),
-			revision:  strconv.FormatInt(pol.Revision(), 10),
-			algorithm: pol.Algorithm().String(),
-			certainty: pol.Certainty(),
-			dedup:     dedup,
-			dedupArgv: dedupArgv,
-			charge:    send.NewScript(cprog),
-			refund:    send.NewScript(rprog),
-			setMember: setMember,
+			policy:     pol,
+			script:     s,
+			boundArgv:  boundArgv,
+			argv:       argv,
+			id:         string(pol.ID()),
+			revision:   strconv.FormatInt(pol.Revision(), 10),
+			algorithm:  pol.Algorithm().String(),
+			certainty:  pol.Certainty(),
+			dedup:      dedup,
+			dedupArgv:  dedupArgv,
+			dedupIDArg: dedupIDArg,
+			charge:     send.NewScript(cprog),
+			refund:     send.NewScript(rprog),
+			setMember:  setMember,
 		}
 	}
 	if err := errors.Join(errs...); err != nil {

@@ -147,7 +147,7 @@ func TestServiceProgramsMatchModel(t *testing.T) {
 					time.Sleep(time.Duration(rng.IntN(12)) * time.Millisecond)
 				}
 				cost := 1 + rng.Int64N(pol.MaxCost())
-				a, ok := p.exec.Run(context.Background(), ps.script, key, ps.boundArgv, cost, noSendBy).(send.Replied)
+				a, ok := p.exec.Run(context.Background(), send.Call{Script: ps.script, Key: key, Argv: ps.boundArgv, Cost: cost, CostArg: programs.ArgCost, SendBy: noSendBy}).(send.Replied)
 				require.True(t, ok, "step %d", step)
 				require.NoError(t, a.Err, "step %d", step)
 				got, err := programs.Decode(a.Reply, pol)

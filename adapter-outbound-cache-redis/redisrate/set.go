@@ -145,7 +145,7 @@ func (p *Provider) decideGroup(ctx context.Context, g []checked, cost int64) []r
 	outs := make([]ratelimit.Outcome, len(g))
 	if len(g) == 1 {
 		c := g[0]
-		res := p.exec.Run(ctx, c.policy.script, c.key, c.policy.boundArgv, cost, c.sendBy)
+		res := p.exec.Run(ctx, send.Call{Script: c.policy.script, Key: c.key, Argv: c.policy.boundArgv, Cost: cost, CostArg: programs.ArgCost, SendBy: c.sendBy})
 		outs[0] = p.outcome(c.policy, res, cost)
 		return outs
 	}
@@ -154,7 +154,7 @@ func (p *Provider) decideGroup(ctx context.Context, g []checked, cost int64) []r
 	for i, c := range g {
 		keys[i], pols[i], parts[i] = c.key, c.policy.policy, c.policy.setMember
 	}
-	res := p.exec.RunSet(ctx, p.setScript, keys, programs.AppendSetArgs(nil, parts, cost), g[0].sendBy)
+	res := p.exec.RunSet(ctx, send.Call{Script: p.setScript, Keys: keys, Argv: programs.AppendSetArgs(nil, parts, cost), SendBy: g[0].sendBy})
 	r, ok := res.(send.Replied)
 	if !ok || r.Err != nil {
 		o := p.outcome(g[0].policy, res, cost)
@@ -216,7 +216,8 @@ func (p *Provider) giveBack(ctx context.Context, taken []admission, cost int64) 
 	for i := len(taken) - 1; i >= 0; i-- {
 		a := taken[i]
 		ps := a.c.policy
-		err := refunded(p.exec.Run(rctx, ps.refund, a.c.key, programs.RefundArgs(ps.policy, cost, a.at), cost, p.now().Add(p.timeout)))
+		// RefundArgs holds the cost already: the ARGV goes as built.
+		err := refunded(p.exec.Run(rctx, send.Call{Script: ps.refund, Key: a.c.key, Argv: programs.RefundArgs(ps.policy, cost, a.at), SendBy: p.now().Add(p.timeout)}))
 		if err != nil {
 			p.refundFailures.Add(1)
 			errs = append(errs, fmt.Errorf("redisrate: %w: member %q: %w", ErrRefundFailed, ps.policy.ID(), err))

@@ -338,19 +338,19 @@ func TestWirePoolWaitFailuresAreBeforeTheWrite(t *testing.T) {
 
 	held := make(chan send.Sent, 1)
 	go func() {
-		a := x.Run(context.Background(), s, "k", argv, 1, noSendBy)
+		a := x.Run(context.Background(), send.Call{Script: s, Key: "k", Argv: argv, Cost: 1, CostArg: programs.ArgCost, SendBy: noSendBy})
 		held <- a
 	}()
 	require.Eventually(t, func() bool { return srv.Count(send.CmdEvalSha) == 1 }, 5*time.Second, 5*time.Millisecond)
 
-	err, written, _ := sentFields(t, x.Run(context.Background(), s, "k", argv, 1, noSendBy))
+	err, written, _ := sentFields(t, x.Run(context.Background(), send.Call{Script: s, Key: "k", Argv: argv, Cost: 1, CostArg: programs.ArgCost, SendBy: noSendBy}))
 	assert.ErrorIs(t, err, redis.ErrPoolTimeout)
 	assert.False(t, written)
 	assert.Equal(t, unavailable(ratelimit.CategoryAdmission), certainty.Classify(err, written))
 
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
 	defer cancel()
-	err, written, _ = sentFields(t, x.Run(ctx, s, "k", argv, 1, noSendBy))
+	err, written, _ = sentFields(t, x.Run(ctx, send.Call{Script: s, Key: "k", Argv: argv, Cost: 1, CostArg: programs.ArgCost, SendBy: noSendBy}))
 	assert.ErrorIs(t, err, context.DeadlineExceeded)
 	assert.False(t, written)
 	assert.Equal(t, unavailable(ratelimit.CategoryDeadline), certainty.Classify(err, written))

@@ -24,11 +24,15 @@
 // prerequisite is missing, unless REDIS_REQUIRED=1, in which case a missing
 // prerequisite fails the test and names it.
 //
-// Files: redistest.go (Start, Server, options, lanes), process.go (the
-// process lane over package redisserver), container.go (the container
-// lane), external.go (the external lane), cluster.go (StartCluster over
-// package rediscluster), sentinel.go (StartSentinel), tls.go and certs.go
-// (WithTLS and its certificates), stats.go (CommandStats: INFO
+// Files: redistest.go (Start, Server, options, lanes), faults.go (the
+// faults a test makes: Kill, Restart, Pause, Resume), env.go (which lane
+// the environment asks for, and whether a missing server skips or fails),
+// process.go (the process lane over package redisserver), container.go
+// (the container lane), external.go (the external lane), cluster.go
+// (StartCluster over package rediscluster, and what a test reads of it),
+// cluster_change.go (what a test changes: Failover, SetSlotNode; and
+// ReplicasOf, the replicas a failover picks from), sentinel.go
+// (StartSentinel), tls.go and certs.go (WithTLS and its certificates), stats.go (CommandStats: INFO
 // commandstats through redisinfo, summed over a topology's nodes), keys.go
 // (RandomKeys: a test's own keyspace prefix), load.go (Load: the one
 // bounded concurrent load loop), acl.go (DocumentedACLUser: the ACL users

@@ -21,5 +21,7 @@
 // topology; validate.go holds the shared field checks), tls.go (TLS
 // files), secret.go (Secret, the _FILE variants and ReadSecretFile, the
 // one secret-file reader, which tlbctl uses too), policies.go (the policy
-// file), policies_keys.go (its unknown and misplaced keys).
+// file: ParsePolicies, the set's routes and members), policyjson.go (one
+// policy's wire form and its mapping to a ratelimit.PolicySpec, per
+// algorithm), policies_keys.go (its unknown and misplaced keys).
 package config

@@ -11,7 +11,10 @@
 // It imports shared-contract and prometheus/client_golang. It must never
 // import fx, a Redis client or the adapters.
 //
-// Files: metrics.go (Metrics, the registry, the edge decorator and
-// counters), breakers.go (a breaker gauge per target), server.go (the
-// coordination server's status gauges).
+// Files: metrics.go (Metrics, the registry, the metric names, the web
+// and cache counters), edge.go (Edge, the EdgePort decorator, and the
+// outcome labels), reports.go (what the provider and its decorators report
+// at scrape time: the breaker, dedup retries, the pipeline, the local
+// fallback, the denial cache), breakers.go (a breaker gauge per target),
+// server.go (the coordination server's status gauges).
 package metrics

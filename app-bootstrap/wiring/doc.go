@@ -25,7 +25,9 @@
 // handlers); readiness.go (ReadinessCheck); readydetail.go (the detailed
 // /readyz); serverpolicy.go (server-policy warnings and gauges); connerr.go
 // (ConnError, the operator's hint on a failed connection); web.go (the web
-// and admin handlers).
+// module, the web and admin handlers and the stages they compose);
+// server.go (Server: the public and admin listeners, their timeouts, start
+// and graceful stop).
 //
 // Only app-bootstrap imports fx, and nothing imports app-bootstrap; it
 // builds Redis clients only through the capabilities' constructors

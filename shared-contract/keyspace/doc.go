@@ -19,6 +19,11 @@
 //
 // pinned by testdata/keys-v2.json. Rate-limit state uses them.
 //
+// Files: doc.go; builder.go (Builder, the v1 key format, its digest and
+// segment rules); tagged.go (tagged keys: TaggedKey, SlotTag, SlotTagFor,
+// Slot and the CRC16 of Redis Cluster); secret.go (Secret, its length
+// rule and its redaction in every textual form).
+//
 // It must never import anything outside the Go standard library, and no other
 // package of this module (ratelimit and cache build on it).
 package keyspace

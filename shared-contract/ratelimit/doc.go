@@ -11,6 +11,17 @@
 // every provider must respect (MaxExactInt, MaxServerMillis,
 // MaxHorizonMillis, WeightScale; formulas in docs/arithmetic.md).
 //
+// Files: doc.go; request.go (EdgePort, Request, its ID types, Validate,
+// EffectiveDeadline); policy.go (Policy, PolicySpec, NewPolicy, the
+// accessors, FailurePolicy and the construction errors); params.go (the
+// Algorithm enum, the sealed Params sum and each algorithm's parameter type,
+// Policy's per-algorithm numbers); arithmetic.go (the integer edges
+// MaxExactInt, MaxServerMillis, MaxHorizonMillis, WeightScale, the
+// compile-time proof of A1, the overflow-free helpers and the checks of
+// each algorithm's formulas); outcome.go (the sealed Outcome, Decision,
+// Certainty, Receipt); category.go (Category); set.go (Scope, SetPort,
+// SetRequest, Deciding, Refunder).
+//
 // It must never import anything outside the Go standard library and its
 // sibling package keyspace: no Redis client, no HTTP framework, no
 // dependency-injection container, no adapter. Providers live in adapter

@@ -14,7 +14,9 @@
 // cause) or Replied (with the reply or error reply). Nothing that may have
 // run is ever sent again.
 //
-// Files: doc.go; sent.go (the typed result); errors.go (the errors it
+// Files: doc.go; call.go (Call, what a caller asks to send: script,
+// keys, ARGV and the entries its per-call values replace, sendBy, an
+// optional charge); sent.go (the typed result); errors.go (the errors it
 // reports); executor.go (Executor, Script, the wire argument, one command
 // sent and collected); loop.go (the send loop, Target, its in-flight
 // bound, the route interface, the fixed route); cluster.go
@@ -31,9 +33,13 @@
 // loop.go, breaker.go, batch.go and executor.go only (docs/architecture.md,
 // make request-path).
 //
+// It does not know a program's ARGV layout: the caller names the entries
+// that Call.Cost, Call.EvalID and PreCharge.Units replace (the programs
+// package's positions), and the KEYS count is the number of keys given.
+//
 // It imports go-redis, gobreaker, internal/certainty, programs (a Script is
-// built from a programs.Program) and shared-contract (ratelimit categories,
-// keyspace slots). It must never import redisrate or app-bootstrap: the
+// built from a programs.Program; no argument position) and shared-contract
+// (ratelimit categories, keyspace slots). It must never import redisrate or app-bootstrap: the
 // provider calls it, never the reverse (qualification is a function the
 // provider hands the cluster router).
 package send

@@ -69,21 +69,28 @@ func NewScript(p programs.Program) *Script {
 	return &Script{name: p.Name, sha: []byte(p.SHA1), shaHex: p.SHA1, source: []byte(p.Source)}
 }
 
-// maxArgs is the longest argument list: name, script, numkeys, the state
-// and dedup keys, ARGV.
-const maxArgs = 5 + programs.ArgCountLeakyBucket + programs.ArgCountDedup
+// maxArgs is the room for an argument list without growing it: name,
+// script, numkeys, the state and dedup keys, and 13 ARGV entries, more
+// than any program takes (the longest decision ARGV, a leaky bucket's 8,
+// plus a dedup program's 5; executor_test.go checks it against the
+// programs package). A longer list is sent all the same, in a slice of
+// its own.
+const maxArgs = 5 + 13
 
 // call holds the reusable per-call argument storage, so that building a
 // command allocates nothing but go-redis's own Cmd.
 type call struct {
 	program wireArg
 	key     string
-	cost    int64
 	args    [maxArgs]any
-	// dedupKey and evalID are set for a dedup program call: KEYS[2] and
-	// the evaluation ID that replaces the placeholder in the policy's ARGV.
-	dedupKey string
-	evalID   string
+	// cost, when not 0, replaces ARGV entry costArg (Call.Cost).
+	cost    int64
+	costArg int
+	// dedupKey is KEYS[2] of a dedup program call; evalID, when not "",
+	// replaces ARGV entry evalIDArg (Call.EvalID).
+	dedupKey  string
+	evalID    string
+	evalIDArg int
 	// keys is set for a call over several keys (RunSet): every KEYS entry,
 	// key being keys[0]; its argv is sent as given.
 	keys []string
@@ -172,7 +179,7 @@ func (x *Executor) send(ctx context.Context, to Commander, c *call, command stri
 
 // command builds c's program command: command (evalsha or eval) with
 // program (digest or source) through c's wireArg, c's key (and dedup key),
-// argv with c's cost (and evaluation ID).
+// argv with c's cost (and evaluation ID) in the entries its caller named.
 func (x *Executor) command(ctx context.Context, c *call, command string, program []byte, text string, argv []any) *redis.Cmd {
 	c.program.payload, c.program.text = program, text
 	c.program.serialized.Store(false)
@@ -186,15 +193,17 @@ func (x *Executor) command(ctx context.Context, c *call, command string, program
 		return redis.NewCmd(ctx, append(args, argv...)...)
 	}
 	if c.dedupKey != "" {
-		args = append(args, name, &c.program, programs.NumKeysDedup, &c.key, &c.dedupKey)
+		args = append(args, name, &c.program, 2, &c.key, &c.dedupKey)
 	} else {
-		args = append(args, name, &c.program, programs.NumKeys, &c.key)
+		args = append(args, name, &c.program, 1, &c.key)
 	}
 	n := len(args)
 	args = append(args, argv...)
-	args[n+programs.ArgCost] = &c.cost
-	if c.dedupKey != "" {
-		args[len(args)-programs.ArgCountDedup+programs.ArgDedupID] = &c.evalID
+	if c.cost != 0 {
+		args[n+c.costArg] = &c.cost
+	}
+	if c.evalID != "" {
+		args[n+c.evalIDArg] = &c.evalID
 	}
 	return redis.NewCmd(ctx, args...)
 }
@@ -256,6 +265,7 @@ func (x *Executor) release(c *call) {
 	c.program.payload, c.program.text = nil, ""
 	c.program.serialized.Store(false)
 	c.key, c.dedupKey, c.evalID, c.keys = "", "", "", nil
+	c.cost, c.costArg, c.evalIDArg = 0, 0, 0
 	clear(c.args[:])
 	c.req, c.ctx, c.res, c.pre = batchReq{}, nil, nil, nil
 	x.calls.Put(c)

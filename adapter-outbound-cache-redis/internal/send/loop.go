@@ -19,43 +19,31 @@ const MaxClusterHops = 5
 // TRYAGAIN or CLUSTERDOWN.
 const clusterRetryPause = 25 * time.Millisecond
 
-// Run sends s for key with argv (the policy's ARGV; argv[programs.ArgCost]
-// is replaced by cost) through the send loop.
-func (x *Executor) Run(ctx context.Context, s *Script, key string, argv []any, cost int64, sendBy time.Time) Sent {
-	return x.RunDedup(ctx, s, key, "", "", argv, cost, sendBy)
+// Run sends cl's program for cl.Key (and cl.DedupKey) through the send
+// loop, with cl.Pre (if any) ahead of it on the first attempt.
+func (x *Executor) Run(ctx context.Context, cl Call) Sent {
+	c := x.calls.Get().(*call)
+	defer x.release(c)
+	c.key, c.dedupKey = cl.Key, cl.DedupKey
+	c.cost, c.costArg = cl.Cost, cl.CostArg
+	c.evalID, c.evalIDArg = cl.EvalID, cl.EvalIDArg
+	c.pre = cl.Pre
+	return x.loop(ctx, c, cl.Script, cl.Argv, cl.SendBy)
 }
 
-// RunDedup is Run for a dedup program (dedupKey not empty): KEYS are key
-// and dedupKey, and id replaces the evaluation-ID placeholder of argv
-// (programs.DedupArgs).
-func (x *Executor) RunDedup(ctx context.Context, s *Script, key, dedupKey, id string, argv []any, cost int64, sendBy time.Time) Sent {
-	return x.RunAfter(ctx, nil, s, key, dedupKey, id, argv, cost, sendBy)
-}
-
-// RunSet sends s, a program over several keys of one slot (a policy
-// set's members, ADR 0027), with argv exactly as given (no cost is
-// substituted) through the same send loop: keys[0] picks the target, and
+// RunSet sends cl's program over cl.Keys, the keys of one slot (a policy
+// set's members, ADR 0027), with cl.Argv exactly as given (no cost is
+// substituted) through the same send loop: Keys[0] picks the target, and
 // every key must share its Redis Cluster slot (the caller's rule; the
 // server refuses otherwise with CROSSSLOT, a reply: nothing ran).
-func (x *Executor) RunSet(ctx context.Context, s *Script, keys []string, argv []any, sendBy time.Time) Sent {
-	if len(keys) == 0 {
+func (x *Executor) RunSet(ctx context.Context, cl Call) Sent {
+	if len(cl.Keys) == 0 {
 		return NotSent{Reason: ReasonPreSend, Cause: errNoKeys, Command: CmdEvalSha}
 	}
 	c := x.calls.Get().(*call)
 	defer x.release(c)
-	c.key, c.keys = keys[0], keys
-	return x.loop(ctx, c, s, argv, sendBy)
-}
-
-// RunAfter is RunDedup with pre (optional) sent ahead of the program on
-// the same connection, with the first attempt only (precharge.go).
-func (x *Executor) RunAfter(ctx context.Context, pre *PreCharge, s *Script, key, dedupKey, id string, argv []any, cost int64, sendBy time.Time) Sent {
-	c := x.calls.Get().(*call)
-	defer x.release(c)
-	c.key, c.cost = key, cost
-	c.dedupKey, c.evalID = dedupKey, id
-	c.pre = pre
-	return x.loop(ctx, c, s, argv, sendBy)
+	c.key, c.keys = cl.Keys[0], cl.Keys
+	return x.loop(ctx, c, cl.Script, cl.Argv, cl.SendBy)
 }
 
 // loop is the one send loop, for every topology (a standalone or Sentinel

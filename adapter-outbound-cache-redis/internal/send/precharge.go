@@ -6,7 +6,6 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/tech-log/tech-log-backend/adapter-outbound-cache-redis/internal/certainty"
-	"github.com/tech-log/tech-log-backend/adapter-outbound-cache-redis/programs"
 )
 
 // PreCharge is a charge program call sent right before a call's program,
@@ -19,8 +18,10 @@ import (
 // while the program behind it runs without it.
 type PreCharge struct {
 	Script *Script // the policy's charge program
-	Argv   []any   // the policy's ARGV; Argv[programs.ArgCost] is replaced by Units
+	Argv   []any   // the policy's ARGV, sent with Units in place of Argv[UnitsArg]
 	Units  int64
+	// UnitsArg is the caller's index of the cost in Argv (programs.ArgCost).
+	UnitsArg int
 
 	// Set by the executor when it was sent: its reply or error.
 	Sent  bool
@@ -31,10 +32,10 @@ type PreCharge struct {
 // command builds pc's EVAL on key.
 func (pc *PreCharge) command(ctx context.Context, key string) *redis.Cmd {
 	args := make([]any, 0, 4+len(pc.Argv))
-	args = append(args, CmdEval, pc.Script.source, programs.NumKeys, key)
+	args = append(args, CmdEval, pc.Script.source, 1, key)
 	n := len(args)
 	args = append(args, pc.Argv...)
-	args[n+programs.ArgCost] = pc.Units
+	args[n+pc.UnitsArg] = pc.Units
 	return redis.NewCmd(ctx, args...)
 }
 

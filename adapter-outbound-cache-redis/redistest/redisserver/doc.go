@@ -10,8 +10,9 @@
 // on the same port), used by redistest's process and container lanes, its
 // sentinels, the demo's cluster and the benchmark.
 //
-// Files: server.go (Launch, Process, the port retry, the PING and INFO
-// probes, FileTail, Poll: the one bounded wait of the topologies);
+// Files: server.go (Launch, Process, FileTail, Poll: the one bounded wait
+// of the topologies); ports.go (FreePort, OnFreePort: the port retry);
+// probe.go (the PING and INFO probes over a raw connection, TLS or not);
 // sysproc_linux.go, sysproc_other.go (the child's
 // process attributes per platform).
 //

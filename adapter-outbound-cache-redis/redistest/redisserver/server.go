@@ -1,7 +1,6 @@
 package redisserver
 
 import (
-	"bufio"
 	"context"
 	"crypto/tls"
 	"errors"
@@ -157,39 +156,6 @@ func (p *Process) StartOnFreePort(ctx context.Context) error {
 		return fmt.Errorf("redisserver: start %s: %w%s", p.Bin, err, tail)
 	}
 	return nil
-}
-
-// OnFreePort calls start with a free loopback port until it returns nil or
-// an error that does not wrap ErrAddrInUse, at most BindAttempts times: it
-// is the one retry of a port taken between choosing it and binding it.
-func OnFreePort(start func(port int) error) error {
-	for attempt := 1; ; attempt++ {
-		port, err := pickPort()
-		if err != nil {
-			return err
-		}
-		err = start(port)
-		if err == nil || !errors.Is(err, ErrAddrInUse) || attempt == BindAttempts {
-			return err
-		}
-	}
-}
-
-// pickPort chooses a port for a server to bind; tests replace it to force
-// a collision.
-var pickPort = FreePort
-
-// pickPortOtherThan is pickPort, never returning taken (the kernel may hand
-// out a port again once its probe listener is closed). It gives up after
-// BindAttempts picks.
-func pickPortOtherThan(taken int) (int, error) {
-	for range BindAttempts {
-		port, err := pickPort()
-		if err != nil || port != taken {
-			return port, err
-		}
-	}
-	return 0, fmt.Errorf("redisserver: no free port other than %d in %d picks", taken, BindAttempts)
 }
 
 // Restart kills the running child, if any, and starts it again on the
@@ -353,129 +319,6 @@ func (p *Process) LogTail() string { return FileTail(p.LogPath) }
 // with package redisinfo).
 func (p *Process) Info(ctx context.Context, section string) (string, error) {
 	return info(ctx, p.Addr(), section, p.TLS)
-}
-
-// FreePort asks the kernel for a free loopback port. Another process may
-// take it before the server binds it; Launch retries.
-func FreePort() (int, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, fmt.Errorf("redisserver: pick a free port: %w", err)
-	}
-	port := ln.Addr().(*net.TCPAddr).Port
-	if err := ln.Close(); err != nil {
-		return 0, fmt.Errorf("redisserver: release port %d: %w", port, err)
-	}
-	return port, nil
-}
-
-// WaitPing polls addr with Ping every 20ms until it answers +PONG, ctx ends,
-// or exited is closed (the server died).
-func WaitPing(ctx context.Context, addr string, exited <-chan struct{}) error {
-	return waitPing(ctx, addr, exited, nil)
-}
-
-// waitPing is WaitPing, over TLS when tlsConfig is set.
-func waitPing(ctx context.Context, addr string, exited <-chan struct{}, tlsConfig *tls.Config) error {
-	var last error
-	for {
-		select {
-		case <-exited:
-			return fmt.Errorf("server exited before answering PING on %s", addr)
-		default:
-		}
-		if last = ping(ctx, addr, tlsConfig); last == nil {
-			return nil
-		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("no PONG from %s: %w (last: %w)", addr, ctx.Err(), last)
-		case <-exited:
-			return fmt.Errorf("server exited before answering PING on %s", addr)
-		case <-time.After(20 * time.Millisecond):
-		}
-	}
-}
-
-// Ping sends one RESP PING on a fresh connection and expects +PONG; no
-// client library, so no background goroutines.
-func Ping(ctx context.Context, addr string) error { return ping(ctx, addr, nil) }
-
-// ping is Ping, over TLS when tlsConfig is set.
-func ping(ctx context.Context, addr string, tlsConfig *tls.Config) error {
-	conn, r, err := dial(ctx, addr, tlsConfig)
-	if err != nil {
-		return err
-	}
-	defer conn.Close()
-	if _, err := io.WriteString(conn, "*1\r\n$4\r\nPING\r\n"); err != nil {
-		return err
-	}
-	line, err := r.ReadString('\n')
-	if err != nil {
-		return err
-	}
-	if line != "+PONG\r\n" {
-		return fmt.Errorf("PING reply %q", strings.TrimSpace(line))
-	}
-	return nil
-}
-
-// maxInfoLen bounds the INFO reply Info accepts.
-const maxInfoLen = 1 << 20
-
-// Info sends INFO section on a fresh connection and returns the reply text.
-func Info(ctx context.Context, addr, section string) (string, error) {
-	return info(ctx, addr, section, nil)
-}
-
-// info is Info, over TLS when tlsConfig is set.
-func info(ctx context.Context, addr, section string, tlsConfig *tls.Config) (string, error) {
-	conn, r, err := dial(ctx, addr, tlsConfig)
-	if err != nil {
-		return "", err
-	}
-	defer conn.Close()
-	if _, err := fmt.Fprintf(conn, "*2\r\n$4\r\nINFO\r\n$%d\r\n%s\r\n", len(section), section); err != nil {
-		return "", err
-	}
-	line, err := r.ReadString('\n')
-	if err != nil {
-		return "", err
-	}
-	n, err := strconv.Atoi(strings.TrimSuffix(strings.TrimPrefix(line, "$"), "\r\n"))
-	if !strings.HasPrefix(line, "$") || err != nil || n < 0 || n > maxInfoLen {
-		return "", fmt.Errorf("INFO %s reply %q", section, strings.TrimSpace(line))
-	}
-	b := make([]byte, n+2)
-	if _, err := io.ReadFull(r, b); err != nil {
-		return "", fmt.Errorf("INFO %s reply: %w", section, err)
-	}
-	return string(b[:n]), nil
-}
-
-// dial opens a connection with a 500ms dial bound (including the TLS
-// handshake when tlsConfig is set) and a 1s I/O deadline.
-func dial(ctx context.Context, addr string, tlsConfig *tls.Config) (net.Conn, *bufio.Reader, error) {
-	var (
-		conn net.Conn
-		err  error
-	)
-	if tlsConfig != nil {
-		d := tls.Dialer{NetDialer: &net.Dialer{Timeout: 500 * time.Millisecond}, Config: tlsConfig}
-		conn, err = d.DialContext(ctx, "tcp", addr)
-	} else {
-		d := net.Dialer{Timeout: 500 * time.Millisecond}
-		conn, err = d.DialContext(ctx, "tcp", addr)
-	}
-	if err != nil {
-		return nil, nil, err
-	}
-	if err := conn.SetDeadline(time.Now().Add(time.Second)); err != nil {
-		_ = conn.Close()
-		return nil, nil, err
-	}
-	return conn, bufio.NewReader(conn), nil
 }
 
 // FileTail returns the last lines (at most 30, 8 KiB) of the file at path,

@@ -34,7 +34,6 @@ const Windows = 3
 func main() {
 	root := flag.String("root", ".", "repository root (examples/policies.json is read below app-bootstrap)")
 	doc := flag.String("doc", "", "markdown file whose **[n]**-marked paths must equal the measured files (empty: only print)")
-	maxFiles := flag.Int("max", 0, "fail when more files than this ran (0: no limit)")
 	flag.Parse()
 	files, err := measure(*root)
 	if err != nil {
@@ -45,32 +44,25 @@ func main() {
 	for _, f := range files {
 		fmt.Println("  " + f)
 	}
-	failed := false
-	if *maxFiles > 0 && len(files) > *maxFiles {
-		fmt.Fprintf(os.Stderr, "requestpath: %d files ran, more than -max %d\n", len(files), *maxFiles)
-		failed = true
+	if *doc == "" {
+		return
 	}
-	if *doc != "" {
-		listed, err := markedFiles(*doc)
-		if err != nil {
-			fmt.Fprintln(os.Stderr, "requestpath:", err)
-			os.Exit(1)
-		}
-		missing, extra := diff(files, listed)
-		for _, f := range missing {
-			fmt.Fprintf(os.Stderr, "requestpath: %s ran but %s does not mark it **[n]**\n", f, *doc)
-		}
-		for _, f := range extra {
-			fmt.Fprintf(os.Stderr, "requestpath: %s marks %s, which did not run\n", *doc, f)
-		}
-		failed = failed || len(missing)+len(extra) > 0
-		if !failed {
-			fmt.Printf("%s lists exactly these files\n", *doc)
-		}
-	}
-	if failed {
+	listed, err := markedFiles(*doc)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "requestpath:", err)
 		os.Exit(1)
 	}
+	missing, extra := diff(files, listed)
+	for _, f := range missing {
+		fmt.Fprintf(os.Stderr, "requestpath: %s ran but %s does not mark it **[n]**\n", f, *doc)
+	}
+	for _, f := range extra {
+		fmt.Fprintf(os.Stderr, "requestpath: %s marks %s, which did not run\n", *doc, f)
+	}
+	if len(missing)+len(extra) > 0 {
+		os.Exit(1)
+	}
+	fmt.Printf("%s lists exactly these files\n", *doc)
 }
 
 // measure starts Redis and the service, and returns the sorted files (from

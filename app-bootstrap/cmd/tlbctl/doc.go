@@ -26,7 +26,10 @@
 // without touching Redis.
 //
 // Files: main.go (commands, configuration, credentials, client),
-// subject.go (inspect and reset, the subject derivation), audit.go (the
+// subject.go (inspect and reset: the command, its input and target),
+// resolve.go (the subject derivation: identity, digest and key exactly as
+// the service derives them), state.go (the stored state: read, print,
+// reset on the key's node), audit.go (the
 // audit line and file), check.go (check).
 //
 // It is a main package of app-bootstrap and may import everything the

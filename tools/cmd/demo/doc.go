@@ -27,8 +27,9 @@
 //
 // Files: main.go (flags, the run), process.go (redis-server, the build,
 // the instances), load.go (the bounded load), report.go (the tables and
-// the phase 1-2 verdict), recovery.go (the -fallback outage, recovery and
-// its verdict), cluster.go (-cluster's private cluster).
+// the phase 1-2 verdict), recovery.go (the -fallback outage and recovery),
+// recovery_verdict.go (its verdict: the decisions tallied per window
+// against the bound of docs/degraded-mode.md), cluster.go (-cluster's private cluster).
 //
 // It needs redis-server on PATH (apt-get install redis-server) and the Go
 // toolchain. All traffic stays on 127.0.0.1.

@@ -12,6 +12,7 @@
 // the project (nothing may depend on app-bootstrap, and the check must not
 // depend on what it checks) nor anything outside the standard library.
 //
-// Files: rules.go (the rule types, the Checker and its checks), table.go
-// (Project: the project's module table and rules).
+// Files: rules.go (the rule types, the violation and Table.Validate),
+// check.go (the Checker and its checks over packages and go.mod files),
+// table.go (Project: the project's module table and rules).
 package archrules

@@ -18,15 +18,23 @@
 // the peers and gonum/plot; it must never be imported by a product module,
 // and it never talks to a Redis it did not start (loopback only).
 //
-// Files: suite.go (Config, Run: the phases), runner.go (one measured run,
-// paired repetitions), limiters.go (the limiters under test), flood.go
-// (the flood phase: its limiters, runs, medians, targets, section and
-// chart bench/flood.png),
-// targets.go
-// (the targets, judged), micro.go (the Go micro-benchmarks),
-// redisbench.go (redis-benchmark), server.go (the private redis-server
-// over redisserver, INFO through redisinfo), hist.go (the latency
-// histogram), results.go (the results schema, medians, comparisons),
-// output.go (writing and reading the outputs), report.go (the document's
-// sections), chart.go (the chart), validate.go (the shape checks).
+// Files: suite.go (Config, Run: the phases, the matrix), profile.go (the
+// script profiles and the provider's CPU profile), memory.go (Redis
+// memory per subject, and under abuse), machine.go (the machine and its
+// clock), runner.go (one measured run, paired repetitions), limiters.go
+// (the limiters under test: the provider's), baselines.go (what it is
+// measured against: bare EvalSha, INCR+PEXPIRE, redis_rate, ulule),
+// workload.go (subjects, client options, policies and keys), flood.go (the
+// flood phase: its runs), flood_limiters.go (its limiters),
+// flood_report.go (its medians, targets, section and chart
+// bench/flood.png), targets.go (the targets, judged), micro.go
+// (the Go micro-benchmarks), redisbench.go (redis-benchmark), server.go
+// (the private redis-server over redisserver, INFO through redisinfo),
+// hist.go (the latency histogram), results.go (the results schema),
+// aggregate.go (medians, cells, comparisons, Recompute), output.go
+// (writing and reading the outputs), report.go (the document's sections:
+// machine, targets, throughput, latency, ratios, client),
+// report_resources.go (its sections on resources: memory, server CPU,
+// micro-benchmarks, redis-benchmark, the script profile), summary.go (the
+// console summary), chart.go (the chart), validate.go (the shape checks).
 package bench

@@ -2,22 +2,14 @@ package bench
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/base64"
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"slices"
 	"time"
 
-	"github.com/go-redis/redis_rate/v10"
 	"github.com/redis/go-redis/v9"
-	ulule "github.com/ulule/limiter/v3"
-	ulredis "github.com/ulule/limiter/v3/drivers/store/redis"
 
-	"github.com/tech-log/tech-log-backend/adapter-outbound-cache-redis/programs"
 	"github.com/tech-log/tech-log-backend/adapter-outbound-cache-redis/redisrate"
-	"github.com/tech-log/tech-log-backend/shared-contract/keyspace"
 	"github.com/tech-log/tech-log-backend/shared-contract/ratelimit"
 )
 
@@ -119,101 +111,6 @@ type limiter struct {
 	// nil for limiters that phase does not measure.
 	abuseOp func(ctx context.Context, i int) (bool, error)
 	close   func() error
-}
-
-// subjects are the pseudonymized subject digests of a run: index n (the
-// last) is the hot subject, 0..n-1 the distinct ones.
-type subjects []ratelimit.SubjectDigest
-
-func newSubjects(n int) subjects {
-	s := make(subjects, n+1)
-	var buf [8]byte
-	for i := range s {
-		binary.BigEndian.PutUint64(buf[:], uint64(i))
-		sum := sha256.Sum256(buf[:])
-		s[i] = ratelimit.SubjectDigest(base64.RawURLEncoding.EncodeToString(sum[:])) // 43 characters
-	}
-	return s
-}
-
-// clientConfig is the coordination client configuration every limiter uses.
-func clientConfig(addr string) redisrate.ClientConfig {
-	return redisrate.ClientConfig{
-		Addr:           addr,
-		Protocol:       redisrate.ProtocolRESP2,
-		CommandTimeout: benchCommandTimeout,
-		DialTimeout:    benchDialTimeout,
-		PoolSize:       benchPoolSize,
-		PoolTimeout:    benchPoolTimeout,
-	}
-}
-
-// policies returns one policy per algorithm (in the order of algorithms)
-// allowing limit per hour; GCRA's is redis_rate's Limit{Rate: limit,
-// Burst: limit, Period: time.Hour}. The ids are two characters each, so
-// that every state key has the same length.
-func policies(ids [4]ratelimit.PolicyID, limit int64) ([]ratelimit.Policy, error) {
-	return newPolicies([]ratelimit.PolicySpec{
-		{ID: ids[0], Algorithm: ratelimit.AlgorithmFixedWindow, Params: ratelimit.FixedWindow{Limit: limit, Window: time.Hour}},
-		{ID: ids[1], Algorithm: ratelimit.AlgorithmSlidingWindowCounter, Params: ratelimit.SlidingWindowCounter{Limit: limit, Window: time.Hour}},
-		{ID: ids[2], Algorithm: ratelimit.AlgorithmTokenBucket, Params: ratelimit.TokenBucket{Capacity: limit, RefillTokens: limit, RefillPeriod: time.Hour}},
-		{ID: ids[3], Algorithm: ratelimit.AlgorithmGCRA, Params: ratelimit.GCRA{Rate: limit, Period: time.Hour, Burst: limit}},
-	})
-}
-
-// newPolicies builds specs with the bench's common fields: revision 1,
-// cost 1, fail closed.
-func newPolicies(specs []ratelimit.PolicySpec) ([]ratelimit.Policy, error) {
-	out := make([]ratelimit.Policy, 0, len(specs))
-	for _, spec := range specs {
-		spec.Revision, spec.MaxCost = 1, 1
-		spec.CleanupGrace, spec.MaxClockRegression = time.Minute, 2*time.Second
-		spec.FailurePolicy = ratelimit.FailClosed
-		p, err := ratelimit.NewPolicy(spec)
-		if err != nil {
-			return nil, fmt.Errorf("bench: policy %s: %w", spec.ID, err)
-		}
-		out = append(out, p)
-	}
-	return out, nil
-}
-
-// slidingLogPolicy is the sliding log of the memory-under-abuse phase:
-// memLimit per hour, id "lh" (two characters, like the others). ok is
-// false while ratelimit.NewPolicy does not accept the algorithm (its stack
-// landed in steps, issue 22): the phase then records why it was skipped.
-func slidingLogPolicy() (p ratelimit.Policy, ok bool, err error) {
-	pols, err := newPolicies([]ratelimit.PolicySpec{{ID: "lh", Algorithm: ratelimit.AlgorithmSlidingLog, Params: ratelimit.SlidingLog{Limit: memLimit, Window: time.Hour}}})
-	if errors.Is(err, ratelimit.ErrUnsupported) {
-		return ratelimit.Policy{}, false, nil
-	}
-	if err != nil {
-		return ratelimit.Policy{}, false, err
-	}
-	return pols[0], true, nil
-}
-
-// keyBuilder returns a keyspace builder; distinct seeds give the provider,
-// the bare calls and the trivial script disjoint keys of identical length.
-func keyBuilder(seed string) (*keyspace.Builder, error) {
-	secret, err := keyspace.NewSecret([]byte("tech-log-backend bench secret, not a real one: " + seed))
-	if err != nil {
-		return nil, err
-	}
-	return keyspace.NewBuilder(keyspace.DefaultPrefix, secret)
-}
-
-// stateKeys precomputes the state key of every subject under p.
-func stateKeys(keys *keyspace.Builder, p ratelimit.Policy, subs subjects) ([]string, error) {
-	out := make([]string, len(subs))
-	for i, s := range subs {
-		k, err := redisrate.StateKey(keys, p, s)
-		if err != nil {
-			return nil, fmt.Errorf("bench: state key: %w", err)
-		}
-		out[i] = k
-	}
-	return out, nil
 }
 
 // limiterSet holds every limiter of a run, keyed by name.
@@ -405,124 +302,9 @@ func newLimiters(ctx context.Context, addr string, subs subjects) (set *limiterS
 		})
 	}
 
-	// Bare go-redis EvalSha of the same programs, same client options,
-	// precomputed keys of the same length (no derivation, no parsing).
-	bareKeys, err := keyBuilder("bare")
-	if err != nil {
+	// The baselines and the peers it is compared with (baselines.go).
+	if err := set.addBaselines(ctx, newClient, pols, subs); err != nil {
 		return set, err
 	}
-	for _, pol := range pols {
-		alg := pol.Algorithm().String()
-		// The program the provider sends: the policy's bound program
-		// (ADR 0030).
-		prog, err := programs.Bind(pol)
-		if err != nil {
-			return set, fmt.Errorf("bench: %w", err)
-		}
-		keys, err := stateKeys(bareKeys, pol, subs)
-		if err != nil {
-			return set, err
-		}
-		c, err := newClient()
-		if err != nil {
-			return set, err
-		}
-		if err := c.ScriptLoad(ctx, prog.Source).Err(); err != nil {
-			_ = c.Close()
-			return set, fmt.Errorf("bench: SCRIPT LOAD %s: %w", prog.Name, err)
-		}
-		argv, sha := programs.BoundArgs(pol, 1), prog.SHA1
-		set.add(&limiter{
-			Name: bareName(alg), Family: FamilyBare, Algorithm: alg,
-			op: func(ctx context.Context, i int) error {
-				return c.EvalSha(ctx, sha, []string{keys[i]}, argv...).Err()
-			},
-			close: c.Close,
-		})
-	}
-
-	// The server-CPU baseline: INCR + PEXPIRE, keys of the same length.
-	trivKeys, err := keyBuilder("trivial")
-	if err != nil {
-		return set, err
-	}
-	tkeys, err := stateKeys(trivKeys, pols[0], subs)
-	if err != nil {
-		return set, err
-	}
-	tc, err := newClient()
-	if err != nil {
-		return set, err
-	}
-	tsha, err := tc.ScriptLoad(ctx, trivialSource).Result()
-	if err != nil {
-		_ = tc.Close()
-		return set, fmt.Errorf("bench: SCRIPT LOAD trivial: %w", err)
-	}
-	ttl := time.Hour.Milliseconds()
-	trivial := func(ctx context.Context, i int) error {
-		return tc.EvalSha(ctx, tsha, []string{tkeys[i]}, ttl).Err()
-	}
-	set.add(&limiter{
-		Name: FamilyTrivial, Family: FamilyTrivial, Algorithm: "incr_pexpire",
-		op: trivial, memOp: trivial, close: tc.Close,
-	})
-
-	// github.com/go-redis/redis_rate/v10: GCRA, the peer of the provider's
-	// GCRA (and the closest one of the token bucket). Key "rate:" + subject
-	// digest.
-	rc, err := newClient()
-	if err != nil {
-		return set, err
-	}
-	rl := redis_rate.NewLimiter(rc)
-	allow := func(limit redis_rate.Limit) func(ctx context.Context, i int) error {
-		return func(ctx context.Context, i int) error {
-			res, err := rl.Allow(ctx, string(subs[i]), limit)
-			if err != nil {
-				return err
-			}
-			if res.Allowed != 1 {
-				return fmt.Errorf("redis_rate: denied: %+v", *res)
-			}
-			return nil
-		}
-	}
-	set.add(&limiter{
-		Name: FamilyRedisRate, Family: FamilyRedisRate, Algorithm: "gcra",
-		op:    allow(redis_rate.Limit{Rate: benchLimit, Burst: benchLimit, Period: time.Hour}),
-		memOp: allow(redis_rate.PerHour(memLimit)),
-		close: rc.Close,
-	})
-
-	// github.com/ulule/limiter/v3 with drivers/store/redis (go-redis v9 since
-	// v3.11.0): a fixed window (INCRBY + PEXPIRE script). Key "limiter:" +
-	// subject digest.
-	uc, err := newClient()
-	if err != nil {
-		return set, err
-	}
-	store, err := ulredis.NewStoreWithOptions(uc, ulule.StoreOptions{Prefix: ulule.DefaultPrefix, MaxRetry: ulule.DefaultMaxRetry})
-	if err != nil {
-		_ = uc.Close()
-		return set, fmt.Errorf("bench: ulule store: %w", err)
-	}
-	get := func(limit int64) func(ctx context.Context, i int) error {
-		ul := ulule.New(store, ulule.Rate{Period: time.Hour, Limit: limit})
-		return func(ctx context.Context, i int) error {
-			res, err := ul.Get(ctx, string(subs[i]))
-			if err != nil {
-				return err
-			}
-			if res.Reached {
-				return fmt.Errorf("ulule: limit reached: %+v", res)
-			}
-			return nil
-		}
-	}
-	set.add(&limiter{
-		Name: FamilyUlule, Family: FamilyUlule, Algorithm: "fixed_window",
-		op: get(benchLimit), memOp: get(memLimit), close: uc.Close,
-	})
 	return set, nil
 }

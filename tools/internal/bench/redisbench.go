@@ -113,3 +113,51 @@ func redisBenchmarkCells(runs []RedisBenchRun) []RedisBenchRun {
 	}
 	return out
 }
+
+// redisBenchmarkPhase runs redis-benchmark's trivial EVAL at each
+// concurrency, or records why it was skipped.
+func redisBenchmarkPhase(ctx context.Context, cfg Config, srv *Server) (RedisBenchmark, error) {
+	rb := RedisBenchmark{Command: "redis-benchmark " + strings.Join(quoteArgs(redisBenchmarkArgs), " ")}
+	bin, err := exec.LookPath("redis-benchmark")
+	if err != nil {
+		rb.Skipped = "redis-benchmark not on PATH (apt-get install redis-tools)"
+		cfg.logf("== redis-benchmark: skipped: %s", rb.Skipped)
+		return rb, nil
+	}
+	cfg.logf("== %s", rb.Command)
+	for rep := range cfg.RedisBenchReps {
+		for _, c := range cfg.Concurrency {
+			r, err := runRedisBenchmark(ctx, bin, srv.Addr, c, 1, cfg.RedisBenchRequests[c])
+			if err != nil {
+				return rb, err
+			}
+			r.Rep = rep
+			cfg.logf("   c=%-2d rep %d %9.0f ops/s  p50 %7.1fµs  p99 %8.1fµs", c, rep, r.OpsPerSec, r.P50Micros, r.P99Micros)
+			rb.Runs = append(rb.Runs, r)
+			// The pipelined ceiling: -P 16 answers about ten times as many
+			// requests per second, so ten times the requests keep the run
+			// about as long.
+			r, err = runRedisBenchmark(ctx, bin, srv.Addr, c, RedisBenchPipeline, 10*cfg.RedisBenchRequests[c])
+			if err != nil {
+				return rb, err
+			}
+			r.Rep = rep
+			cfg.logf("   c=%-2d -P %d rep %d %9.0f ops/s  p50 %7.1fµs  p99 %8.1fµs", c, RedisBenchPipeline, rep, r.OpsPerSec, r.P50Micros, r.P99Micros)
+			rb.PipelinedRuns = append(rb.PipelinedRuns, r)
+		}
+	}
+	rb.Cells = redisBenchmarkCells(rb.Runs)
+	rb.PipelinedCells = redisBenchmarkCells(rb.PipelinedRuns)
+	return rb, nil
+}
+
+func quoteArgs(args []string) []string {
+	out := make([]string, len(args))
+	for i, a := range args {
+		out[i] = a
+		if strings.ContainsAny(a, " '") {
+			out[i] = `"` + a + `"`
+		}
+	}
+	return out
+}

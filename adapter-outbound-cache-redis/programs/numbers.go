@@ -1,0 +1,48 @@
+package programs
+
+import "github.com/tech-log/tech-log-backend/shared-contract/ratelimit"
+
+// numbers are a policy's parameters in the integer milliseconds the programs
+// receive.
+type numbers struct {
+	alg        ratelimit.Algorithm
+	limit      int64 // limit or capacity
+	win        int64 // window (fixed, sliding)
+	rate, per  int64 // refill tokens, refill period (token bucket); reduced rate, period in µs (GCRA)
+	grace, reg int64
+	fullScaled int64 // token bucket: C*P; GCRA: B*P
+	// delayAfterScaled is a leaky bucket's delayAfter emission intervals,
+	// delayAfter*P in 1/R µs (ADR 0028).
+	delayAfterScaled int64
+	horizonMs        int64 // ratelimit.Policy.HorizonMillis
+	// longestDelayMs bounds a leaky bucket's delay (LeakyBucket.LongestDelay).
+	longestDelayMs int64
+}
+
+func numbersOf(p ratelimit.Policy) numbers {
+	n := numbers{
+		alg:       p.Algorithm(),
+		limit:     p.Limit(),
+		grace:     p.CleanupGrace().Milliseconds(),
+		reg:       p.MaxClockRegression().Milliseconds(),
+		horizonMs: p.HorizonMillis(),
+	}
+	if tokens, period, ok := p.Refill(); ok {
+		n.rate, n.per = tokens, period
+		n.fullScaled = n.limit * n.per // T1
+	} else if rate, per, _, ok := p.Emission(); ok {
+		n.rate, n.per = rate, per
+		n.fullScaled = n.limit * n.per // G1: the burst offset B*P
+		if q, ok := p.Params().(ratelimit.LeakyBucket); ok {
+			n.delayAfterScaled = q.DelayAfter * n.per // < B*P (G1)
+			n.longestDelayMs = q.LongestDelay().Milliseconds()
+		}
+	} else {
+		n.win = p.WindowMillis()
+	}
+	return n
+}
+
+// horizon bounds resetAt - effectiveNow: one window (F2, L2), two windows
+// (S3), the time to fill from empty (T2), the time to full plus 1 ms (G2).
+func (n numbers) horizon() int64 { return n.horizonMs }
