@@ -71,6 +71,20 @@ func newCoordination(lc fx.Lifecycle, cfg config.Config, log *slog.Logger) (*coo
 	return c, nil
 }
 
+// providerOptions are the provider's options from the configuration: one
+// place for the service's provider and every RLS generation's.
+func providerOptions(rl config.RateLimit) redisrate.Options {
+	return redisrate.Options{
+		CommandTimeout:        rl.CommandTimeout,
+		MaxInFlight:           rl.MaxInFlight,
+		PipelineMaxBatch:      rl.PipelineMaxBatch,
+		Breaker:               redisrate.BreakerOptions{Threshold: rl.BreakerThreshold, ProbeInterval: rl.BreakerProbeInterval},
+		ReplicationAcks:       rl.ReplicationAcks,
+		ReplicationAckTimeout: rl.ReplicationAckTimeout,
+		ServerChecks:          &redisrate.ServerChecks{AllowEviction: rl.AllowEviction, SkipConfig: rl.SkipServerConfigCheck},
+	}
+}
+
 // newCoordinationOver builds the provider of rl over client (the service's
 // own, or a front-door caller's, checked by redisrate.New). On error
 // client is left to the caller; on success the provider owns it.
@@ -79,15 +93,7 @@ func newCoordinationOver(rl config.RateLimit, client redis.UniversalClient, log 
 	if err != nil {
 		return nil, fmt.Errorf("rate limit: keyspace: %w", err)
 	}
-	provider, err := redisrate.New(client, keys, rl.Policies.Policies, redisrate.Options{
-		CommandTimeout:        rl.CommandTimeout,
-		MaxInFlight:           rl.MaxInFlight,
-		PipelineMaxBatch:      rl.PipelineMaxBatch,
-		Breaker:               redisrate.BreakerOptions{Threshold: rl.BreakerThreshold, ProbeInterval: rl.BreakerProbeInterval},
-		ReplicationAcks:       rl.ReplicationAcks,
-		ReplicationAckTimeout: rl.ReplicationAckTimeout,
-		ServerChecks:          &redisrate.ServerChecks{AllowEviction: rl.AllowEviction, SkipConfig: rl.SkipServerConfigCheck},
-	})
+	provider, err := redisrate.New(client, keys, rl.Policies.Policies, providerOptions(rl))
 	if err != nil {
 		return nil, fmt.Errorf("rate limit: provider: %w", err)
 	}

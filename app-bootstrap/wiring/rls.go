@@ -268,15 +268,7 @@ func (p *rlsPorts) For(policies []ratelimit.Policy) (rls.Decider, error) {
 	if err != nil {
 		return nil, fmt.Errorf("coordination client: %w", err)
 	}
-	provider, err := redisrate.New(client, p.keys, policies, redisrate.Options{
-		CommandTimeout:        rl.CommandTimeout,
-		MaxInFlight:           rl.MaxInFlight,
-		PipelineMaxBatch:      rl.PipelineMaxBatch,
-		Breaker:               redisrate.BreakerOptions{Threshold: rl.BreakerThreshold, ProbeInterval: rl.BreakerProbeInterval},
-		ReplicationAcks:       rl.ReplicationAcks,
-		ReplicationAckTimeout: rl.ReplicationAckTimeout,
-		ServerChecks:          &redisrate.ServerChecks{AllowEviction: rl.AllowEviction, SkipConfig: rl.SkipServerConfigCheck},
-	})
+	provider, err := redisrate.New(client, p.keys, policies, providerOptions(rl))
 	if err != nil {
 		_ = client.Close()
 		return nil, fmt.Errorf("provider: %w", err)

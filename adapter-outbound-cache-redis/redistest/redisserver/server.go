@@ -125,6 +125,23 @@ func Launch(ctx context.Context, cfg Config) (*Process, error) {
 	return p, nil
 }
 
+// LaunchInTempDir is Launch with cfg.Dir a new temporary directory named
+// by pattern (os.MkdirTemp): it returns the server and the directory, the
+// caller's to remove after stopping it; a failed launch removes it.
+func LaunchInTempDir(ctx context.Context, pattern string, cfg Config) (*Process, string, error) {
+	dir, err := os.MkdirTemp("", pattern)
+	if err != nil {
+		return nil, "", fmt.Errorf("redisserver: temp dir: %w", err)
+	}
+	cfg.Dir = dir
+	p, err := Launch(ctx, cfg)
+	if err != nil {
+		_ = os.RemoveAll(dir)
+		return nil, "", err
+	}
+	return p, dir, nil
+}
+
 // NodesConf is the cluster state file of a Cluster node, in its Dir.
 const NodesConf = "nodes.conf"
 

@@ -39,15 +39,10 @@ type Server struct {
 
 // StartServer launches redis-server and waits until it answers PING.
 func StartServer(ctx context.Context) (*Server, error) {
-	dir, err := os.MkdirTemp("", "tlb-bench-redis-")
-	if err != nil {
-		return nil, fmt.Errorf("bench: server temp dir: %w", err)
-	}
 	ctx, cancel := context.WithTimeout(ctx, serverStartTimeout)
 	defer cancel()
-	proc, err := redisserver.Launch(ctx, redisserver.Config{Dir: dir})
+	proc, dir, err := redisserver.LaunchInTempDir(ctx, "tlb-bench-redis-", redisserver.Config{})
 	if err != nil {
-		_ = os.RemoveAll(dir)
 		if errors.Is(err, redisserver.ErrNotFound) {
 			return nil, ErrNoRedisServer
 		}

@@ -24,15 +24,10 @@ type Redis struct {
 // StartRedis launches redis-server and waits (bounded by ReadyWait) until
 // it answers PING.
 func StartRedis(ctx context.Context) (*Redis, error) {
-	dir, err := os.MkdirTemp("", "tlb-envoyrls-redis-")
-	if err != nil {
-		return nil, fmt.Errorf("envoyrls: redis dir: %w", err)
-	}
 	ctx, cancel := context.WithTimeout(ctx, ReadyWait)
 	defer cancel()
-	proc, err := redisserver.Launch(ctx, redisserver.Config{Dir: dir})
+	proc, dir, err := redisserver.LaunchInTempDir(ctx, "tlb-envoyrls-redis-", redisserver.Config{})
 	if err != nil {
-		_ = os.RemoveAll(dir)
 		if errors.Is(err, redisserver.ErrNotFound) {
 			return nil, ErrNoRedisServer
 		}
