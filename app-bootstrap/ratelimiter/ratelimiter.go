@@ -104,10 +104,18 @@ type Limiter struct {
 // service, each naming its variable. APP_RATE_LIMIT_ENABLED and
 // APP_RATE_LIMIT_PROVIDER default to true and redis here (the front door
 // is the Redis limiter); the policies come from
-// APP_RATE_LIMIT_POLICIES_FILE.
-func FromEnv(ctx context.Context) (*Limiter, error) {
+// APP_RATE_LIMIT_POLICIES_FILE. Its start-up checks are bounded by
+// StartTimeout, as the service's are; use New with Options.Env for
+// another bound.
+func FromEnv() (*Limiter, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), StartTimeout)
+	defer cancel()
 	return New(ctx, Options{Env: config.FromEnviron(os.Environ())})
 }
+
+// StartTimeout bounds FromEnv's start-up checks: the service's own start
+// timeout (fx's default).
+const StartTimeout = 15 * time.Second
 
 // New builds the limiter of opts and runs the service's start-up checks
 // (server version, programs, server policy) within ctx. A server that is

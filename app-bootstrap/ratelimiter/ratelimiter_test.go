@@ -259,13 +259,13 @@ func TestFromEnv(t *testing.T) {
 	t.Setenv("APP_RATE_LIMIT_DEFAULT_POLICY", "api")
 	t.Setenv("APP_RATE_LIMIT_KEY_PREFIX", prefix(t))
 	t.Setenv("APP_WEB_SUBJECT_SECRET", testSecret)
-	_, err := ratelimiter.FromEnv(ctx)
+	_, err := ratelimiter.FromEnv()
 	var ve *config.VarError
 	require.ErrorAs(t, err, &ve)
 	assert.Equal(t, "APP_RATE_LIMIT_KEY_SECRET", ve.Var)
 
 	t.Setenv("APP_RATE_LIMIT_KEY_SECRET", testSecret)
-	l, err := ratelimiter.FromEnv(ctx)
+	l, err := ratelimiter.FromEnv()
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = l.Close() })
 	d, err := l.Allow(ctx, "login", "user-1")
@@ -277,7 +277,7 @@ func TestFromEnv(t *testing.T) {
 	assert.Equal(t, ratelimit.CategoryUnknownPolicy, u.Outcome.Category)
 
 	t.Setenv("APP_RATE_LIMIT_ENABLED", "false")
-	_, err = ratelimiter.FromEnv(ctx)
+	_, err = ratelimiter.FromEnv()
 	assert.ErrorContains(t, err, "APP_RATE_LIMIT_ENABLED")
 }
 
