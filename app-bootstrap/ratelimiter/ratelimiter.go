@@ -94,7 +94,6 @@ type Limiter struct {
 	cfg     config.Config
 	pseudo  *subject.Pseudonymizer
 	edge    *edge.Middleware
-	gate    http.Handler // nil, or the api-key gate's wrapper
 	gateIDs subject.Identifier
 	now     func() time.Time
 }

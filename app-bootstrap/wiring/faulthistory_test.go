@@ -140,7 +140,7 @@ func TestFaultHistory(t *testing.T) {
 	share := loginCapacity / fallbackInstances
 	budget := loginCapacity // login admissions the history allows so far
 	loginAdmitted := 0
-	left := b.awaitRecovery()
+	b.awaitRecovery()
 	for i := range steps {
 		f := historyFaults[rng.IntN(len(historyFaults))]
 		history = append(history, f.name)
@@ -156,7 +156,7 @@ func TestFaultHistory(t *testing.T) {
 
 		a, _ := b.load(span(rng, 0, time.Second), 2)
 		loginAdmitted += s.loginAdmitted + a
-		left = b.awaitRecovery()
+		left := b.awaitRecovery()
 		mode := lossModes[rng.IntN(len(lossModes))]
 		b.lostReply(mode.mode, fmt.Sprintf("history-%d-%d", seed, i), left)
 		require.LessOrEqual(t, loginAdmitted, budget, "step %d (%s): login admitted beyond the bucket, the restarts and the local shares", i, f.name)
