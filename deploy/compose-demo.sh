@@ -9,9 +9,25 @@ set -euo pipefail
 
 here="$(cd "$(dirname "$0")" && pwd)"
 file="$here/compose.yaml"
-project="${TLB_COMPOSE_PROJECT:-tlb-compose-demo}"
-port1="${TLB_PORT_1:-18081}"
-port2="${TLB_PORT_2:-18082}"
+# One project per run (its network and containers), so two runs on one
+# Docker engine (two CI clones on one machine) never share or remove each
+# other's; the published ports default to two free loopback ports.
+project="${TLB_COMPOSE_PROJECT:-tlb-compose-demo-$$}"
+
+# freeport FROM: the first port >= FROM (at most 200 tried) nothing listens on.
+freeport() {
+	local p
+	for p in $(seq "$1" $(($1 + 199))); do
+		if ! (exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null; then
+			echo "$p"
+			return 0
+		fi
+	done
+	echo "compose-demo: no free port in $1..$(($1 + 199))" >&2
+	return 1
+}
+port1="${TLB_PORT_1:-$(freeport 18081)}"
+port2="${TLB_PORT_2:-$(freeport $((port1 + 1)))}"
 export TLB_PORT_1="$port1" TLB_PORT_2="$port2"
 
 if docker compose version >/dev/null 2>&1; then
