@@ -62,13 +62,9 @@ func rlsConn(t *testing.T, addr string) (pb.RateLimitServiceClient, func()) {
 
 func shouldRateLimit(t *testing.T, c pb.RateLimitServiceClient, key, value string) pb.RateLimitResponse_Code {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	resp, err := c.ShouldRateLimit(ctx, &pb.RateLimitRequest{Domain: "web", Descriptors: []*rlcommon.RateLimitDescriptor{
+	return shouldRateLimitReq(t, c, &pb.RateLimitRequest{Domain: "web", Descriptors: []*rlcommon.RateLimitDescriptor{
 		{Entries: []*rlcommon.RateLimitDescriptor_Entry{{Key: key, Value: value}}},
 	}})
-	require.NoError(t, err)
-	return resp.GetOverallCode()
 }
 
 // TestRLSServesOverRedis: the whole graph with APP_RLS_ADDR on a private
