@@ -192,6 +192,17 @@ func TestDedupProgramsReproduceVectors(t *testing.T) {
 					// keeps expired records exactly as the model does.
 					require.Equal(t, int64(step.DedupLen), size, "step %d%s: dedup hash size", i, run.suffix)
 				}
+				// The twins hold the same state, record and TTLs.
+				state := fmt.Sprintf("v:%d:%s", n, step.Policy)
+				require.Equal(t, getState(t, m.c, state), getState(t, m.c, state+":bound"), "step %d: stored value", i)
+				require.Equal(t, m.srv.TTL(state), m.srv.TTL(state+":bound"), "step %d: TTL", i)
+				dedup := fmt.Sprintf("v:%d:dedup", n)
+				records, err := m.c.HGetAll(t.Context(), dedup).Result()
+				require.NoError(t, err)
+				boundRecords, err := m.c.HGetAll(t.Context(), dedup+":bound").Result()
+				require.NoError(t, err)
+				require.Equal(t, records, boundRecords, "step %d: dedup records", i)
+				require.Equal(t, m.srv.TTL(dedup), m.srv.TTL(dedup+":bound"), "step %d: dedup TTL", i)
 			}
 		})
 	}
