@@ -53,8 +53,8 @@ func TestForPolicyBundle(t *testing.T) {
 // charges on every algorithm through the generic programs on one key and
 // the policy's bound programs (ForPolicy) on a twin key: every reply, the
 // stored value and the TTL are the same (ADR 0035: same state, same
-// answers), and the bound charge refuses a cost above the limit as the
-// generic one does.
+// answers), and the bound decision and charge refuse a cost above the
+// limit, the generic ARGV and another revision, writing nothing.
 func TestBoundChargeMatchesGeneric(t *testing.T) {
 	for _, a := range algorithms {
 		p := smallPolicy(t, a, time.Second)
@@ -89,7 +89,11 @@ func TestBoundChargeMatchesGeneric(t *testing.T) {
 				v, err = m.run(prog, now, "k:bound", Args(p, 1)...)
 				require.NoError(t, err)
 				require.Equal(t, int64(StatusInvalid), v[0], "%s given the generic ARGV", prog.Name)
+				v, err = m.run(prog, now, "k:bound", withArg(BoundArgs(p, 1), ArgRevision, p.Revision()+1)...)
+				require.NoError(t, err)
+				require.Equal(t, int64(StatusInvalid), v[0], "%s given another revision", prog.Name)
 			}
+			require.Equal(t, getState(t, m.c, "k"), getState(t, m.c, "k:bound"), "the refused calls wrote nothing")
 		})
 	}
 }
