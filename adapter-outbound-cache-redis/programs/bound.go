@@ -3,74 +3,137 @@ package programs
 import (
 	"errors"
 	"fmt"
-	"regexp"
-	"strconv"
-	"strings"
 
+	"github.com/tech-log/tech-log-backend/adapter-outbound-cache-redis/programs/luasrc"
 	"github.com/tech-log/tech-log-backend/shared-contract/ratelimit"
 )
 
-// A bound program (ADR 0030) is a policy's decision program with the
-// policy's parameters written into its source as constants: its ARGV is the
-// revision and the cost (BoundArgs), nothing else. It is the embedded
-// decision program with one block replaced, the block that reads and
-// parses ARGV[1..n]; every range check that follows it, the state checks,
-// the arithmetic and the reply are the embedded program's own text, so a
-// bound program reads and writes exactly the state the embedded one does
-// and answers exactly what it answers to Args(p, cost) (the vectors run
+// A bound program (ADR 0030, rendered in one stage since ADR 0035) is one
+// of a policy's programs with the policy's parameters written into its
+// source as constants by the template itself: luasrc.RenderBound executes
+// the algorithm's template with the policy's ARGV as data, and its "args"
+// block emits `local rev, cost, reg, ... = 3, ARGV[2], 2000, ...` where
+// the generic program reads ARGV[1..n]. Nothing rewrites rendered text.
+// Every range check, the state checks, the arithmetic and the reply are
+// the template's own lines, the same as the generic program's, so a bound
+// program reads and writes exactly the state the generic one does and
+// answers exactly what it answers to Args(p, cost) (the vectors run
 // through both). What it no longer does per call is parse five or six
 // decimal strings the policy build has already validated.
 
-// ArgCountBound is the ARGV length of a bound program: revision and cost.
+// ArgCountBound is the ARGV length of a bound decision or charge program:
+// revision and cost. A bound dedup program appends DedupArgs.
 const ArgCountBound = ArgCost + 1
 
-// ErrBind is wrapped by every error of Bind: the policy has no decision
-// program, or its program does not have the argument block Bind replaces.
-var ErrBind = errors.New("cannot bind the decision program to the policy")
+// ErrBind is wrapped by every error of Bind and ForPolicy: the policy is
+// zero, or has no program of a kind, or its parameters do not fit the
+// template.
+var ErrBind = errors.New("cannot bind the programs to the policy")
 
-// boundBlock is the embedded decision program's argument block: the ARGV
-// count check, its comment, the line that reads ARGV[1..n] (the revision,
-// the cost, int(ARGV[3]), then the parameters) and the pattern checks of
-// the values that must be >= 1. Group 1 is the ARGV count, group 2 the
-// names after cost, group 3 the ARGV read after ARGV[4] on that line.
-var boundBlock = regexp.MustCompile(`if #KEYS ~= 1 or #ARGV ~= (\d+) then return \{5, now, 0, 0, 0, 0, 0\} end\n` +
-	`(?:--[^\n]*\n)*` +
-	`local rev, cost, ([a-z]+(?:, [a-z]+)*) = ARGV\[1\], ARGV\[2\], int\(ARGV\[3\]\), ARGV\[4\]((?:, ARGV\[\d\])*)\n` +
-	`if find\(rev, POS\) and find\(cost, POS\)[^\n]*\n` +
-	`  rev, cost, [^\n]*\n` +
-	`else\n` +
-	`  rev = nil\n` +
-	`end\n`)
-
-// argRef matches any ARGV reference; after the block only ARGV[1] (the
-// revision, as stored) and ARGV[2] (the cost) may remain.
-var argRef = regexp.MustCompile(`ARGV\[(\d+)\]`)
-
-// Bind returns p's decision program bound to p: Source is the embedded
-// program with its argument block replaced by p's parameters as decimal
-// constants, SHA1 its digest, ArgCount ArgCountBound. Name, Version,
-// Algorithm and MinRedisVersion are the embedded program's. Its ARGV is
-// BoundArgs(p, cost); it answers StatusInvalid when ARGV[1] is not p's
-// revision, exactly as the embedded program answers an ARGV that is not
-// canonical or out of range.
-func Bind(p ratelimit.Policy) (Program, error) {
-	if p.IsZero() {
-		return Program{}, fmt.Errorf("%w: zero policy", ErrBind)
-	}
-	prog, ok := ForAlgorithm(p.Algorithm())
-	if !ok {
-		return Program{}, fmt.Errorf("%w: no decision program for %v", ErrBind, p.Algorithm())
-	}
-	src, err := bindSource(prog, Args(p, 1))
-	if err != nil {
-		return Program{}, fmt.Errorf("%w: policy %q: %w", ErrBind, p.ID(), err)
-	}
-	prog.Source, prog.SHA1, prog.ArgCount = src, sha1Hex(src), ArgCountBound
-	return prog, nil
+// Bundle is one policy's programs, rendered once by ForPolicy: a provider
+// asks for it once per policy at construction and sends nothing else for
+// the policy's single calls.
+type Bundle struct {
+	// Decide is the bound decision program; its ARGV is BoundArgs.
+	Decide Program
+	// Charge is the bound reconciliation program (the model is Charge);
+	// its ARGV is BoundArgs, the cost the units to charge.
+	Charge Program
+	// Dedup is the bound dedup decision program, set when HasDedup: the
+	// policy has a dedup window (ratelimit.Policy.DedupWindow). Its ARGV
+	// is BoundArgs followed by DedupArgs, KEYS NumKeysDedup.
+	Dedup Program
+	// HasDedup reports whether Dedup is set.
+	HasDedup bool
+	// Refund is the algorithm's generic refund program (RefundFor): its
+	// ARGV is RefundArgs. It stays generic (ADR 0035) until the refund
+	// callers send a bound ARGV.
+	Refund Program
 }
 
-// BoundArgs returns the ARGV of p's bound program (Bind) for one request
-// of the given cost: the revision and the cost, the first two of Args.
+// ForPolicy renders p's programs bound to p (Bundle): one lookup and one
+// rendering per policy. Each bound program keeps the generic program's
+// Name, Version, Algorithm and MinRedisVersion (metrics and
+// CallError.Program name it so; label cardinality does not grow with
+// policies); Source is the rendering, SHA1 its digest, ArgCount the bound
+// count. Errors wrap ErrBind, or ErrManifest when Verify fails.
+func ForPolicy(p ratelimit.Policy) (Bundle, error) {
+	if p.IsZero() {
+		return Bundle{}, fmt.Errorf("%w: zero policy", ErrBind)
+	}
+	c, err := loadCatalog()
+	if err != nil {
+		return Bundle{}, err
+	}
+	a := p.Algorithm()
+	generic, ok := c.byAlgorithm[a]
+	if !ok {
+		return Bundle{}, fmt.Errorf("%w: policy %q: no decision program for %v", ErrBind, p.ID(), a)
+	}
+	alg, ok := templateOf(generic)
+	if !ok {
+		return Bundle{}, fmt.Errorf("%w: policy %q: no template renders %s", ErrBind, p.ID(), generic.Name)
+	}
+	bind := func(prog Program, variant string) (Program, error) {
+		v, ok := variantNamed(variant)
+		if !ok {
+			return Program{}, fmt.Errorf("%w: no %s variant", ErrBind, variant)
+		}
+		f, err := luasrc.RenderBound(alg, v, bindingOf(p))
+		if err != nil {
+			return Program{}, fmt.Errorf("%w: policy %q: %w", ErrBind, p.ID(), err)
+		}
+		prog.Source, prog.SHA1 = string(f.Source), sha1Hex(string(f.Source))
+		prog.ArgCount = ArgCountBound + v.ExtraArgs
+		return prog, nil
+	}
+	var b Bundle
+	if b.Decide, err = bind(generic, "decide"); err != nil {
+		return Bundle{}, err
+	}
+	charge, ok := c.charges[a]
+	if !ok {
+		return Bundle{}, fmt.Errorf("%w: policy %q: no charge program for %v", ErrBind, p.ID(), a)
+	}
+	if b.Charge, err = bind(charge, "charge"); err != nil {
+		return Bundle{}, err
+	}
+	if p.DedupWindow() != 0 {
+		dedup, ok := c.dedups[a]
+		if !ok {
+			return Bundle{}, fmt.Errorf("%w: policy %q: no dedup program for %v", ErrBind, p.ID(), a)
+		}
+		if b.Dedup, err = bind(dedup, "dedup"); err != nil {
+			return Bundle{}, err
+		}
+		b.HasDedup = true
+	}
+	if b.Refund, ok = c.refunds[a]; !ok {
+		return Bundle{}, fmt.Errorf("%w: policy %q: no refund program for %v", ErrBind, p.ID(), a)
+	}
+	return b, nil
+}
+
+// Programs returns the bundle's programs in the order decide, charge,
+// dedup (when HasDedup), refund: every program a provider may send for the
+// policy, what `tlbctl check` loads.
+func (b Bundle) Programs() []Program {
+	out := []Program{b.Decide, b.Charge}
+	if b.HasDedup {
+		out = append(out, b.Dedup)
+	}
+	return append(out, b.Refund)
+}
+
+// Bind returns p's bound decision program, ForPolicy(p).Decide.
+func Bind(p ratelimit.Policy) (Program, error) {
+	b, err := ForPolicy(p)
+	return b.Decide, err
+}
+
+// BoundArgs returns the ARGV of p's bound decision and charge programs
+// for one request of the given cost: the revision and the cost, the first
+// two of Args.
 func BoundArgs(p ratelimit.Policy, cost int64) []any {
 	if p.IsZero() {
 		return nil
@@ -78,63 +141,34 @@ func BoundArgs(p ratelimit.Policy, cost int64) []any {
 	return []any{p.Revision(), cost}
 }
 
-// bindSource is prog's source with its argument block replaced by args
-// (Args of the policy) as constants.
-func bindSource(prog Program, args []any) (string, error) {
-	nums := make([]string, len(args))
+// bindingOf is p's generic ARGV (Args(p, 1)) as the template's data.
+func bindingOf(p ratelimit.Policy) luasrc.Binding {
+	args := Args(p, 1)
+	b := make(luasrc.Binding, len(args))
 	for i, a := range args {
-		n, ok := a.(int64)
-		if !ok || n < 0 || n > ratelimit.MaxExactInt {
-			return "", fmt.Errorf("%s: ARGV[%d] %v is not an integer in 0..%d", prog.Name, i+1, a, int64(ratelimit.MaxExactInt))
-		}
-		nums[i] = strconv.FormatInt(n, 10)
+		b[i], _ = a.(int64) // Args builds int64s only
 	}
-	src := prog.Source
-	loc := boundBlock.FindAllStringSubmatchIndex(src, -1)
-	if len(loc) != 1 {
-		return "", fmt.Errorf("%s: %d argument blocks, want 1", prog.Name, len(loc))
-	}
-	m := loc[0]
-	if n, _ := strconv.Atoi(src[m[2]:m[3]]); n != len(args) {
-		return "", fmt.Errorf("%s: checks %d ARGV, the policy gives %d", prog.Name, n, len(args))
-	}
-	names := strings.Split(src[m[4]:m[5]], ", ")
-	inline := 2 + len(names) // ARGV read on the block's line
-	if inline > len(args) {
-		return "", fmt.Errorf("%s: reads %d ARGV, the policy gives %d", prog.Name, inline, len(args))
-	}
-	var refs strings.Builder
-	for k := 5; k <= inline; k++ {
-		refs.WriteString(", ARGV[" + strconv.Itoa(k) + "]")
-	}
-	if got := src[m[6]:m[7]]; got != refs.String() {
-		return "", fmt.Errorf("%s: reads %q after ARGV[4] into %d names, want %q", prog.Name, got, len(names), refs.String())
-	}
-	var b strings.Builder
-	b.WriteString("if #KEYS ~= 1 or #ARGV ~= " + strconv.Itoa(ArgCountBound) + " then return {5, now, 0, 0, 0, 0, 0} end\n")
-	b.WriteString("-- Bound to one policy revision (ADR 0030): the parameters are constants,\n")
-	b.WriteString("-- range-checked below as ARGV are; ARGV is the revision and the cost.\n")
-	b.WriteString("local rev, cost, " + strings.Join(names, ", ") + " = " + nums[ArgRevision] + ", ARGV[2], " + strings.Join(nums[ArgMaxClockRegression:inline], ", ") + "\n")
-	b.WriteString("if ARGV[1] == '" + nums[ArgRevision] + "' and find(cost, POS) then\n  cost = cost + 0\nelse\n  rev = nil\nend\n")
-	rest := src[m[1]:]
-	// The ARGV read after the block (int(ARGV[k]), k > inline) become
-	// constants too; each must be read exactly once.
-	for k := inline + 1; k <= len(args); k++ {
-		ref := "int(ARGV[" + strconv.Itoa(k) + "])"
-		if c := strings.Count(rest, ref); c != 1 {
-			return "", fmt.Errorf("%s: reads ARGV[%d] %d times after the block, want 1", prog.Name, k, c)
-		}
-		rest = strings.Replace(rest, ref, nums[k-1], 1)
-	}
-	for _, r := range argRef.FindAllStringSubmatch(rest, -1) {
-		if r[1] != "1" && r[1] != "2" {
-			return "", fmt.Errorf("%s: reads ARGV[%s] after the block, a bound program has 2", prog.Name, r[1])
+	return b
+}
+
+// templateOf is the template algorithm whose decision program is prog: the
+// catalog and luasrc meet at the program name, never at a switch.
+func templateOf(prog Program) (luasrc.Algorithm, bool) {
+	decide, _ := variantNamed("decide")
+	for _, alg := range luasrc.Algorithms {
+		if luasrc.ProgramName(alg, decide) == prog.Name {
+			return alg, true
 		}
 	}
-	header := "#!lua\n"
-	if !strings.HasPrefix(src, header) {
-		return "", fmt.Errorf("%s: no #!lua line", prog.Name)
+	return luasrc.Algorithm{}, false
+}
+
+// variantNamed is the luasrc variant called name.
+func variantNamed(name string) (luasrc.Variant, bool) {
+	for _, v := range luasrc.Variants {
+		if v.Name == name {
+			return v, true
+		}
 	}
-	return header + "-- " + prog.Name + " bound to revision " + nums[ArgRevision] + " of one policy (ADR 0030)\n" +
-		src[len(header):m[0]] + b.String() + rest, nil
+	return luasrc.Variant{}, false
 }

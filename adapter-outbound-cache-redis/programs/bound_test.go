@@ -2,7 +2,6 @@ package programs
 
 import (
 	"strconv"
-	"strings"
 	"testing"
 	"time"
 
@@ -67,33 +66,12 @@ func TestRedisBoundProgramRefusesWhatItWasNotBoundTo(t *testing.T) {
 	}
 }
 
-// TestBindRefusesWhatItCannotBind: the zero policy, and a program source
-// without exactly one argument block of the shape Bind replaces, are
-// errors wrapping ErrBind, never a program.
+// TestBindRefusesWhatItCannotBind: the zero policy is an error wrapping
+// ErrBind, never a program; a binding that does not fit the template is
+// refused by luasrc.RenderBound (TestRenderBoundRefuses).
 func TestBindRefusesWhatItCannotBind(t *testing.T) {
 	_, err := Bind(ratelimit.Policy{})
 	require.ErrorIs(t, err, ErrBind)
-
-	p := smallPolicy(t, ratelimit.AlgorithmTokenBucket, time.Second)
-	prog := mustProgram(t, ratelimit.AlgorithmTokenBucket)
-	block := boundBlock.FindString(prog.Source)
-	require.NotEmpty(t, block)
-	for name, src := range map[string]string{
-		"no block":         strings.Replace(prog.Source, block, "", 1),
-		"two blocks":       strings.Replace(prog.Source, block, block+block, 1),
-		"another count":    strings.Replace(prog.Source, "#ARGV ~= 7", "#ARGV ~= 8", 1),
-		"no #!lua line":    strings.TrimPrefix(prog.Source, "#!lua\n"),
-		"an unread ARGV":   strings.Replace(prog.Source, block, block+"local x = int(ARGV[9])\n", 1),
-		"a raw ARGV after": strings.Replace(prog.Source, block, block+"local x = ARGV[5]\n", 1),
-		"a parameter more": strings.Replace(prog.Source, "int(ARGV[3]), ARGV[4], ARGV[5], ARGV[6], ARGV[7]", "int(ARGV[3]), ARGV[4], ARGV[5], ARGV[6], ARGV[7], ARGV[8]", 1),
-	} {
-		bad := prog
-		bad.Source = src
-		_, err := bindSource(bad, Args(p, 1))
-		require.Error(t, err, name)
-	}
-	_, err = bindSource(prog, append(Args(p, 1)[:4], int64(-1), int64(1), int64(1)))
-	require.Error(t, err, "a negative parameter")
-	_, err = bindSource(prog, append(Args(p, 1)[:4], "5", int64(1), int64(1)))
-	require.Error(t, err, "a parameter that is not an int64")
+	_, err = ForPolicy(ratelimit.Policy{})
+	require.ErrorIs(t, err, ErrBind)
 }

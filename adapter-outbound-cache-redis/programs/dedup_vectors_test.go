@@ -147,7 +147,8 @@ func TestDedupVectors(t *testing.T) {
 }
 
 // TestDedupProgramsReproduceVectors runs every dedup vector case through the
-// real Lua dedup programs on miniredis with the clock set before each step
+// real Lua dedup programs, generic and bound to the step's policy (ADR
+// 0035, on twin keys), on miniredis with the clock set before each step
 // and compares every reply field and the dedup hash's size.
 func TestDedupProgramsReproduceVectors(t *testing.T) {
 	raw, err := os.ReadFile(dedupVectorsFile)
@@ -166,19 +167,42 @@ func TestDedupProgramsReproduceVectors(t *testing.T) {
 				p := ps[step.Policy]
 				prog, ok := DedupFor(p.Algorithm())
 				require.True(t, ok)
+				bundle, err := ForPolicy(p)
+				require.NoError(t, err)
+				require.True(t, bundle.HasDedup)
 				m.srv.SetTime(time.UnixMilli(step.ServerNowMillis))
-				body := harness(false, 0, 0) + luaBody(t, prog.Source)
 				args := append(Args(p, step.Cost), DedupArgs(p, ratelimit.EvaluationID(step.ID))...)
 				args[len(args)-1] = int64(vc.MaxEntries)
-				keys := []string{fmt.Sprintf("v:%d:%s", n, step.Policy), fmt.Sprintf("v:%d:dedup", n)}
-				v, err := evalInts(t.Context(), m.c, body, keys, args...)
-				require.NoError(t, err, "step %d", i)
-				require.Equal(t, step.Reply[:], v, "step %d at %d %s cost %d %s", i, step.ServerNowMillis, step.Policy, step.Cost, step.ID)
-				n, err := m.c.HLen(t.Context(), keys[1]).Result()
+				boundArgs := append(BoundArgs(p, step.Cost), args[len(args)-ArgCountDedup:]...)
+				// The generic program on its keys, the policy's bound one
+				// (ForPolicy, ADR 0035) on twin keys: both answer the vector.
+				for _, run := range []struct {
+					prog   Program
+					suffix string
+					args   []any
+				}{{prog, "", args}, {bundle.Dedup, ":bound", boundArgs}} {
+					body := harness(false, 0, 0) + luaBody(t, run.prog.Source)
+					keys := []string{fmt.Sprintf("v:%d:%s%s", n, step.Policy, run.suffix), fmt.Sprintf("v:%d:dedup%s", n, run.suffix)}
+					v, err := evalInts(t.Context(), m.c, body, keys, run.args...)
+					require.NoError(t, err, "step %d%s", i, run.suffix)
+					require.Equal(t, step.Reply[:], v, "step %d%s at %d %s cost %d %s", i, run.suffix, step.ServerNowMillis, step.Policy, step.Cost, step.ID)
+					size, err := m.c.HLen(t.Context(), keys[1]).Result()
+					require.NoError(t, err)
+					// SetTime does not expire keys in miniredis, so the hash
+					// keeps expired records exactly as the model does.
+					require.Equal(t, int64(step.DedupLen), size, "step %d%s: dedup hash size", i, run.suffix)
+				}
+				// The twins hold the same state, record and TTLs.
+				state := fmt.Sprintf("v:%d:%s", n, step.Policy)
+				require.Equal(t, getState(t, m.c, state), getState(t, m.c, state+":bound"), "step %d: stored value", i)
+				require.Equal(t, m.srv.TTL(state), m.srv.TTL(state+":bound"), "step %d: TTL", i)
+				dedup := fmt.Sprintf("v:%d:dedup", n)
+				records, err := m.c.HGetAll(t.Context(), dedup).Result()
 				require.NoError(t, err)
-				// SetTime does not expire keys in miniredis, so the hash
-				// keeps expired records exactly as the model does.
-				require.Equal(t, int64(step.DedupLen), n, "step %d: dedup hash size", i)
+				boundRecords, err := m.c.HGetAll(t.Context(), dedup+":bound").Result()
+				require.NoError(t, err)
+				require.Equal(t, records, boundRecords, "step %d: dedup records", i)
+				require.Equal(t, m.srv.TTL(dedup), m.srv.TTL(dedup+":bound"), "step %d: dedup TTL", i)
 			}
 		})
 	}

@@ -15,8 +15,10 @@
 // Files: doc.go; programs.go (the embedded programs, the manifest,
 // Verify, All, Charges, ForAlgorithm, ChargeFor, DedupFor, RefundFor);
 // generate.go (go generate); args.go (the ARGV: Args, RefundArgs); bound.go
-// (a decision program bound to one policy's parameters: Bind, BoundArgs;
-// ADR 0030); reply.go (Reply, Status, the reply fields, Waits, Millis);
+// (a policy's programs in one lookup, ForPolicy and its Bundle: decision,
+// charge and dedup rendered from the templates with the policy's
+// parameters as constants, no rewriting of rendered text; Bind,
+// BoundArgs; ADR 0030, ADR 0035); reply.go (Reply, Status, the reply fields, Waits, Millis);
 // check.go (Reply.Check, the range, status and consistency rule, and
 // ErrMalformedReply); numbers.go (a policy's numbers as the programs
 // receive them, shared by Check and the model); decode.go (Decode,
@@ -30,12 +32,14 @@
 // 0025); set.go (the policy-set program: SetProgram, SetArgs, EvaluateSet,
 // DecodeSet; ADR 0026); rate-<algorithm>-v1.lua, rate-<algorithm>-charge-v1.lua,
 // rate-<algorithm>-refund-v1.lua, rate-<algorithm>-dedup-v2.lua,
-// rate-set-v1.lua and manifest.json (generated from luasrc); luasrc/ (the
-// templates); testdata/ (the vector files: rate-vectors-v1.json for the
+// rate-set-v1.lua and manifest.json (the generic renderings, generated
+// from luasrc: the reference the vectors run beside the bound programs, the
+// set program and the refund program the provider sends); luasrc/ (the
+// templates, also rendered at start-up for each policy by ForPolicy); testdata/ (the vector files: rate-vectors-v1.json for the
 // first three algorithms, gcra-vectors-v1.json, sliding-log-vectors-v1.json,
 // refund-vectors-v1.json, dedup-vectors-v2.json).
 //
-// It depends on the standard library and shared-contract only. It must never
+// It depends on the standard library, shared-contract and its luasrc only. It must never
 // import a Redis client, the redisrate provider, an inbound adapter or
 // app-bootstrap: it is data and arithmetic, usable by any executor.
 package programs

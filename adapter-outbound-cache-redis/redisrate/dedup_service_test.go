@@ -37,9 +37,11 @@ func TestServiceDedup(t *testing.T) {
 		pols = append(pols, q)
 	}
 	p := serviceProvider(t, srv, keys, pols, nil)
-	for _, alg := range []ratelimit.Algorithm{ratelimit.AlgorithmFixedWindow, ratelimit.AlgorithmSlidingWindowCounter, ratelimit.AlgorithmTokenBucket} {
-		prog, ok := programs.DedupFor(alg)
-		require.True(t, ok)
+	for _, pol := range pols {
+		b, err := programs.ForPolicy(pol)
+		require.NoError(t, err)
+		require.True(t, b.HasDedup)
+		prog := b.Dedup // bound to the policy (ADR 0035)
 		exists, err := admin.ScriptExists(redistest.AdminCtx(t), prog.SHA1).Result()
 		require.NoError(t, err)
 		assert.Equal(t, []bool{true}, exists, "Start loaded %s", prog.Name)

@@ -63,8 +63,9 @@ func TestDedupCallShape(t *testing.T) {
 	require.True(t, ratelimit.Admitted(out), "%v", out)
 	sent := f.commands()
 	require.Len(t, sent, 1)
-	dprog, ok := programs.DedupFor(ratelimit.AlgorithmFixedWindow)
-	require.True(t, ok)
+	bundle, err := programs.ForPolicy(pol)
+	require.NoError(t, err)
+	dprog := bundle.Dedup // bound to the policy (ADR 0035)
 	raw := raws[0]
 	assert.Equal(t, "evalsha", raw[0])
 	assert.Equal(t, dprog.SHA1, sent[0].program)
@@ -82,6 +83,7 @@ func TestDedupCallShape(t *testing.T) {
 	argv := raw[5:]
 	require.Len(t, argv, dprog.ArgCount)
 	assert.Equal(t, int64(2), argv[programs.ArgCost])
+	assert.Equal(t, programs.BoundArgs(pol, 2), argv[:programs.ArgCountBound], "the revision and the cost, then the dedup entries")
 	tail := argv[len(argv)-programs.ArgCountDedup:]
 	assert.Equal(t, []any{"evaluation-1", "dd", int64(600_000), int64(ratelimit.DefaultDedupMaxReplays), int64(programs.DedupMaxEntries)}, tail)
 

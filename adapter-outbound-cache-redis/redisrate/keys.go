@@ -47,27 +47,27 @@ func DedupKey(keys *keyspace.Builder, subject ratelimit.SubjectDigest) (string, 
 // policyState is everything per policy that does not depend on the request.
 type policyState struct {
 	policy ratelimit.Policy
-	// script is the policy's bound decision program (programs.Bind, ADR
-	// 0030), boundArgv its ARGV (programs.BoundArgs(policy, 1)).
+	// script is the policy's bound decision program (programs.ForPolicy,
+	// ADR 0030, ADR 0035), boundArgv its ARGV (programs.BoundArgs(policy, 1)).
 	script    *send.Script
 	boundArgv []any
-	argv      []any // programs.Args(policy, 1), the charge program's; the executor sends the cost at programs.ArgCost
+	argv      []any // programs.BoundArgs(policy, 1), the bound charge program's; the executor sends the cost at programs.ArgCost
 	id        string
 	revision  string
 	algorithm string
 	certainty ratelimit.Certainty
 	// dedup and dedupArgv are set for a policy with a dedup window: the
-	// rate-<algorithm>-dedup-v2 program and its ARGV (Args followed by
+	// policy's bound rate-<algorithm>-dedup-v2 program and its ARGV (BoundArgs followed by
 	// programs.DedupArgs with an empty ID, which the executor replaces).
 	// A request with an EvaluationID uses them, one without uses script.
 	dedup     *send.Script
 	dedupArgv []any
 	// dedupIDArg is the index of the evaluation ID in dedupArgv.
 	dedupIDArg int
-	// charge is the algorithm's charge program (programs.ChargeFor), for
+	// charge is the policy's bound charge program (programs.ForPolicy), for
 	// EvaluateAfterCharge.
 	charge *send.Script
-	// refund is the algorithm's refund program (programs.RefundFor, ADR
+	// refund is the algorithm's generic refund program (programs.ForPolicy, ADR
 	// 0025): a set gives back its members admitted before a denial.
 	refund *send.Script
 	// setMember is the policy's part of the set program's ARGV, prepared

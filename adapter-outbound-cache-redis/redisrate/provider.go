@@ -250,50 +250,40 @@ func newProvider(client coordinationClient, keys *keyspace.Builder, policies []r
 			}
 			return s
 		}
-		// The decision program bound to the policy (ADR 0030): its
-		// parameters are constants of its source, its ARGV revision and
-		// cost.
-		bprog, err := programs.Bind(pol)
+		// The policy's programs, rendered bound to it in one lookup (ADR
+		// 0030, ADR 0035): decision, charge and dedup take the parameters
+		// as constants of their source, their ARGV the revision and the
+		// cost (and the dedup entries); the refund program is generic.
+		bundle, err := programs.ForPolicy(pol)
 		if err != nil {
 			bad("policies[%d] %q: %v", i, pol.ID(), err)
 			continue
 		}
-		s := scriptFor(bprog)
+		s := scriptFor(bundle.Decide)
 		var dedup *send.Script
 		var dedupArgv []any
 		var dedupIDArg int
 		if pol.DedupWindow() != 0 {
-			dprog, ok := programs.DedupFor(pol.Algorithm())
-			if !ok {
+			if !bundle.HasDedup {
 				bad("policies[%d] %q: no dedup program for algorithm %v", i, pol.ID(), pol.Algorithm())
 				continue
 			}
-			dedup = scriptFor(dprog)
-			dedupArgv = append(programs.Args(pol, 1), programs.DedupArgs(pol, "")...)
-			if len(dedupArgv) != dprog.ArgCount {
-				bad("policies[%d] %q: %d dedup program arguments, want %d", i, pol.ID(), len(dedupArgv), dprog.ArgCount)
+			dedup = scriptFor(bundle.Dedup)
+			dedupArgv = append(programs.BoundArgs(pol, 1), programs.DedupArgs(pol, "")...)
+			if len(dedupArgv) != bundle.Dedup.ArgCount {
+				bad("policies[%d] %q: %d dedup program arguments, want %d", i, pol.ID(), len(dedupArgv), bundle.Dedup.ArgCount)
 				continue
 			}
-			// The dedup entries follow Args (programs.DedupArgs).
+			// The dedup entries follow BoundArgs (programs.DedupArgs).
 			dedupIDArg = len(dedupArgv) - programs.ArgCountDedup + programs.ArgDedupID
 		}
-		cprog, ok := programs.ChargeFor(pol.Algorithm())
-		if !ok {
-			bad("policies[%d] %q: no charge program for algorithm %v", i, pol.ID(), pol.Algorithm())
+		boundArgv := programs.BoundArgs(pol, 1)
+		if len(boundArgv) != bundle.Decide.ArgCount || len(boundArgv) <= programs.ArgCost {
+			bad("policies[%d] %q: %d program arguments, want %d", i, pol.ID(), len(boundArgv), bundle.Decide.ArgCount)
 			continue
 		}
-		rprog, ok := programs.RefundFor(pol.Algorithm())
-		if !ok {
-			bad("policies[%d] %q: no refund program for algorithm %v", i, pol.ID(), pol.Algorithm())
-			continue
-		}
-		argv, boundArgv := programs.Args(pol, 1), programs.BoundArgs(pol, 1)
-		if len(boundArgv) != bprog.ArgCount || len(boundArgv) <= programs.ArgCost {
-			bad("policies[%d] %q: %d program arguments, want %d", i, pol.ID(), len(boundArgv), bprog.ArgCount)
-			continue
-		}
-		if len(argv) != cprog.ArgCount {
-			bad("policies[%d] %q: %d charge program arguments, want %d", i, pol.ID(), len(argv), cprog.ArgCount)
+		if len(boundArgv) != bundle.Charge.ArgCount {
+			bad("policies[%d] %q: %d charge program arguments, want %d", i, pol.ID(), len(boundArgv), bundle.Charge.ArgCount)
 			continue
 		}
 		// A queue is never a set member (ADR 0028): no part to prepare.
@@ -302,7 +292,7 @@ func newProvider(client coordinationClient, keys *keyspace.Builder, policies []r
 			policy:     pol,
 			script:     s,
 			boundArgv:  boundArgv,
-			argv:       argv,
+			argv:       programs.BoundArgs(pol, 1),
 			id:         string(pol.ID()),
 			revision:   strconv.FormatInt(pol.Revision(), 10),
 			algorithm:  pol.Algorithm().String(),
@@ -310,8 +300,8 @@ func newProvider(client coordinationClient, keys *keyspace.Builder, policies []r
 			dedup:      dedup,
 			dedupArgv:  dedupArgv,
 			dedupIDArg: dedupIDArg,
-			charge:     send.NewScript(cprog),
-			refund:     send.NewScript(rprog),
+			charge:     send.NewScript(bundle.Charge),
+			refund:     send.NewScript(bundle.Refund),
 			setMember:  setMember,
 		}
 	}

@@ -23,5 +23,7 @@
 // one secret-file reader, which tlbctl uses too), policies.go (the policy
 // file: ParsePolicies, the set's routes and members), policyjson.go (one
 // policy's wire form and its mapping to a ratelimit.PolicySpec, per
-// algorithm), policies_keys.go (its unknown and misplaced keys).
+// algorithm), policies_keys.go (its unknown and misplaced keys),
+// generate.go (go generate: testdata/programs, the programs the service
+// sends for the example policy files, ADR 0035).
 package config

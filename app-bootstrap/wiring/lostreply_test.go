@@ -19,7 +19,6 @@ import (
 
 	"github.com/tech-log/tech-log-backend/adapter-outbound-cache-redis/programs"
 	"github.com/tech-log/tech-log-backend/adapter-outbound-cache-redis/redistest"
-	"github.com/tech-log/tech-log-backend/shared-contract/ratelimit"
 )
 
 // faultPolicies are issue 33's policies: "orders" (a token bucket of
@@ -52,7 +51,7 @@ type faultBench struct {
 	rs       *redistest.Server
 	proxy    *redistest.Proxy
 	ins      []*Server
-	dedupSHA string // the dedup program "orders" sends
+	dedupSHA string // the bound dedup program "orders" sends
 	loginSHA string // the bound decision program "login" sends
 }
 
@@ -60,9 +59,6 @@ func newFaultBench(t *testing.T, rs *redistest.Server) *faultBench {
 	t.Helper()
 	require.NoError(t, rs.Client().FlushAll(redistest.AdminCtx(t)).Err())
 	b := &faultBench{t: t, rs: rs, proxy: redistest.StartProxy(t, rs.Addr())}
-	dedup, ok := programs.DedupFor(ratelimit.AlgorithmTokenBucket)
-	require.True(t, ok)
-	b.dedupSHA = dedup.SHA1
 	file := filepath.Join(t.TempDir(), "policies.json")
 	require.NoError(t, os.WriteFile(file, []byte(faultPolicies), 0o600))
 	b.ins = make([]*Server, fallbackInstances)
@@ -75,6 +71,12 @@ func newFaultBench(t *testing.T, rs *redistest.Server) *faultBench {
 			bound, err := programs.Bind(login)
 			require.NoError(t, err)
 			b.loginSHA = bound.SHA1
+			orders, ok := cfg.RateLimit.Policies.Policy("orders")
+			require.True(t, ok)
+			bundle, err := programs.ForPolicy(orders)
+			require.NoError(t, err)
+			require.True(t, bundle.HasDedup)
+			b.dedupSHA = bundle.Dedup.SHA1 // bound to "orders" (ADR 0035)
 		}
 		app := fxtest.New(t, Options(cfg, quietLogger()), fx.Populate(&b.ins[i]))
 		app.RequireStart()

@@ -8,14 +8,20 @@
 // files byte for byte; the checked-in rate-*.lua files and manifest.json
 // beside the programs package are its output, written by
 // tools/cmd/genmanifest (go generate in the programs package) and compared
-// with it by the programs package's tests. RenderSet (set.go) renders the
+// with it by the programs package's tests. RenderBound (bound.go, ADR
+// 0035) renders the same templates bound to one policy: the template data
+// carries the policy's parameters and each algorithm's "args" block emits
+// them as constants, so the program's ARGV is the revision and the cost;
+// programs.ForPolicy calls it at start-up, and nothing rewrites its text. RenderSet (set.go) renders the
 // policy-set program rate-set-v1 (ADR 0026): each algorithm's decision
 // program (but a queue's, Algorithm.Delays) as a member function
 // (variant-member.lua.tmpl) inside one all-or-nothing frame (set.lua.tmpl),
 // so a member is decided by the very text of its decision program.
 //
 // Adding a variant: write variant-<name>.lua.tmpl (defining "program",
-// "cost-arg", "before" and "exit"; see common.lua.tmpl), define the step it
+// which starts `#!lua` then {{template "bound-line" .}}, "cost-arg",
+// "before" and "exit"; see common.lua.tmpl; read extra ARGV relative to
+// #ARGV, so the bound rendering needs no change), define the step it
 // calls in each algorithm file unless it reuses "decide" or "charge", add it
 // to Variants (its KEYS count and extra ARGV), register the new files in
 // programs.definitions (embed, name, argument count) and run go generate in
@@ -24,8 +30,9 @@
 // StructShim (structshim.go) is the pure-Lua struct library the tests and
 // tools prepend to a program on miniredis, whose Lua has none.
 //
-// It depends on the standard library only; only tests and tools import it
-// (the product embeds the rendered files, not the templates).
+// It depends on the standard library only. The programs package imports
+// it to render each policy's bound programs (the templates are embedded
+// in the product); the generic programs are embedded as rendered files.
 package luasrc
 
 import (
@@ -33,7 +40,6 @@ import (
 	"embed"
 	"fmt"
 	"strconv"
-	"text/template"
 )
 
 //go:embed *.lua.tmpl
@@ -127,6 +133,10 @@ type data struct {
 	Variant string // the variant name
 	Keys    int    // the KEYS count the program requires
 	Args    int    // the ARGV count the program requires
+	// Bound, when set, holds the policy's parameters: the "args" block
+	// emits them as constants (RenderBound); nil renders the generic
+	// program, whose ARGV carries them.
+	Bound *bound
 }
 
 // ProgramName is the program name of algorithm alg in variant v.
@@ -156,7 +166,7 @@ func Render() ([]File, error) {
 // RenderOne renders the program of algorithm alg in variant v.
 func RenderOne(alg Algorithm, v Variant) (File, error) {
 	name := ProgramName(alg, v)
-	t, err := template.New(name).Option("missingkey=error").ParseFS(templates, alg.files(v.Name)...)
+	t, err := parsed(alg, v.Name)
 	if err != nil {
 		return File{}, fmt.Errorf("parse templates of %s: %w", name, err)
 	}

@@ -138,7 +138,7 @@ func nodeRows(ctx context.Context, cfg config.Config, c *redis.Client, addr stri
 		roleRow(ctx, c),
 		evictionRow(ctx, c),
 		persistenceRow(ctx, c),
-		scriptsRow(ctx, c),
+		scriptsRow(ctx, cfg, c),
 		aclRow(ctx, cfg, c),
 		denialRow(ctx, cfg, c),
 	}
@@ -251,21 +251,6 @@ func persistenceRow(ctx context.Context, c *redis.Client) row {
 	return row{"persistence", statusInfo, fmt.Sprintf("aof_enabled=%s rdb_last_save_time=%s rdb_changes_since_last_save=%s", aof, lastSave, changes)}
 }
 
-func scriptsRow(ctx context.Context, c *redis.Client) row {
-	var loaded []string
-	for _, p := range programs.All() {
-		sha, err := c.ScriptLoad(ctx, p.Source).Result()
-		if err != nil {
-			return row{"scripts", statusProblem, fmt.Sprintf("SCRIPT LOAD %s: %v", p.Name, err)}
-		}
-		if sha != p.SHA1 {
-			return row{"scripts", statusProblem, fmt.Sprintf("%s loaded as %s, manifest has %s", p.Name, bounded(sha), p.SHA1)}
-		}
-		loaded = append(loaded, p.Name)
-	}
-	return row{"scripts", statusOK, "loaded " + strings.Join(loaded, ", ")}
-}
-
 // aclRow asks the server (ACL DRYRUN) whether the provider's user may run
 // every command the provider sends, on a key of its own prefix.
 func aclRow(ctx context.Context, cfg config.Config, c *redis.Client) row {
@@ -278,7 +263,7 @@ func aclRow(ctx context.Context, cfg config.Config, c *redis.Client) row {
 	if err != nil {
 		return row{"provider acl", statusProblem, err.Error()}
 	}
-	cmds := providerCommands(key)
+	cmds := providerCommands(cfg, key)
 	if rl.Topology.Mode == config.ModeCluster {
 		// The provider reads the slot map itself (internal/send).
 		cmds = append(cmds, []any{"CLUSTER", "SLOTS"})
@@ -312,8 +297,11 @@ func commandName(cmd []any) string {
 
 // providerCommands are the commands the provider sends (and those its
 // programs run inside), as ACL DRYRUN arguments on key.
-func providerCommands(key string) [][]any {
-	sha := programs.All()[0].SHA1
+func providerCommands(cfg config.Config, key string) [][]any {
+	sha := ""
+	if b, err := programs.ForPolicy(cfg.RateLimit.Policies.Policies[0]); err == nil {
+		sha = b.Decide.SHA1 // the first policy's bound decision program (ADR 0035)
+	}
 	return [][]any{
 		{"PING"},
 		{"INFO", "server"},

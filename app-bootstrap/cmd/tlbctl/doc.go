@@ -14,7 +14,9 @@
 //	tlbctl reset   --policy ID (--api-key-file FILE|- | --principal NAME | --ip A) [--yes] [--audit-log FILE]
 //
 // check verifies connectivity, TLS, the server version, that the programs
-// load, the eviction policy, the role and every ACL permission the
+// the service sends for the configured policy file load under the SHA1s
+// it sends (each policy's programs rendered with its parameters, ADR
+// 0035), the eviction policy, the role and every ACL permission the
 // provider's user needs (on every primary in cluster mode), prints a table
 // and exits 1 on any problem. inspect derives the subject's state key with
 // the service's own derivation (subject.APIKeys, subject.TrustedHeader,
@@ -30,7 +32,8 @@
 // resolve.go (the subject derivation: identity, digest and key exactly as
 // the service derives them), state.go (the stored state: read, print,
 // reset on the key's node), audit.go (the
-// audit line and file), check.go (check).
+// audit line and file), check.go (check), scripts.go (check's scripts
+// row: the programs the service sends for the configured policies).
 //
 // It is a main package of app-bootstrap and may import everything the
 // service does; nothing imports it.

@@ -1,0 +1,157 @@
+#!lua
+-- rate-token-bucket-charge-v1 bound to revision 1 of one policy (ADR 0030)
+--[[ rate-token-bucket-charge-v1: charge units without denying (reconciliation of
+local emergency admits, docs/degraded-mode.md); otherwise as one token-bucket
+admission decision.
+Spec: docs/programs.md and docs/contract.md. Bounds cite ratelimit/policy.go.
+M = 2^53-1 (MaxExactInt), S = 2^45 (MaxServerMillis), H = MaxHorizonMillis.
+The level is kept exactly, scaled by the period P: level = t + m/P, and the
+scaled level s = t*P + m never exceeds the full level C*P <= M (T1).
+KEYS[1]  the state value, a string (one key, nothing else is touched)
+ARGV[1]  policy revision             1..M                       (A2)
+ARGV[2]  units to charge             1..capacity                (A4)
+ARGV[3]  maxClockRegressionMillis    0..H                       (A3)
+ARGV[4]  cleanupGraceMillis          1..H
+ARGV[5]  capacity C                  1..floor(M/P)              (T1)
+ARGV[6]  refillTokens R              1..M, ceil(C*P/R) <= H-grace (T2)
+ARGV[7]  refillPeriodMillis P        1..H
+Every ARGV is a canonical decimal integer (no sign, no leading zero).
+Stored value (ADR 0010): one string, '>BI6I7I6' then the revision:
+  v  schema version, 2 (high 4 bits of the first byte)
+  a  algorithm, 3 (low 4 bits of the first byte; token_bucket)
+  r  policy revision, = ARGV[1] (the bytes after the packed fields)
+  l  lastObservedMillis, 0..S; also the last refill instant (every write
+     refills up to the instant it is made at)
+  t  whole tokens after the last admission, 0..C-1
+  m  sub-token remainder in 1/P tokens, 0..P-1
+A missing key is a full bucket.
+Reply, 7 integers: status, serverNowMillis, effectiveNowMillis, limit (= C),
+  remaining, retryAfterMillis, resetAtMillis
+  1 ALLOWED / 2 DENIED: every field set; a denial writes nothing.
+  3 CLOCK_UNSAFE: server time beyond S: all fields 0 but the status; clock
+    behind l by more than the tolerated regression: serverNow, effectiveNow = l,
+    retryAfter = l - serverNow - regression, the rest 0. Nothing written.
+  4 STATE_INCOMPATIBLE: serverNow (0 beyond S), the rest 0. Nothing written.
+  5 INVALID (KEYS/ARGV count, syntax or range): as 4. Nothing written.
+Write (ALLOWED only): SET the value with PX (resetAt - serverNow) + grace.
+Charge: exactly the state checks, clock and refill of rate-token-bucket-v1,
+  then the level becomes max(0, level - units); always status 1 (charged),
+  retryAfter 0, remaining floor(level), reset eff + ceil((C*P - level)/R);
+  never DENIED.
+]]
+local M = 9007199254740991
+local S = 35184372088832
+local H = 9223372036854    -- floor((2^63-1) / 1e6): the longest time.Duration in ms
+local SECMAX = 35184372088 -- floor(S / 1000)
+
+local find = string.find
+-- POS is int()'s pattern without its "0": a canonical integer >= 1.
+local POS = '^[1-9][0-9]*$'
+local sub, spack, sunpack = string.sub, struct.pack, struct.unpack
+
+-- int parses a canonical non-negative decimal integer <= M (digits only, no
+-- sign, no leading zero, at most 16 characters); nil otherwise, and for nil
+-- (a missing field). Every caller passes a string (an ARGV, TIME or
+-- dedup record element) or nil. Once the pattern has matched, s + 0 converts it exactly as
+-- tonumber(s) would, with one strtod instead of two.
+local function int(s)
+  if s == '0' then return 0 end
+  if s and #s <= 16 and find(s, '^[1-9][0-9]*$') then
+    local n = s + 0
+    if n <= M then return n end
+  end
+  return nil
+end
+
+-- ceil is integer ceiling division of 0 <= a <= M by b >= 1, from the quotient
+-- and remainder (floor(a / b) of doubles is exact for a <= M).
+local function ceil(a, b)
+  local q = math.floor(a / b)
+  if a - q * b > 0 then q = q + 1 end
+  return q
+end
+
+local t = redis.call('TIME')
+local now, future = 0, true
+do
+  -- int() inline, one function call less per field.
+  local sec, usec = t[1], t[2]
+  if (sec == '0' or find(sec, POS)) and (usec == '0' or find(usec, POS)) then
+    sec, usec = sec + 0, usec + 0
+  else
+    sec = nil
+  end
+  if sec ~= nil and sec <= SECMAX and usec < 1000000 then
+    now = sec * 1000 + math.floor(usec / 1000)
+    future = now > S
+  end
+  if future then now = 0 end
+end
+
+if #KEYS ~= 1 or #ARGV ~= 2 then return {5, now, 0, 0, 0, 0, 0} end
+-- Bound to one policy revision (ADR 0030): the parameters are constants,
+-- range-checked below as ARGV are; ARGV is the revision and the cost.
+local rev, cost, reg, grace, cap, rate, per = 1, ARGV[2], 2000, 60000, 100, 10, 1000
+if ARGV[1] == '1' and find(cost, POS) then
+  cost = cost + 0
+else
+  rev = nil
+end
+if not (rev and rev <= M and reg and reg <= H and grace <= H
+    and per <= H and rate <= M
+    and cap <= math.floor(M / per)
+    and ceil(cap * per, rate) <= H - grace
+    and cost <= cap) then
+  return {5, now, 0, 0, 0, 0, 0}
+end
+if future then return {3, 0, 0, 0, 0, 0, 0} end
+
+-- One GET is the type check (WRONGTYPE: not a string) and the read. The
+-- value is 20 bytes packed as '>BI6I7I6' (header 16*schema+algorithm,
+-- l, t, m), then the policy revision exactly as ARGV[1]; the length check
+-- comes first, so unpack never reads past the end. The fields are unsigned,
+-- so only their ranges are checked; a field above 2^53 unpacks to an inexact
+-- double that is still above every bound it is compared with.
+local g = redis.pcall('GET', KEYS[1])
+local fl, ft, fm -- fl is nil when there is no state
+if g then
+  if type(g) == 'table' then -- an error reply
+    if g.err and find(g.err, '^WRONGTYPE') then return {4, now, 0, 0, 0, 0, 0} end
+    return g
+  end
+  if #g ~= 20 + #ARGV[1] then return {4, now, 0, 0, 0, 0, 0} end
+  local fh, n
+  fh, fl, ft, fm, n = sunpack('>BI6I7I6', g)
+  if not (fh == 35 and sub(g, n) == ARGV[1] and fl <= S
+      and ft < cap and fm < per) then
+    return {4, now, 0, 0, 0, 0, 0}
+  end
+end
+
+local eff = now
+if fl and now < fl then
+  if fl - now > reg then return {3, now, fl, 0, 0, fl - now - reg, 0} end
+  eff = fl
+end
+
+-- T1: every scaled quantity below is at most full = C*P <= M.
+local full = cap * per
+local s = full
+if fl then
+  s = ft * per + fm
+  -- Compare the elapsed time with the time to fill before multiplying: when
+  -- it is shorter, elapsed * R < full - s, so the sum stays below full.
+  if eff - fl >= ceil(full - s, rate) then
+    s = full
+  else
+    s = s + (eff - fl) * rate
+  end
+end
+-- The charge consumes without denying and saturates at an empty bucket.
+local after = s - cost * per
+if after < 0 then after = 0 end
+local tokens = math.floor(after / per)
+local reset = eff + ceil(full - after, rate) -- T2
+redis.call('SET', KEYS[1], spack('>BI6I7I6', 35, eff, tokens, after - tokens * per) .. ARGV[1],
+  'PX', reset - now + grace)
+return {1, now, eff, cap, tokens, 0, reset}
