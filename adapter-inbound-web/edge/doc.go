@@ -7,7 +7,7 @@
 // into a response (serve.go: Wrap, one request, its fields and the
 // Observation; Config and New are edge.go's). A pattern mapped to several
 // policies is a policy set (ADR 0027), evaluated all or nothing through
-// ratelimit.SetPort: RateLimit names the member that speaks for the set
+// ratelimit.EdgePort.EvaluateSet: RateLimit names the member that speaks for the set
 // (ratelimit.Deciding), RateLimit-Policy lists every member and Retry-After
 // is the largest member's:
 //

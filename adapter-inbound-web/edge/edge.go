@@ -35,12 +35,9 @@ type CostFunc func(r *http.Request, policy ratelimit.PolicyID) int64
 
 // Config configures the middleware.
 type Config struct {
-	// Port evaluates requests; required.
+	// Port evaluates requests, the policy sets of routes mapped to several
+	// policies and the refund of a held request that left; required.
 	Port ratelimit.EdgePort
-	// SetPort evaluates the routes that map to a policy set; nil means
-	// Port, which must then implement ratelimit.SetPort when any route
-	// does.
-	SetPort ratelimit.SetPort
 	// Subjects reads client identities; required. A *subject.Resolver
 	// identifies clients by IP (the safe default); see subject.Identifier
 	// for verified API keys, a trusted proxy's principal or your own
@@ -55,7 +52,7 @@ type Config struct {
 	// the most specific pattern wins. Conflicting patterns are an error.
 	// A pattern given for several policies makes them a policy set (ADR
 	// 0027): the request is evaluated against all of them, all or nothing,
-	// through SetPort, members in the order given (at most
+	// through Port.EvaluateSet, members in the order given (at most
 	// ratelimit.MaxSetMembers, none with a dedup window, all among
 	// Policies); the same pattern twice for one policy is an error.
 	Routes []Route
@@ -145,8 +142,6 @@ func (c Config) Validate() error {
 // and safe for concurrent use; build it with New.
 type Middleware struct {
 	port     ratelimit.EdgePort
-	sets     ratelimit.SetPort
-	refunder ratelimit.Refunder // nil: a held request that leaves keeps its charge
 	legacy   bool
 	subjects subject.Identifier
 	pseudo   *subject.Pseudonymizer
@@ -185,11 +180,6 @@ func New(cfg Config) (*Middleware, error) {
 	}
 	if m.now == nil {
 		m.now = time.Now
-	}
-	m.refunder, _ = cfg.Port.(ratelimit.Refunder)
-	m.sets = cfg.SetPort
-	if m.sets == nil {
-		m.sets, _ = cfg.Port.(ratelimit.SetPort)
 	}
 	var errs []error
 	byPattern := map[string]*target{}

@@ -1,7 +1,6 @@
 package edge
 
 import (
-	"errors"
 	"fmt"
 	"net/http"
 
@@ -31,7 +30,7 @@ type target struct {
 // with id as its next member (Config.Routes: the same pattern for several
 // policies). Every member must be among the configured policies, have no
 // dedup window (an Idempotency-Key names one evaluation of one policy) and
-// appear once; a set needs a SetPort. The error's field is Pattern or
+// appear once. The error's field is Pattern or
 // Policy.
 func (m *Middleware) addMember(t *target, id ratelimit.PolicyID, policies map[ratelimit.PolicyID]ratelimit.Policy) (field string, err error) {
 	if len(t.members) == 0 {
@@ -42,10 +41,7 @@ func (m *Middleware) addMember(t *target, id ratelimit.PolicyID, policies map[ra
 			return "Pattern", fmt.Errorf("policy %q is already mapped to this pattern", id)
 		}
 	}
-	switch {
-	case m.sets == nil:
-		return "Policy", errors.New("a pattern mapped to several policies is a policy set, and Port does not implement ratelimit.SetPort (set Config.SetPort)")
-	case len(t.members) == ratelimit.MaxSetMembers:
+	if len(t.members) == ratelimit.MaxSetMembers {
 		return "Policy", fmt.Errorf("a policy set has at most %d members", ratelimit.MaxSetMembers)
 	}
 	t.members = append(t.members, id)

@@ -70,7 +70,7 @@ func (m *Middleware) serve(w http.ResponseWriter, r *http.Request, next http.Han
 	if t.members == nil {
 		out = m.port.Evaluate(r.Context(), req)
 	} else {
-		out = m.sets.EvaluateSet(r.Context(), ratelimit.SetRequest{Members: t.members, SubjectDigest: digest, Cost: cost, Deadline: deadline})
+		out = m.port.EvaluateSet(r.Context(), ratelimit.SetRequest{Members: t.members, SubjectDigest: digest, Cost: cost, Deadline: deadline})
 	}
 	latency := time.Since(start)
 
