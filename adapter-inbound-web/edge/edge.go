@@ -8,12 +8,14 @@ import (
 
 	"github.com/tech-log/tech-log-backend/adapter-inbound-web/subject"
 	"github.com/tech-log/tech-log-backend/shared-contract/ratelimit"
+	"github.com/tech-log/tech-log-backend/shared-contract/route"
 )
 
 // Bounds on Config.
 const (
-	// MaxTimeout is the largest accepted Config.Timeout.
-	MaxTimeout = time.Minute
+	// MaxTimeout is the largest accepted Config.Timeout: the contract's
+	// ratelimit.MaxEvaluationTimeout, which the configuration checks.
+	MaxTimeout = ratelimit.MaxEvaluationTimeout
 	// MaxRoutes bounds Config.Routes plus Config.Exempt.
 	MaxRoutes = 1024
 )
@@ -145,7 +147,7 @@ type Middleware struct {
 	legacy   bool
 	subjects subject.Identifier
 	pseudo   *subject.Pseudonymizer
-	routes   *Patterns // pattern -> *target; never serves
+	routes   *route.Table // pattern -> *target; never serves
 	deflt    *target
 	timeout  time.Duration
 	cost     CostFunc
@@ -170,7 +172,7 @@ func New(cfg Config) (*Middleware, error) {
 		port:     cfg.Port,
 		subjects: cfg.Subjects,
 		pseudo:   cfg.Pseudonymizer,
-		routes:   NewPatterns(),
+		routes:   route.NewTable(),
 		deflt:    &target{policy: cfg.DefaultPolicy, window: windows[cfg.DefaultPolicy], dedup: dedup[cfg.DefaultPolicy]},
 		timeout:  cfg.Timeout,
 		cost:     cfg.Cost,
@@ -191,14 +193,14 @@ func New(cfg Config) (*Middleware, error) {
 			continue
 		}
 		t := &target{policy: r.Policy, window: windows[r.Policy], dedup: dedup[r.Policy]}
-		if err := m.routes.add(r.Pattern, t); err != nil {
+		if err := m.routes.Handle(r.Pattern, t); err != nil {
 			errs = append(errs, fmt.Errorf("%w: Routes[%d].Pattern: %w", ErrInvalidConfig, i, err))
 			continue
 		}
 		byPattern[r.Pattern] = t
 	}
 	for i, p := range cfg.Exempt {
-		if err := m.routes.add(p, &target{exempt: true}); err != nil {
+		if err := m.routes.Handle(p, &target{exempt: true}); err != nil {
 			errs = append(errs, fmt.Errorf("%w: Exempt[%d]: %w", ErrInvalidConfig, i, err))
 		}
 	}

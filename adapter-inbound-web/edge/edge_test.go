@@ -644,15 +644,3 @@ func TestFieldsFollowTheDecision(t *testing.T) {
 		}
 	}
 }
-
-// TestPatterns: the pattern check the policy parser shares with the route
-// table.
-func TestPatterns(t *testing.T) {
-	p := NewPatterns()
-	require.NoError(t, p.Add("GET /api/"))
-	require.NoError(t, p.Add("POST /api/v1/login"))
-	assert.Error(t, p.Add("GET api"), "malformed")
-	assert.Error(t, p.Add("GET /api/"), "duplicate")
-	assert.Error(t, p.Add("/api/v1/x"), "conflicts with GET /api/ (neither is more specific)")
-	require.NoError(t, p.Add("GET /api/v1/files/{id}"), "a failed Add leaves the set usable")
-}

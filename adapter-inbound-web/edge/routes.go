@@ -66,34 +66,6 @@ func (m *Middleware) addMember(t *target, id ratelimit.PolicyID, policies map[ra
 
 func (*target) ServeHTTP(http.ResponseWriter, *http.Request) {}
 
-// Patterns checks net/http ServeMux patterns the way the edge's route table
-// does: each must be valid and must not conflict with a pattern added
-// before. The policy parser uses it, so that a policy file whose routes the
-// edge would refuse is refused when the file is read, by the same rule.
-// Build it with NewPatterns; it is not safe for concurrent Add.
-type Patterns struct {
-	mux *http.ServeMux
-}
-
-// NewPatterns returns an empty pattern set.
-func NewPatterns() *Patterns { return &Patterns{mux: http.NewServeMux()} }
-
-// Add adds pattern; the error says why ServeMux refuses it (malformed, or
-// conflicting with an earlier pattern) and leaves the set unchanged.
-func (p *Patterns) Add(pattern string) error { return p.add(pattern, http.NotFoundHandler()) }
-
-// add registers pattern with h, turning ServeMux's panic on an invalid or
-// conflicting pattern into an error.
-func (p *Patterns) add(pattern string, h http.Handler) (err error) {
-	defer func() {
-		if r := recover(); r != nil {
-			err = fmt.Errorf("%v", r)
-		}
-	}()
-	p.mux.Handle(pattern, h)
-	return nil
-}
-
 // windowSeconds is the policy window in whole seconds (ceiling, at least 1;
 // 0 for the zero Policy): the window of fixed and sliding windows, the time
 // a token bucket takes to refill from empty to full (Policy.WindowMillis),
@@ -115,7 +87,7 @@ func (m *Middleware) policyFor(r *http.Request) (ratelimit.PolicyID, bool) {
 }
 
 func (m *Middleware) targetFor(r *http.Request) *target {
-	if h, _ := m.routes.mux.Handler(r); h != nil {
+	if h := m.routes.Handler(r); h != nil {
 		if t, ok := h.(*target); ok {
 			return t
 		}

@@ -9,8 +9,6 @@ import (
 	"github.com/tech-log/tech-log-backend/shared-contract/ratelimit"
 )
 
-var _ ratelimit.EdgePort = (*Fallback)(nil)
-
 // Refund implements ratelimit.EdgePort (ADR 0025). A receipt of a local
 // decision (Source LocalEmergency) is given back on this instance's table,
 // exactly and saturating as the refund programs do (programs.RefundMicros

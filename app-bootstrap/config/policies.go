@@ -11,9 +11,8 @@ import (
 	"sort"
 	"strings"
 
-	"github.com/tech-log/tech-log-backend/adapter-inbound-web/edge"
-	"github.com/tech-log/tech-log-backend/adapter-outbound-cache-redis/ratedenial"
 	"github.com/tech-log/tech-log-backend/shared-contract/ratelimit"
+	"github.com/tech-log/tech-log-backend/shared-contract/route"
 )
 
 // maxPolicyFileLen bounds the policy file.
@@ -190,7 +189,7 @@ type setBuilder struct {
 	ids      map[ratelimit.PolicyID]string
 	routes   map[string][]ratelimit.PolicyID
 	byID     map[ratelimit.PolicyID]ratelimit.Policy
-	patterns *edge.Patterns
+	patterns *route.Table
 }
 
 func newSetBuilder(problems *[]error) *setBuilder {
@@ -199,7 +198,7 @@ func newSetBuilder(problems *[]error) *setBuilder {
 		ids:      map[ratelimit.PolicyID]string{},
 		routes:   map[string][]ratelimit.PolicyID{},
 		byID:     map[ratelimit.PolicyID]ratelimit.Policy{},
-		patterns: edge.NewPatterns(),
+		patterns: route.NewTable(),
 	}
 }
 
@@ -237,7 +236,7 @@ func (b *setBuilder) add(where string, d PolicyDef) {
 		switch {
 		case !*d.DenialCache:
 			b.set.NoDenialCache = append(b.set.NoDenialCache, spec.ID)
-		case !ratedenial.Exact(policy.Algorithm()):
+		case !ratelimit.DenialCacheExact(policy.Algorithm()):
 			b.fail(where, "denialCache: true, but the denial cache is not exact for %s (docs/programs.md, \"Denial cache\"): remove the field", policy.Algorithm())
 		}
 	}
@@ -306,10 +305,10 @@ func setMemberProblem(members []ratelimit.PolicyID, p ratelimit.Policy, byID map
 	return ""
 }
 
-// checkPattern adds pattern to patterns, the edge's own ServeMux pattern
-// check: malformed patterns and ones that conflict with an earlier route are
-// errors.
-func checkPattern(patterns *edge.Patterns, pattern string) error {
+// checkPattern adds pattern to patterns, the contract's route grammar the
+// edge's route table follows too: malformed patterns and ones that
+// conflict with an earlier route are errors.
+func checkPattern(patterns *route.Table, pattern string) error {
 	if strings.TrimSpace(pattern) == "" {
 		return errors.New("empty pattern")
 	}

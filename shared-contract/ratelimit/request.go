@@ -56,6 +56,11 @@ func (r Request) EffectiveDeadline(ctx context.Context) time.Time {
 	return r.Deadline
 }
 
+// MaxEvaluationTimeout is the longest evaluation timeout an inbound adapter
+// may give a request (the edge's Config.Timeout, the configuration's
+// APP_WEB_EVALUATION_TIMEOUT): its Deadline is at most that far from now.
+const MaxEvaluationTimeout = time.Minute
+
 // Request validation errors, wrapped by the error Validate returns.
 var (
 	ErrInvalidRequest    = errors.New("invalid rate-limit request")
