@@ -1,6 +1,7 @@
 package edge
 
 import (
+	"errors"
 	"fmt"
 	"net/http"
 
@@ -51,11 +52,12 @@ func (m *Middleware) addMember(t *target, id ratelimit.PolicyID, policies map[ra
 		if !ok {
 			return "Policy", fmt.Errorf("set member %q must be among Policies (its quota and window go into RateLimit-Policy)", member)
 		}
-		if p.DedupWindow() > 0 {
-			return "Policy", fmt.Errorf("set member %q has a dedup window; a policy set cannot replay one evaluation", member)
-		}
-		if p.Algorithm() == ratelimit.AlgorithmLeakyBucket {
-			return "Policy", fmt.Errorf("set member %q is a leaky bucket; a queue cannot be a policy-set member (ADR 0028)", member)
+		// The contract's rule (ratelimit.CanJoinSet); the edge's words.
+		switch err := ratelimit.CanJoinSet(p); {
+		case errors.Is(err, ratelimit.ErrSetMemberDedup):
+			return "Policy", fmt.Errorf("set member %q has a dedup window; a policy set cannot replay one evaluation: %w", member, err)
+		case errors.Is(err, ratelimit.ErrSetMemberQueue):
+			return "Policy", fmt.Errorf("set member %q is a leaky bucket; a queue cannot be a policy-set member (ADR 0028): %w", member, err)
 		}
 		list[i] = fields.Bucket{Policy: string(member), Quota: p.Limit(), Window: windowSeconds(p)}
 	}

@@ -48,8 +48,10 @@ func (p *Provider) EvaluateSet(ctx context.Context, req ratelimit.SetRequest) (o
 		if refused != nil {
 			return refused
 		}
-		if c.policy.policy.Algorithm() == ratelimit.AlgorithmLeakyBucket {
-			return p.unavailable(req.Members[i], ratelimit.CategoryInvalidRequest, errQueueInSet)
+		// The contract's set-member rule; a dedup window only goes unused
+		// here (a set carries no evaluation ID).
+		if err := ratelimit.CanJoinSet(c.policy.policy); errors.Is(err, ratelimit.ErrSetMemberQueue) {
+			return p.unavailable(req.Members[i], ratelimit.CategoryInvalidRequest, fmt.Errorf("redisrate: %w", err))
 		}
 		members[i] = c
 	}

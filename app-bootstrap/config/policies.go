@@ -283,9 +283,8 @@ func (b *setBuilder) finish() (PolicySet, error) {
 
 // setMemberProblem says why policy p cannot join the policy set members
 // (the policies already naming one route), or "" when it can: a set has at
-// most ratelimit.MaxSetMembers members, none of them with a dedup window
-// (an Idempotency-Key names one evaluation of one policy) and none a leaky
-// bucket (a held request would hold every member's admission).
+// most ratelimit.MaxSetMembers members, each of which may join a set
+// (ratelimit.CanJoinSet: no dedup window, no queue).
 func setMemberProblem(members []ratelimit.PolicyID, p ratelimit.Policy, byID map[ratelimit.PolicyID]ratelimit.Policy) string {
 	if len(members) == ratelimit.MaxSetMembers {
 		return fmt.Sprintf("is already named by %d policies, at most %d in one policy set", len(members), ratelimit.MaxSetMembers)
@@ -295,10 +294,14 @@ func setMemberProblem(members []ratelimit.PolicyID, p ratelimit.Policy, byID map
 		if id == p.ID() {
 			pol, ok = p, true
 		}
-		if ok && pol.DedupWindow() > 0 {
-			return fmt.Sprintf("is named by several policies (a policy set) and policy %q has a dedupWindow; a set member cannot have one", id)
+		if !ok {
+			continue
 		}
-		if ok && pol.Algorithm() == ratelimit.AlgorithmLeakyBucket {
+		// The contract's rule; the policy file's spelling of its reasons.
+		switch err := ratelimit.CanJoinSet(pol); {
+		case errors.Is(err, ratelimit.ErrSetMemberDedup):
+			return fmt.Sprintf("is named by several policies (a policy set) and policy %q has a dedupWindow; a set member cannot have one", id)
+		case errors.Is(err, ratelimit.ErrSetMemberQueue):
 			return fmt.Sprintf("is named by several policies (a policy set) and policy %q is a leaky_bucket; a queue cannot be a set member (ADR 0028)", id)
 		}
 	}

@@ -81,6 +81,32 @@ type SetRequest struct {
 	Deadline time.Time
 }
 
+// Why a policy cannot be a policy-set member, wrapped by CanJoinSet's error.
+var (
+	// ErrSetMemberDedup: a member cannot have a dedup window (an evaluation
+	// ID names one evaluation of one policy; a set has none).
+	ErrSetMemberDedup = errors.New("a policy-set member cannot have a dedup window")
+	// ErrSetMemberQueue: a member cannot be a queue (a leaky bucket): a held
+	// request would hold every member's admission (ADR 0028).
+	ErrSetMemberQueue = errors.New("a queue (leaky bucket) cannot be a policy-set member")
+)
+
+// CanJoinSet is the one rule of which policy may be a policy-set member
+// (ADR 0027, ADR 0028): nil when p may, otherwise an error naming p and
+// wrapping ErrSetMemberDedup or ErrSetMemberQueue. The policy file, the
+// edge's route table and the provider all ask it; how many members a set
+// has and that none repeats is SetRequest.Validate's (MaxSetMembers).
+func CanJoinSet(p Policy) error {
+	var errs []error
+	if p.DedupWindow() > 0 {
+		errs = append(errs, fmt.Errorf("policy %q: %w", p.ID(), ErrSetMemberDedup))
+	}
+	if _, _, queue := p.Queue(); queue {
+		errs = append(errs, fmt.Errorf("policy %q: %w", p.ID(), ErrSetMemberQueue))
+	}
+	return errors.Join(errs...)
+}
+
 // ErrSetMembers is wrapped by SetRequest.Validate's error about Members.
 var ErrSetMembers = errors.New("invalid set members")
 
