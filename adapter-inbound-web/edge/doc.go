@@ -27,7 +27,9 @@
 //     cause's text (problem.go; the writer is internal/problem, shared with
 //     the local limiter and the identity gate).
 //
-// Metrics are left to the caller through the Observer hook. See
+// HTTP metrics (responses, queue delays) are left to the caller through
+// the Observer hook; the port's outcomes are counted on the port, by a
+// decorator, once (ADR 0033). See
 // docs/http.md for the exact formats.
 //
 // It imports only the standard library, shared-contract and this module's

@@ -161,10 +161,6 @@ func TestOutcomeResponses(t *testing.T) {
 			} else {
 				assert.Equal(t, w.status, o.Status)
 			}
-			if w.body != nil && w.status == 503 {
-				assert.Equal(t, w.body["outcome"], string(o.Kind))
-			}
-			assert.GreaterOrEqual(t, o.Latency, time.Duration(0))
 		})
 	}
 }
@@ -314,7 +310,6 @@ func TestIdentityErrors(t *testing.T) {
 	assert.Empty(t, port.requests(), "the port is not asked without an identity")
 	assert.Zero(t, calls.Load())
 	require.Len(t, observed, 3)
-	assert.Equal(t, ratelimit.OutcomeKind(""), observed[0].Kind)
 	assert.Equal(t, 401, observed[0].Status)
 	assert.Equal(t, 400, observed[1].Status)
 	assert.Equal(t, 500, observed[2].Status)
