@@ -14,7 +14,7 @@
 //   - allowed with a delay (a leaky-bucket queue's slot, ADR 0028): the
 //     request is held until its slot, then passed on with the delay in
 //     DelayHeader and DelayFrom; a request whose context ends first is not
-//     passed on and its slot is refunded through ratelimit.Refunder
+//     passed on and its slot is refunded through ratelimit.EdgePort.Refund
 //     (queue.go);
 //   - allowed: the next handler runs, with the RateLimit and RateLimit-Policy
 //     fields of the current draft and, unless switched off, the older

@@ -198,7 +198,7 @@ func NewPolicy(spec PolicySpec) (Policy, error) {
 		}
 		if spec.Algorithm == AlgorithmLeakyBucket {
 			// A replay would answer an admission whose slot the caller
-			// may have given back (Refunder): a free pass (ADR 0028).
+			// may have given back (EdgePort.Refund): a free pass (ADR 0028).
 			v.fail("DedupWindow", ErrUnsupported, "a leaky_bucket policy cannot have a dedup window (a replayed admission would skip the queue)")
 		}
 	}
