@@ -22,6 +22,7 @@ import (
 	"github.com/tech-log/tech-log-backend/adapter-inbound-grpc/rls"
 	"github.com/tech-log/tech-log-backend/adapter-inbound-grpc/rlsconfig"
 	"github.com/tech-log/tech-log-backend/shared-contract/ratelimit"
+	"github.com/tech-log/tech-log-backend/shared-contract/ratelimit/ratelimittest"
 )
 
 // store is the fake coordination state: units used per policy and
@@ -40,9 +41,10 @@ func (s *store) get(id ratelimit.PolicyID, d ratelimit.SubjectDigest) int64 {
 // fakeDecider is a conformant in-memory Decider over its policies, with an
 // optional scripted failure per policy.
 type fakeDecider struct {
-	st       *store
-	policies map[ratelimit.PolicyID]ratelimit.Policy
-	fail     func(req ratelimit.Request) ratelimit.Outcome // nil: decide
+	ratelimittest.Fake // sets: the zero Fake's refusal (RLS decides single requests)
+	st                 *store
+	policies           map[ratelimit.PolicyID]ratelimit.Policy
+	fail               func(req ratelimit.Request) ratelimit.Outcome // nil: decide
 
 	mu      sync.Mutex
 	evals   int

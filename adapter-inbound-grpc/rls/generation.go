@@ -101,7 +101,13 @@ func (g *generation) retire() error {
 // nothing (fail closed).
 type noDecider struct{}
 
+var _ Decider = noDecider{}
+
 func (noDecider) Evaluate(context.Context, ratelimit.Request) ratelimit.Outcome {
+	return ratelimit.Unavailable{Category: ratelimit.CategoryUnknownPolicy}
+}
+
+func (noDecider) EvaluateSet(context.Context, ratelimit.SetRequest) ratelimit.Outcome {
 	return ratelimit.Unavailable{Category: ratelimit.CategoryUnknownPolicy}
 }
 

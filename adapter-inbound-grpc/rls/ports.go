@@ -12,7 +12,6 @@ import (
 // has finished. Implementations are safe for concurrent use.
 type Decider interface {
 	ratelimit.EdgePort
-	ratelimit.Refunder
 	Close() error
 }
 

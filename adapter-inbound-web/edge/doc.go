@@ -7,14 +7,14 @@
 // into a response (serve.go: Wrap, one request, its fields and the
 // Observation; Config and New are edge.go's). A pattern mapped to several
 // policies is a policy set (ADR 0027), evaluated all or nothing through
-// ratelimit.SetPort: RateLimit names the member that speaks for the set
+// ratelimit.EdgePort.EvaluateSet: RateLimit names the member that speaks for the set
 // (ratelimit.Deciding), RateLimit-Policy lists every member and Retry-After
 // is the largest member's:
 //
 //   - allowed with a delay (a leaky-bucket queue's slot, ADR 0028): the
 //     request is held until its slot, then passed on with the delay in
 //     DelayHeader and DelayFrom; a request whose context ends first is not
-//     passed on and its slot is refunded through ratelimit.Refunder
+//     passed on and its slot is refunded through ratelimit.EdgePort.Refund
 //     (queue.go);
 //   - allowed: the next handler runs, with the RateLimit and RateLimit-Policy
 //     fields of the current draft and, unless switched off, the older
@@ -27,7 +27,9 @@
 //     cause's text (problem.go; the writer is internal/problem, shared with
 //     the local limiter and the identity gate).
 //
-// Metrics are left to the caller through the Observer hook. See
+// HTTP metrics (responses, queue delays) are left to the caller through
+// the Observer hook; the port's outcomes are counted on the port, by a
+// decorator, once (ADR 0033). See
 // docs/http.md for the exact formats.
 //
 // It imports only the standard library, shared-contract and this module's

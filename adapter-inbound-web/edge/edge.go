@@ -8,12 +8,14 @@ import (
 
 	"github.com/tech-log/tech-log-backend/adapter-inbound-web/subject"
 	"github.com/tech-log/tech-log-backend/shared-contract/ratelimit"
+	"github.com/tech-log/tech-log-backend/shared-contract/route"
 )
 
 // Bounds on Config.
 const (
-	// MaxTimeout is the largest accepted Config.Timeout.
-	MaxTimeout = time.Minute
+	// MaxTimeout is the largest accepted Config.Timeout: the contract's
+	// ratelimit.MaxEvaluationTimeout, which the configuration checks.
+	MaxTimeout = ratelimit.MaxEvaluationTimeout
 	// MaxRoutes bounds Config.Routes plus Config.Exempt.
 	MaxRoutes = 1024
 )
@@ -35,12 +37,9 @@ type CostFunc func(r *http.Request, policy ratelimit.PolicyID) int64
 
 // Config configures the middleware.
 type Config struct {
-	// Port evaluates requests; required.
+	// Port evaluates requests, the policy sets of routes mapped to several
+	// policies and the refund of a held request that left; required.
 	Port ratelimit.EdgePort
-	// SetPort evaluates the routes that map to a policy set; nil means
-	// Port, which must then implement ratelimit.SetPort when any route
-	// does.
-	SetPort ratelimit.SetPort
 	// Subjects reads client identities; required. A *subject.Resolver
 	// identifies clients by IP (the safe default); see subject.Identifier
 	// for verified API keys, a trusted proxy's principal or your own
@@ -55,7 +54,7 @@ type Config struct {
 	// the most specific pattern wins. Conflicting patterns are an error.
 	// A pattern given for several policies makes them a policy set (ADR
 	// 0027): the request is evaluated against all of them, all or nothing,
-	// through SetPort, members in the order given (at most
+	// through Port.EvaluateSet, members in the order given (at most
 	// ratelimit.MaxSetMembers, none with a dedup window, all among
 	// Policies); the same pattern twice for one policy is an error.
 	Routes []Route
@@ -145,12 +144,10 @@ func (c Config) Validate() error {
 // and safe for concurrent use; build it with New.
 type Middleware struct {
 	port     ratelimit.EdgePort
-	sets     ratelimit.SetPort
-	refunder ratelimit.Refunder // nil: a held request that leaves keeps its charge
 	legacy   bool
 	subjects subject.Identifier
 	pseudo   *subject.Pseudonymizer
-	routes   *Patterns // pattern -> *target; never serves
+	routes   *route.Table // pattern -> *target; never serves
 	deflt    *target
 	timeout  time.Duration
 	cost     CostFunc
@@ -175,7 +172,7 @@ func New(cfg Config) (*Middleware, error) {
 		port:     cfg.Port,
 		subjects: cfg.Subjects,
 		pseudo:   cfg.Pseudonymizer,
-		routes:   NewPatterns(),
+		routes:   route.NewTable(),
 		deflt:    &target{policy: cfg.DefaultPolicy, window: windows[cfg.DefaultPolicy], dedup: dedup[cfg.DefaultPolicy]},
 		timeout:  cfg.Timeout,
 		cost:     cfg.Cost,
@@ -185,11 +182,6 @@ func New(cfg Config) (*Middleware, error) {
 	}
 	if m.now == nil {
 		m.now = time.Now
-	}
-	m.refunder, _ = cfg.Port.(ratelimit.Refunder)
-	m.sets = cfg.SetPort
-	if m.sets == nil {
-		m.sets, _ = cfg.Port.(ratelimit.SetPort)
 	}
 	var errs []error
 	byPattern := map[string]*target{}
@@ -201,14 +193,14 @@ func New(cfg Config) (*Middleware, error) {
 			continue
 		}
 		t := &target{policy: r.Policy, window: windows[r.Policy], dedup: dedup[r.Policy]}
-		if err := m.routes.add(r.Pattern, t); err != nil {
+		if err := m.routes.Handle(r.Pattern, t); err != nil {
 			errs = append(errs, fmt.Errorf("%w: Routes[%d].Pattern: %w", ErrInvalidConfig, i, err))
 			continue
 		}
 		byPattern[r.Pattern] = t
 	}
 	for i, p := range cfg.Exempt {
-		if err := m.routes.add(p, &target{exempt: true}); err != nil {
+		if err := m.routes.Handle(p, &target{exempt: true}); err != nil {
 			errs = append(errs, fmt.Errorf("%w: Exempt[%d]: %w", ErrInvalidConfig, i, err))
 		}
 	}

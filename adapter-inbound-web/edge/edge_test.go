@@ -161,10 +161,6 @@ func TestOutcomeResponses(t *testing.T) {
 			} else {
 				assert.Equal(t, w.status, o.Status)
 			}
-			if w.body != nil && w.status == 503 {
-				assert.Equal(t, w.body["outcome"], string(o.Kind))
-			}
-			assert.GreaterOrEqual(t, o.Latency, time.Duration(0))
 		})
 	}
 }
@@ -314,7 +310,6 @@ func TestIdentityErrors(t *testing.T) {
 	assert.Empty(t, port.requests(), "the port is not asked without an identity")
 	assert.Zero(t, calls.Load())
 	require.Len(t, observed, 3)
-	assert.Equal(t, ratelimit.OutcomeKind(""), observed[0].Kind)
 	assert.Equal(t, 401, observed[0].Status)
 	assert.Equal(t, 400, observed[1].Status)
 	assert.Equal(t, 500, observed[2].Status)
@@ -643,16 +638,4 @@ func TestFieldsFollowTheDecision(t *testing.T) {
 			}
 		}
 	}
-}
-
-// TestPatterns: the pattern check the policy parser shares with the route
-// table.
-func TestPatterns(t *testing.T) {
-	p := NewPatterns()
-	require.NoError(t, p.Add("GET /api/"))
-	require.NoError(t, p.Add("POST /api/v1/login"))
-	assert.Error(t, p.Add("GET api"), "malformed")
-	assert.Error(t, p.Add("GET /api/"), "duplicate")
-	assert.Error(t, p.Add("/api/v1/x"), "conflicts with GET /api/ (neither is more specific)")
-	require.NoError(t, p.Add("GET /api/v1/files/{id}"), "a failed Add leaves the set usable")
 }

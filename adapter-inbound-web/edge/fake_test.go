@@ -2,6 +2,7 @@ package edge
 
 import (
 	"context"
+	"errors"
 	"strings"
 	"sync"
 	"testing"
@@ -31,13 +32,34 @@ type fakePort struct {
 }
 
 func (p *fakePort) Evaluate(ctx context.Context, req ratelimit.Request) ratelimit.Outcome {
+	p.init()
+	return p.fake.Evaluate(ctx, req)
+}
+
+// init hands p.out and p.fn to the kit's Fake, once.
+func (p *fakePort) init() {
 	p.once.Do(func() {
 		p.fake.Outcome, p.fake.UseOutcome = p.out, true
 		if fn := p.fn; fn != nil {
 			p.fake.Func = func(_ context.Context, r ratelimit.Request) ratelimit.Outcome { return fn(r) }
 		}
 	})
-	return p.fake.Evaluate(ctx, req)
+}
+
+// EvaluateSet answers the fixed outcome as the kit's Fake does (these
+// tests script single requests; fakeSetPort scripts sets).
+func (p *fakePort) EvaluateSet(ctx context.Context, req ratelimit.SetRequest) ratelimit.Outcome {
+	p.init()
+	return p.fake.EvaluateSet(ctx, req)
+}
+
+// errNoRefund is what a fakePort's refund fails with: it keeps every
+// charge (refundingPort gives them back).
+var errNoRefund = errors.New("fakePort: no refund")
+
+// Refund fails (Unavailable{closed}): the charge stays.
+func (p *fakePort) Refund(_ context.Context, req ratelimit.Request, _ ratelimit.Receipt) ratelimit.Outcome {
+	return ratelimit.Unavailable{PolicyID: req.PolicyID, Category: ratelimit.CategoryClosed, Cause: errNoRefund}
 }
 
 func (p *fakePort) requests() []ratelimit.Request { return p.fake.Requests() }

@@ -56,18 +56,18 @@ func (m *Middleware) hold(w http.ResponseWriter, r *http.Request, req ratelimit.
 	return nil, false
 }
 
-// giveBack refunds the admission d through the port (ratelimit.Refunder)
-// on a context of its own, bounded by the edge's timeout: the request's
-// has ended. It reports whether the refund was evaluated; a port that
-// cannot refund, or a refund that fails, leaves the charge in place,
-// which can only under-admit.
+// giveBack refunds the admission d through the port (EdgePort.Refund) on
+// a context of its own, bounded by the edge's timeout: the request's has
+// ended. It reports whether the refund was evaluated; a decision without
+// a receipt, or a refund that fails, leaves the charge in place, which
+// can only under-admit.
 func (m *Middleware) giveBack(ctx context.Context, req ratelimit.Request, d ratelimit.Decision) bool {
-	if m.refunder == nil || d.Receipt.IsZero() {
+	if d.Receipt.IsZero() {
 		return false
 	}
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), m.timeout)
 	defer cancel()
 	req.Deadline = m.now().Add(m.timeout)
-	out := m.refunder.Refund(ctx, req, d.Receipt)
+	out := m.port.Refund(ctx, req, d.Receipt)
 	return out != nil && out.Kind() == ratelimit.KindEvaluated
 }

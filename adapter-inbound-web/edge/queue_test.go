@@ -14,7 +14,7 @@ import (
 	"github.com/tech-log/tech-log-backend/shared-contract/ratelimit"
 )
 
-// refundingPort is a fakePort that also refunds (ratelimit.Refunder),
+// refundingPort is a fakePort whose refunds run,
 // recording each refund's request and receipt.
 type refundingPort struct {
 	fakePort
@@ -122,7 +122,7 @@ func TestLeavingTheQueueGivesTheSlotBack(t *testing.T) {
 	assert.False(t, called)
 	require.Len(t, obs, 1)
 	assert.True(t, obs[0].Abandoned)
-	assert.False(t, obs[0].Refunded, "no Refunder: the charge stays")
+	assert.False(t, obs[0].Refunded, "a refund that fails: the charge stays")
 }
 
 // TestQueueCannotBeASetMember: a route naming a leaky bucket and another

@@ -31,7 +31,7 @@ type target struct {
 // with id as its next member (Config.Routes: the same pattern for several
 // policies). Every member must be among the configured policies, have no
 // dedup window (an Idempotency-Key names one evaluation of one policy) and
-// appear once; a set needs a SetPort. The error's field is Pattern or
+// appear once. The error's field is Pattern or
 // Policy.
 func (m *Middleware) addMember(t *target, id ratelimit.PolicyID, policies map[ratelimit.PolicyID]ratelimit.Policy) (field string, err error) {
 	if len(t.members) == 0 {
@@ -42,10 +42,7 @@ func (m *Middleware) addMember(t *target, id ratelimit.PolicyID, policies map[ra
 			return "Pattern", fmt.Errorf("policy %q is already mapped to this pattern", id)
 		}
 	}
-	switch {
-	case m.sets == nil:
-		return "Policy", errors.New("a pattern mapped to several policies is a policy set, and Port does not implement ratelimit.SetPort (set Config.SetPort)")
-	case len(t.members) == ratelimit.MaxSetMembers:
+	if len(t.members) == ratelimit.MaxSetMembers {
 		return "Policy", fmt.Errorf("a policy set has at most %d members", ratelimit.MaxSetMembers)
 	}
 	t.members = append(t.members, id)
@@ -55,11 +52,12 @@ func (m *Middleware) addMember(t *target, id ratelimit.PolicyID, policies map[ra
 		if !ok {
 			return "Policy", fmt.Errorf("set member %q must be among Policies (its quota and window go into RateLimit-Policy)", member)
 		}
-		if p.DedupWindow() > 0 {
-			return "Policy", fmt.Errorf("set member %q has a dedup window; a policy set cannot replay one evaluation", member)
-		}
-		if p.Algorithm() == ratelimit.AlgorithmLeakyBucket {
-			return "Policy", fmt.Errorf("set member %q is a leaky bucket; a queue cannot be a policy-set member (ADR 0028)", member)
+		// The contract's rule (ratelimit.CanJoinSet); the edge's words.
+		switch err := ratelimit.CanJoinSet(p); {
+		case errors.Is(err, ratelimit.ErrSetMemberDedup):
+			return "Policy", fmt.Errorf("set member %q has a dedup window; a policy set cannot replay one evaluation: %w", member, err)
+		case errors.Is(err, ratelimit.ErrSetMemberQueue):
+			return "Policy", fmt.Errorf("set member %q is a leaky bucket; a queue cannot be a policy-set member (ADR 0028): %w", member, err)
 		}
 		list[i] = fields.Bucket{Policy: string(member), Quota: p.Limit(), Window: windowSeconds(p)}
 	}
@@ -69,34 +67,6 @@ func (m *Middleware) addMember(t *target, id ratelimit.PolicyID, policies map[ra
 }
 
 func (*target) ServeHTTP(http.ResponseWriter, *http.Request) {}
-
-// Patterns checks net/http ServeMux patterns the way the edge's route table
-// does: each must be valid and must not conflict with a pattern added
-// before. The policy parser uses it, so that a policy file whose routes the
-// edge would refuse is refused when the file is read, by the same rule.
-// Build it with NewPatterns; it is not safe for concurrent Add.
-type Patterns struct {
-	mux *http.ServeMux
-}
-
-// NewPatterns returns an empty pattern set.
-func NewPatterns() *Patterns { return &Patterns{mux: http.NewServeMux()} }
-
-// Add adds pattern; the error says why ServeMux refuses it (malformed, or
-// conflicting with an earlier pattern) and leaves the set unchanged.
-func (p *Patterns) Add(pattern string) error { return p.add(pattern, http.NotFoundHandler()) }
-
-// add registers pattern with h, turning ServeMux's panic on an invalid or
-// conflicting pattern into an error.
-func (p *Patterns) add(pattern string, h http.Handler) (err error) {
-	defer func() {
-		if r := recover(); r != nil {
-			err = fmt.Errorf("%v", r)
-		}
-	}()
-	p.mux.Handle(pattern, h)
-	return nil
-}
 
 // windowSeconds is the policy window in whole seconds (ceiling, at least 1;
 // 0 for the zero Policy): the window of fixed and sliding windows, the time
@@ -119,7 +89,7 @@ func (m *Middleware) policyFor(r *http.Request) (ratelimit.PolicyID, bool) {
 }
 
 func (m *Middleware) targetFor(r *http.Request) *target {
-	if h, _ := m.routes.mux.Handler(r); h != nil {
+	if h := m.routes.Handler(r); h != nil {
 		if t, ok := h.(*target); ok {
 			return t
 		}

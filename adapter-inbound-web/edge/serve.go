@@ -60,24 +60,20 @@ func (m *Middleware) serve(w http.ResponseWriter, r *http.Request, next http.Han
 		cost = m.cost(r, t.policy)
 	}
 	now := m.now()
-	deadline := now.Add(m.timeout)
-	if d, ok := r.Context().Deadline(); ok && d.Before(deadline) {
-		deadline = d
-	}
-	start := time.Now()
+	// The earlier of now+Timeout and the request context's deadline: the
+	// contract's one rule (Request.EffectiveDeadline).
+	req := ratelimit.Request{PolicyID: t.policy, SubjectDigest: digest, Cost: cost, EvaluationID: evalID, Deadline: now.Add(m.timeout)}
+	req.Deadline = req.EffectiveDeadline(r.Context())
 	var out ratelimit.Outcome
-	req := ratelimit.Request{PolicyID: t.policy, SubjectDigest: digest, Cost: cost, EvaluationID: evalID, Deadline: deadline}
 	if t.members == nil {
 		out = m.port.Evaluate(r.Context(), req)
 	} else {
-		out = m.sets.EvaluateSet(r.Context(), ratelimit.SetRequest{Members: t.members, SubjectDigest: digest, Cost: cost, Deadline: deadline})
+		out = m.port.EvaluateSet(r.Context(), ratelimit.SetRequest{Members: t.members, SubjectDigest: digest, Cost: cost, Deadline: req.Deadline})
 	}
-	latency := time.Since(start)
 
-	obs := Observation{Policy: t.policy, Latency: latency}
+	obs := Observation{Policy: t.policy}
 	switch o := out.(type) {
 	case ratelimit.Evaluated:
-		obs.Kind = ratelimit.KindEvaluated
 		m.setDecisionFields(w.Header(), t, o.Decision, now)
 		if ratelimit.Admitted(out) {
 			if o.Decision.Delay > 0 && t.members == nil {
@@ -100,13 +96,10 @@ func (m *Middleware) serve(w http.ResponseWriter, r *http.Request, next http.Han
 		writeTooMany(w, t.policy)
 		return
 	case ratelimit.Unavailable:
-		obs.Kind, obs.Category = ratelimit.KindUnavailable, o.Category
-		m.failClosed(w, obs, o.RetryAfter)
+		m.failClosed(w, obs, ratelimit.KindUnavailable, o.Category, o.RetryAfter)
 	case ratelimit.Indeterminate:
-		obs.Kind, obs.Category = ratelimit.KindIndeterminate, o.Category
-		m.failClosed(w, obs, o.RetryAfter)
+		m.failClosed(w, obs, ratelimit.KindIndeterminate, o.Category, o.RetryAfter)
 	case ratelimit.Incompatible:
-		obs.Kind, obs.Category = ratelimit.KindIncompatible, o.Category
 		if o.Category == ratelimit.CategoryDedupConflict && evalID != "" {
 			// The client reused its Idempotency-Key for another request
 			// (another cost or policy): the draft's 422, nothing charged.
@@ -115,10 +108,9 @@ func (m *Middleware) serve(w http.ResponseWriter, r *http.Request, next http.Han
 			writeKeyReused(w, t.policy)
 			return
 		}
-		m.failClosed(w, obs, 0)
+		m.failClosed(w, obs, ratelimit.KindIncompatible, o.Category, 0)
 	default: // nil, or a pointer to an outcome: the port is broken
-		obs.Kind = ratelimit.KindUnknown
-		m.failClosed(w, obs, 0)
+		m.failClosed(w, obs, ratelimit.KindUnknown, "", 0)
 	}
 }
 
@@ -129,13 +121,13 @@ func (m *Middleware) refuseIdentity(w http.ResponseWriter, t *target, err error)
 	m.observe(Observation{Policy: t.policy, Status: status})
 }
 
-// failClosed answers 503 for an outcome without a decision.
-func (m *Middleware) failClosed(w http.ResponseWriter, obs Observation, retryAfter time.Duration) {
-	obs.Category = sanitize(obs.Category)
+// failClosed answers 503 for an outcome of kind and category without a
+// decision.
+func (m *Middleware) failClosed(w http.ResponseWriter, obs Observation, kind ratelimit.OutcomeKind, category ratelimit.Category, retryAfter time.Duration) {
 	obs.Status = http.StatusServiceUnavailable
 	m.observe(obs)
 	fields.SetRetryAfter(w.Header(), retryAfter)
-	writeUnavailable(w, obs.Kind, obs.Category, obs.Policy)
+	writeUnavailable(w, kind, sanitize(category), obs.Policy)
 }
 
 func (m *Middleware) observe(o Observation) {
@@ -173,24 +165,20 @@ func (m *Middleware) setDecisionFields(h http.Header, t *target, d ratelimit.Dec
 	}
 }
 
-// Observation describes one request the middleware handled, for metrics. It
-// holds no subject.
+// Observation describes what the middleware answered one request, for
+// the HTTP metrics (responses by status, queue delays). It holds no
+// subject. What the port answered (outcome kind, category, latency) is not
+// in it: that is counted once, on the port, by a decorator (the service's
+// app-bootstrap/metrics Edge; ADR 0033).
 type Observation struct {
 	// Policy is the policy the request was mapped to (for a policy set,
 	// its first member).
 	Policy ratelimit.PolicyID
-	// Kind is the outcome kind, KindUnknown for a nil or foreign outcome,
-	// and "" when the port was not called (the identity could not be read).
-	Kind ratelimit.OutcomeKind
-	// Category is the failed outcome's category ("" for Evaluated).
-	Category ratelimit.Category
 	// Admitted is true when the next handler ran.
 	Admitted bool
 	// Status is what the middleware answered (429, 503, 400, 500), or 0
 	// when it passed the request on.
 	Status int
-	// Latency is the time spent in EdgePort.Evaluate (0 if not called).
-	Latency time.Duration
 	// Delay is how long the request was held for its slot in a
 	// leaky-bucket queue (ADR 0028); 0 when it went at once.
 	Delay time.Duration

@@ -135,7 +135,6 @@ func TestPolicySetFailureFailsClosed(t *testing.T) {
 }
 
 func TestPolicySetConfigErrors(t *testing.T) {
-	single := &fakePort{}
 	withDedup := append(setPolicies(t), mustPolicy(t, ratelimit.PolicySpec{ID: "replayed", Revision: 1, Algorithm: ratelimit.AlgorithmFixedWindow,
 		Params: ratelimit.FixedWindow{Limit: 10, Window: time.Second}, MaxCost: 1, CleanupGrace: time.Second,
 		FailurePolicy: ratelimit.FailClosed, DedupWindow: time.Minute}))
@@ -148,7 +147,7 @@ func TestPolicySetConfigErrors(t *testing.T) {
 		mutate func(*Config)
 		want   string
 	}{
-		"no set port": {single, func(*Config) {}, "Routes[1].Policy: a pattern mapped to several policies is a policy set"},
+		// A port without sets no longer compiles (ADR 0033).
 		"member repeats": {&fakeSetPort{}, func(c *Config) {
 			c.Routes = append(c.Routes, Route{Pattern: "GET /api/v1/search", Policy: "per-day"})
 		}, "Routes[4].Pattern: policy \"per-day\" is already mapped"},

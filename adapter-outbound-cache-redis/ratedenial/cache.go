@@ -2,7 +2,6 @@ package ratedenial
 
 import (
 	"context"
-	"fmt"
 	"log/slog"
 	"sync"
 	"sync/atomic"
@@ -15,7 +14,7 @@ import (
 	"github.com/tech-log/tech-log-backend/shared-contract/ratelimit"
 )
 
-// Cache is the local denial cache, an ratelimit.EdgePort over another
+// Cache is the local denial cache, a ratelimit.EdgePort over another
 // port (see the package doc). It is safe for concurrent use; Close stops
 // its subscription.
 type Cache struct {
@@ -89,21 +88,13 @@ type entry struct {
 // the server's), otherwise the decorated port's outcome, whose denial is
 // then recorded. It never panics and never returns nil.
 func (c *Cache) Evaluate(ctx context.Context, req ratelimit.Request) (out ratelimit.Outcome) {
-	defer func() {
-		if r := recover(); r != nil {
-			out = ratelimit.Incompatible{
-				PolicyID: knownID(req.PolicyID),
-				Category: ratelimit.CategoryProgramFault,
-				Cause:    fmt.Errorf("ratedenial: panic: %.200s", fmt.Sprint(r)),
-			}
-		}
-	}()
+	defer ratelimit.Recover(&out, req.PolicyID, "ratedenial")
 	pc := c.policies[req.PolicyID]
 	if pc == nil || !pc.on || ctx == nil {
 		return c.inner.Evaluate(ctx, req) // its precheck answers the bad request
 	}
 	// A global policy's denial is every subject's (ADR 0027).
-	req.SubjectDigest = pc.policy.Subject(req.SubjectDigest)
+	req = req.ScopedTo(pc.policy)
 	t0 := c.now()
 	if c.n.Load() > 0 && req.EvaluationID == "" {
 		if out, ok := c.serve(ctx, pc, req, t0); ok {
@@ -273,14 +264,6 @@ func (c *Cache) Stats() Stats {
 	defer c.mu.Unlock()
 	return Stats{Hits: c.hits.Load(), Entries: len(c.table), MaxEntries: c.max,
 		Invalidations: c.received.Load(), Evicted: c.evicted.Load(), Live: c.live}
-}
-
-// knownID returns id when it is a valid PolicyID, else "".
-func knownID(id ratelimit.PolicyID) ratelimit.PolicyID {
-	if id.Validate() == nil {
-		return id
-	}
-	return ""
 }
 
 // margin is how much earlier than t0 + RetryAfter an entry expires: 1 ms

@@ -2,6 +2,7 @@ package ratedenial_test
 
 import (
 	"context"
+	"errors"
 	"math/rand/v2"
 	"testing"
 	"time"
@@ -382,4 +383,16 @@ type ratelimittestFunc func(ratelimit.Request) ratelimit.Outcome
 
 func (f ratelimittestFunc) Evaluate(_ context.Context, req ratelimit.Request) ratelimit.Outcome {
 	return f(req)
+}
+
+// errNoSets is the cause of what a ratelimittestFunc answers a set or a
+// refund: it decides single requests only.
+var errNoSets = errors.New("test port: single requests only")
+
+func (f ratelimittestFunc) EvaluateSet(_ context.Context, req ratelimit.SetRequest) ratelimit.Outcome {
+	return ratelimit.Incompatible{PolicyID: req.FirstMember(), Category: ratelimit.CategoryProgramFault, Cause: errNoSets}
+}
+
+func (f ratelimittestFunc) Refund(_ context.Context, req ratelimit.Request, _ ratelimit.Receipt) ratelimit.Outcome {
+	return ratelimit.Incompatible{PolicyID: req.PolicyID, Category: ratelimit.CategoryProgramFault, Cause: errNoSets}
 }

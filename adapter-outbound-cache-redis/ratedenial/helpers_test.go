@@ -17,6 +17,7 @@ import (
 	"github.com/tech-log/tech-log-backend/adapter-outbound-cache-redis/redistest"
 	"github.com/tech-log/tech-log-backend/shared-contract/keyspace"
 	"github.com/tech-log/tech-log-backend/shared-contract/ratelimit"
+	"github.com/tech-log/tech-log-backend/shared-contract/ratelimit/ratelimittest"
 )
 
 func randomKeys(t testing.TB) *keyspace.Builder {
@@ -109,12 +110,13 @@ func (c *clock) Set(t time.Time) {
 // clock is the local clock plus the latency of the call (drawn by
 // latency), floored to whole milliseconds as the programs floor TIME.
 type modelServer struct {
-	mu      sync.Mutex
-	clock   *clock
-	latency func() time.Duration
-	pols    map[ratelimit.PolicyID]ratelimit.Policy
-	state   map[string]programs.State
-	calls   int
+	ratelimittest.Fake // sets and refunds: the zero Fake's refusals
+	mu                 sync.Mutex
+	clock              *clock
+	latency            func() time.Duration
+	pols               map[ratelimit.PolicyID]ratelimit.Policy
+	state              map[string]programs.State
+	calls              int
 }
 
 func newModelServer(c *clock, latency func() time.Duration, pols ...ratelimit.Policy) *modelServer {

@@ -18,8 +18,9 @@ import (
 const (
 	// DefaultMaxEntries is Options.MaxEntries when 0.
 	DefaultMaxEntries = 10_000
-	// MaxEntries bounds Options.MaxEntries.
-	MaxEntries = 1_000_000
+	// MaxEntries bounds Options.MaxEntries: the contract's
+	// ratelimit.MaxDenialCacheEntries, which the configuration checks.
+	MaxEntries = ratelimit.MaxDenialCacheEntries
 	// DefaultHeartbeat is Options.Heartbeat when 0.
 	DefaultHeartbeat = time.Second
 	// maxBackoff caps the wait between two subscription attempts.
@@ -67,43 +68,10 @@ var ErrInvalidOptions = errors.New("ratedenial: invalid options")
 // no other traffic and no reset, a request the server denied with
 // retry-after R stays denied, for that cost and every larger one, at every
 // instant before R has passed on the server's clock. This is the rule per
-// algorithm (docs/programs.md, "Denial cache"); an algorithm not listed
-// here is never cached.
-func Exact(a ratelimit.Algorithm) bool {
-	switch a {
-	case ratelimit.AlgorithmFixedWindow:
-		// The window's count only grows until its end; retry = end - eff
-		// for every cost.
-		return true
-	case ratelimit.AlgorithmTokenBucket:
-		// The level grows at the refill rate; retry = ceil((need-s)/R) is
-		// the first millisecond the level reaches need.
-		return true
-	case ratelimit.AlgorithmSlidingWindowCounter:
-		// The estimate never grows without traffic (the weight falls,
-		// and at a window's end the estimate falls to the current
-		// count); retry is the smallest honest one. Exact with respect
-		// to the program (the program itself approximates a sliding
-		// window).
-		return true
-	case ratelimit.AlgorithmGCRA, ratelimit.AlgorithmLeakyBucket:
-		// The leaky bucket is GCRA with a burst of queueSize+1 (ADR 0028):
-		// its denials are the queue being full until a computable instant.
-		// A denial writes nothing and TAT only moves later with traffic;
-		// retry is the first whole millisecond at any microsecond of
-		// which the cost is admitted, and a larger cost needs a later
-		// one. GCRA decides to the microsecond: its entries keep a 2 ms
-		// margin (margin, ADR 0021).
-		return true
-	case ratelimit.AlgorithmSlidingLog:
-		// A denial writes nothing; without traffic the window sum only
-		// falls, at the instants its entries leave; retry is the first
-		// millisecond enough of them have left, and a larger cost needs
-		// more of them (ADR 0024).
-		return true
-	}
-	return false
-}
+// algorithm (docs/programs.md, "Denial cache"), the contract's
+// ratelimit.DenialCacheExact; an algorithm it does not list is never
+// cached.
+func Exact(a ratelimit.Algorithm) bool { return ratelimit.DenialCacheExact(a) }
 
 // New returns the cache over inner; it starts nothing (see Start). It
 // fails if opts are invalid.

@@ -28,7 +28,7 @@ func TestConformanceOverProvider(t *testing.T) {
 	})
 }
 
-// TestConformanceSetsOverProvider runs the SetPort suite against the
+// TestConformanceSetsOverProvider runs the set suite (RunSets) against the
 // cache over the provider on a real server.
 func TestConformanceSetsOverProvider(t *testing.T) {
 	srv := redistest.Start(t)

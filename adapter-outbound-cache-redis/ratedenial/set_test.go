@@ -89,10 +89,7 @@ func TestSetDenialIsCachedPerMember(t *testing.T) {
 	ev := out.(ratelimit.Evaluated)
 	require.Len(t, ev.Members, 2)
 	assert.Equal(t, int64(97), ev.Members[1].Remaining, "per-day spent 3: the denied requests took nothing")
-
-	plain := cache(t, m.modelServer, ratedenial.Options{Policies: []ratelimit.Policy{sec, day}, Keys: randomKeys(t), Now: clk.Now})
-	out = plain.EvaluateSet(ctx, req())
-	assert.Equal(t, ratelimit.KindIncompatible, out.Kind(), "a decorated port without sets is refused, never admitted")
+	// A decorated port without sets no longer compiles (ADR 0033).
 }
 
 // refunding is a port that denies every request and counts refunds.
@@ -130,7 +127,5 @@ func TestRefundDropsTheCachedDenial(t *testing.T) {
 	assert.Equal(t, 1, inner.refunds)
 	c.Evaluate(ctx, req)
 	assert.Equal(t, 2, calls, "after the refund the server is asked again")
-
-	plain := cache(t, ratelimittestFunc(func(ratelimit.Request) ratelimit.Outcome { return nil }), ratedenial.Options{Policies: []ratelimit.Policy{p}, Keys: randomKeys(t), Now: clk.Now})
-	assert.Equal(t, ratelimit.KindIncompatible, plain.Refund(ctx, req, ratelimit.Receipt{}).Kind())
+	// A decorated port without refunds no longer compiles (ADR 0033).
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/tech-log/tech-log-backend/adapter-outbound-cache-redis/redisrate"
 	"github.com/tech-log/tech-log-backend/adapter-outbound-cache-redis/redistest"
 	"github.com/tech-log/tech-log-backend/shared-contract/ratelimit"
+	"github.com/tech-log/tech-log-backend/shared-contract/ratelimit/ratelimittest"
 )
 
 // clientConfig is the test's client configuration for a topology (no
@@ -70,7 +71,10 @@ func TestSubscriptionFollowsSentinelFailover(t *testing.T) {
 
 // ratelimittestDenyAll denies everything (the topology tests exercise the
 // subscription only).
-type ratelimittestDenyAll struct{ p ratelimit.Policy }
+type ratelimittestDenyAll struct {
+	ratelimittest.Fake // sets and refunds: the zero Fake's refusals
+	p                  ratelimit.Policy
+}
 
 func (d *ratelimittestDenyAll) Evaluate(_ context.Context, req ratelimit.Request) ratelimit.Outcome {
 	return ratelimit.Evaluated{Decision: ratelimit.Decision{Limit: d.p.Limit(), RetryAfter: time.Second,

@@ -2,14 +2,13 @@ package ratefallback
 
 import (
 	"context"
-	"fmt"
 	"sync"
 	"time"
 
 	"github.com/tech-log/tech-log-backend/shared-contract/ratelimit"
 )
 
-// Fallback is the local emergency fallback, an ratelimit.EdgePort over a
+// Fallback is the local emergency fallback, a ratelimit.EdgePort over a
 // Provider (see the package doc). For a LocalFallback policy:
 //
 //   - a subject with pending local admissions has them charged in the same
@@ -59,22 +58,14 @@ type localPolicy struct {
 // Evaluate implements ratelimit.EdgePort (see Fallback). It never panics
 // and never returns nil.
 func (f *Fallback) Evaluate(ctx context.Context, req ratelimit.Request) (out ratelimit.Outcome) {
-	defer func() {
-		if r := recover(); r != nil {
-			out = ratelimit.Incompatible{
-				PolicyID: knownID(req.PolicyID),
-				Category: ratelimit.CategoryProgramFault,
-				Cause:    fmt.Errorf("ratefallback: panic: %.200s", fmt.Sprint(r)),
-			}
-		}
-	}()
+	defer ratelimit.Recover(&out, req.PolicyID, "ratefallback")
 	lp := f.local[req.PolicyID]
 	if lp == nil || ctx == nil {
 		return f.p.Evaluate(ctx, req) // its precheck answers the bad request
 	}
 	// A global policy's subject is ratelimit.GlobalSubject (ADR 0027): one
 	// local entry, one pending charge for all clients.
-	req.SubjectDigest = lp.global.Subject(req.SubjectDigest)
+	req = req.ScopedTo(lp.global)
 	key := entryKey(req)
 	for {
 		e, wait, units := f.take(key)
@@ -130,15 +121,6 @@ func waitFor(ctx context.Context, req ratelimit.Request, done <-chan struct{}) b
 func (f *Fallback) Close() {
 	f.stopOnce.Do(func() { close(f.stop) })
 	f.wg.Wait()
-}
-
-// knownID returns id when it is a valid PolicyID, else "" (so a bad
-// request cannot put arbitrary text into an outcome's PolicyID).
-func knownID(id ratelimit.PolicyID) ratelimit.PolicyID {
-	if id.Validate() == nil {
-		return id
-	}
-	return ""
 }
 
 // owes reports whether e has something to charge.

@@ -28,7 +28,7 @@ func TestConformance(t *testing.T) {
 	})
 }
 
-// TestConformanceSets runs the SetPort suite through the fallback (Redis
+// TestConformanceSets runs the set suite (RunSets) through the fallback (Redis
 // up: the provider decides the sets, ADR 0027).
 func TestConformanceSets(t *testing.T) {
 	srv := redistest.Start(t)

@@ -2,19 +2,11 @@ package ratefallback
 
 import (
 	"context"
-	"errors"
-	"fmt"
 
 	"github.com/tech-log/tech-log-backend/shared-contract/ratelimit"
 )
 
-var _ ratelimit.SetPort = (*Fallback)(nil)
-
-// errNoSetPort is the cause of the Incompatible outcome EvaluateSet answers
-// when the provider does not evaluate policy sets.
-var errNoSetPort = errors.New("ratefallback: the provider does not implement ratelimit.SetPort")
-
-// EvaluateSet implements ratelimit.SetPort (ADR 0027). What this instance
+// EvaluateSet implements ratelimit.EdgePort (ADR 0027). What this instance
 // admitted locally for a local-fallback member and still owes is charged
 // to Redis first, alone (the set's global decision then counts it, as a
 // single request's does); then the provider decides the set. When Redis
@@ -25,29 +17,16 @@ var errNoSetPort = errors.New("ratefallback: the provider does not implement rat
 // A fail-closed member keeps the set failed closed. It never panics and
 // never returns nil.
 func (f *Fallback) EvaluateSet(ctx context.Context, req ratelimit.SetRequest) (out ratelimit.Outcome) {
-	defer func() {
-		if r := recover(); r != nil {
-			out = ratelimit.Incompatible{
-				PolicyID: knownID(req.FirstMember()),
-				Category: ratelimit.CategoryProgramFault,
-				Cause:    fmt.Errorf("ratefallback: panic: %.200s", fmt.Sprint(r)),
-			}
-		}
-	}()
-	inner, ok := f.p.(ratelimit.SetPort)
-	if !ok {
-		return ratelimit.Incompatible{PolicyID: knownID(req.FirstMember()), Category: ratelimit.CategoryProgramFault, Cause: errNoSetPort}
-	}
+	defer ratelimit.Recover(&out, req.FirstMember(), "ratefallback")
 	if ctx == nil || req.Validate() != nil {
-		return inner.EvaluateSet(ctx, req) // its precheck answers the bad request
+		return f.p.EvaluateSet(ctx, req) // its precheck answers the bad request
 	}
 	for i, id := range req.Members {
 		lp := f.local[id]
 		if lp == nil {
 			continue
 		}
-		m := req.Member(i)
-		m.SubjectDigest = lp.global.Subject(m.SubjectDigest)
+		m := req.Member(i).ScopedTo(lp.global)
 		if o := f.chargeOwed(ctx, m); o != nil {
 			if u, ok := localCase(o); ok {
 				return f.decideSet(req, u)
@@ -55,7 +34,7 @@ func (f *Fallback) EvaluateSet(ctx context.Context, req ratelimit.SetRequest) (o
 			return o
 		}
 	}
-	out = inner.EvaluateSet(ctx, req)
+	out = f.p.EvaluateSet(ctx, req)
 	if u, ok := localCase(out); ok {
 		return f.decideSet(req, u)
 	}
@@ -113,8 +92,7 @@ func (f *Fallback) decideSet(req ratelimit.SetRequest, u ratelimit.Unavailable) 
 	trials := make([]trial, len(lps))
 	all := true
 	for i, lp := range lps {
-		m := req.Member(i)
-		m.SubjectDigest = lp.global.Subject(m.SubjectDigest)
+		m := req.Member(i).ScopedTo(lp.global)
 		t, refused := f.try(lp, entryKey(m), m.SubjectDigest, req.Cost, nowT, u)
 		if refused != nil {
 			return refused

@@ -77,7 +77,7 @@ func TestClusterConformance(t *testing.T) {
 	})
 }
 
-// TestClusterConformanceSets runs the SetPort suite on the cluster (a
+// TestClusterConformanceSets runs the set suite (RunSets) on the cluster (a
 // subject's members share its slot: one set-program call).
 func TestClusterConformanceSets(t *testing.T) {
 	c := redistest.StartCluster(t)

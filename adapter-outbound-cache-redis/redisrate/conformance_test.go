@@ -33,8 +33,9 @@ func ask(port ratelimit.EdgePort, id ratelimit.PolicyID, subject ratelimit.Subje
 // modelPort is the reference EdgePort: programs.Evaluate over in-memory
 // states keyed like the provider's, on the local clock.
 type modelPort struct {
-	policies map[ratelimit.PolicyID]ratelimit.Policy
-	store    *modelStore
+	ratelimittest.Fake // sets and refunds: the zero Fake's refusals (Run decides single requests)
+	policies           map[ratelimit.PolicyID]ratelimit.Policy
+	store              *modelStore
 }
 
 type modelStore struct {

@@ -39,9 +39,6 @@ var (
 	errInFlightFull = send.ErrInFlightFull
 	// errNilContext: Evaluate was called with a nil context.
 	errNilContext = errors.New("nil context")
-	// errQueueInSet: a leaky bucket cannot be a policy-set member (ADR
-	// 0028): a held request would hold every member's admission.
-	errQueueInSet = errors.New("a leaky_bucket policy cannot be a policy-set member")
 	// errDedupConflict: the dedup program answered DEDUP_CONFLICT.
 	errDedupConflict = errors.New("program answered DEDUP_CONFLICT: evaluation id recorded for another cost or policy")
 	// errReplayUnreplicated: a replayed decision while replication acks

@@ -26,15 +26,7 @@ func (p *Provider) Evaluate(ctx context.Context, req ratelimit.Request) ratelimi
 // evaluate is Evaluate with pre (optional; EvaluateAfterCharge) sent ahead
 // of the program in the same round trip.
 func (p *Provider) evaluate(ctx context.Context, req ratelimit.Request, pre *preCharge) (out ratelimit.Outcome) {
-	defer func() {
-		if r := recover(); r != nil {
-			out = ratelimit.Incompatible{
-				PolicyID: knownID(req.PolicyID),
-				Category: ratelimit.CategoryProgramFault,
-				Cause:    fmt.Errorf("redisrate: %w: %s", errPanic, truncate(fmt.Sprint(r))),
-			}
-		}
-	}()
+	defer ratelimit.Recover(&out, req.PolicyID, "redisrate")
 	c, refused := p.precheck(ctx, req)
 	if refused != nil {
 		return refused
@@ -81,10 +73,10 @@ type checked struct {
 // loop once the route has picked the target.
 func (p *Provider) precheck(ctx context.Context, req ratelimit.Request) (checked, ratelimit.Outcome) {
 	if ctx == nil {
-		return checked{}, p.unavailable(knownID(req.PolicyID), ratelimit.CategoryInvalidRequest, errNilContext)
+		return checked{}, p.unavailable(req.PolicyID.Known(), ratelimit.CategoryInvalidRequest, errNilContext)
 	}
 	if err := req.Validate(); err != nil {
-		return checked{}, p.unavailable(knownID(req.PolicyID), ratelimit.CategoryInvalidRequest, err)
+		return checked{}, p.unavailable(req.PolicyID.Known(), ratelimit.CategoryInvalidRequest, err)
 	}
 	ps := p.policies[req.PolicyID]
 	if ps == nil {
@@ -132,16 +124,6 @@ func (p *Provider) precheck(ctx context.Context, req ratelimit.Request) (checked
 // per-subject keys) shares one Redis Cluster slot.
 func stateKey(keys *keyspace.Builder, id, revision, algorithm string, subject ratelimit.SubjectDigest) (string, error) {
 	return keys.TaggedKey(KeyCapability, id, KeyKind, string(subject), id, revision, algorithm, string(subject))
-}
-
-// knownID returns id when it is a syntactically valid PolicyID and ""
-// otherwise, so that an invalid request cannot put arbitrary text into an
-// outcome's PolicyID (a metric label).
-func knownID(id ratelimit.PolicyID) ratelimit.PolicyID {
-	if keyspace.IsSegment(string(id)) {
-		return id
-	}
-	return ""
 }
 
 // outcome maps the send loop's result, one case per variant: a call not

@@ -10,24 +10,17 @@ import (
 	"github.com/tech-log/tech-log-backend/shared-contract/ratelimit"
 )
 
-var _ ratelimit.Refunder = (*Provider)(nil)
-
-// Refund implements ratelimit.Refunder (ADR 0025): the policy's refund
+// Refund implements ratelimit.EdgePort (ADR 0025): the policy's refund
 // program gives back the receipt's units on req's subject, sent at most
 // once through everything Evaluate does (precheck, breaker, in-flight
 // bound). A receipt of another revision or of a local decision is a no-op
 // that sends nothing (Evaluated, Refunded 0); a zero receipt, or one of
 // another policy than req's, is Unavailable{invalid_request}.
 func (p *Provider) Refund(ctx context.Context, req ratelimit.Request, r ratelimit.Receipt) (out ratelimit.Outcome) {
-	defer func() {
-		if rec := recover(); rec != nil {
-			out = ratelimit.Incompatible{PolicyID: knownID(req.PolicyID), Category: ratelimit.CategoryProgramFault,
-				Cause: fmt.Errorf("redisrate: %w: %s", errPanic, truncate(fmt.Sprint(rec)))}
-		}
-	}()
+	defer ratelimit.Recover(&out, req.PolicyID, "redisrate")
 	if r.IsZero() || r.PolicyID() != req.PolicyID {
-		return p.unavailable(knownID(req.PolicyID), ratelimit.CategoryInvalidRequest,
-			fmt.Errorf("redisrate: %w: %v for policy %q", ratelimit.ErrInvalidReceipt, r, knownID(req.PolicyID)))
+		return p.unavailable(req.PolicyID.Known(), ratelimit.CategoryInvalidRequest,
+			fmt.Errorf("redisrate: %w: %v for policy %q", ratelimit.ErrInvalidReceipt, r, req.PolicyID.Known()))
 	}
 	req.Cost = r.Cost()
 	c, refused := p.precheck(ctx, req)

@@ -109,7 +109,7 @@ func TestConformanceRedis(t *testing.T) {
 	})
 }
 
-// TestConformanceSetsRedis runs the SetPort conformance suite against the
+// TestConformanceSetsRedis runs the set conformance suite (RunSets) against the
 // provider on a real server (every member in one set-program call).
 func TestConformanceSetsRedis(t *testing.T) {
 	srv := redistest.Start(t)

@@ -12,14 +12,14 @@ import (
 	"github.com/tech-log/tech-log-backend/shared-contract/ratelimit"
 )
 
-var _ ratelimit.SetPort = (*Provider)(nil)
+var _ ratelimit.EdgePort = (*Provider)(nil)
 
 // ErrRefundFailed is wrapped by the Cause of a set's failure outcome when
 // a member admitted before it could not be given back: that charge stays,
 // which can only under-admit (ADR 0027). SetRefundFailures counts them.
 var ErrRefundFailed = errors.New("refund of an earlier member failed; its charge stays")
 
-// EvaluateSet implements ratelimit.SetPort (ADR 0027): every member goes
+// EvaluateSet implements ratelimit.EdgePort (ADR 0027): every member goes
 // through Evaluate's precheck (the first refusal answers the set, nothing
 // sent); then the members are decided group by group, a group being the
 // members whose keys share a slot (on a standalone or Sentinel server,
@@ -35,20 +35,12 @@ var ErrRefundFailed = errors.New("refund of an earlier member failed; its charge
 // find it charged (under-admission only), and a refund that fails leaves
 // the charge (counted; the failure's Cause wraps ErrRefundFailed).
 func (p *Provider) EvaluateSet(ctx context.Context, req ratelimit.SetRequest) (out ratelimit.Outcome) {
-	defer func() {
-		if r := recover(); r != nil {
-			out = ratelimit.Incompatible{
-				PolicyID: knownID(req.FirstMember()),
-				Category: ratelimit.CategoryProgramFault,
-				Cause:    fmt.Errorf("redisrate: %w: %s", errPanic, truncate(fmt.Sprint(r))),
-			}
-		}
-	}()
+	defer ratelimit.Recover(&out, req.FirstMember(), "redisrate")
 	if ctx == nil {
-		return p.unavailable(knownID(req.FirstMember()), ratelimit.CategoryInvalidRequest, errNilContext)
+		return p.unavailable(req.FirstMember().Known(), ratelimit.CategoryInvalidRequest, errNilContext)
 	}
 	if err := req.Validate(); err != nil {
-		return p.unavailable(knownID(req.FirstMember()), ratelimit.CategoryInvalidRequest, err)
+		return p.unavailable(req.FirstMember().Known(), ratelimit.CategoryInvalidRequest, err)
 	}
 	members := make([]checked, len(req.Members))
 	for i := range req.Members {
@@ -56,8 +48,10 @@ func (p *Provider) EvaluateSet(ctx context.Context, req ratelimit.SetRequest) (o
 		if refused != nil {
 			return refused
 		}
-		if c.policy.policy.Algorithm() == ratelimit.AlgorithmLeakyBucket {
-			return p.unavailable(req.Members[i], ratelimit.CategoryInvalidRequest, errQueueInSet)
+		// The contract's set-member rule; a dedup window only goes unused
+		// here (a set carries no evaluation ID).
+		if err := ratelimit.CanJoinSet(c.policy.policy); errors.Is(err, ratelimit.ErrSetMemberQueue) {
+			return p.unavailable(req.Members[i], ratelimit.CategoryInvalidRequest, fmt.Errorf("redisrate: %w", err))
 		}
 		members[i] = c
 	}

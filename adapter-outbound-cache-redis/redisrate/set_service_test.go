@@ -15,7 +15,7 @@ import (
 	"github.com/tech-log/tech-log-backend/shared-contract/ratelimit/ratelimittest"
 )
 
-func askSet(p ratelimit.SetPort, subject ratelimit.SubjectDigest, members ...ratelimit.PolicyID) ratelimit.Outcome {
+func askSet(p ratelimit.EdgePort, subject ratelimit.SubjectDigest, members ...ratelimit.PolicyID) ratelimit.Outcome {
 	return p.EvaluateSet(context.Background(), ratelimit.SetRequest{Members: members, SubjectDigest: subject, Cost: 1, Deadline: time.Now().Add(30 * time.Second)})
 }
 

@@ -4,11 +4,11 @@ import (
 	"net"
 	"time"
 
-	"github.com/tech-log/tech-log-backend/adapter-inbound-web/edge"
 	"github.com/tech-log/tech-log-backend/adapter-inbound-web/localimit"
 	"github.com/tech-log/tech-log-backend/adapter-inbound-web/subject"
 	"github.com/tech-log/tech-log-backend/adapter-outbound-cache-redis/rediscache"
 	"github.com/tech-log/tech-log-backend/adapter-outbound-cache-redis/redisrate"
+	"github.com/tech-log/tech-log-backend/shared-contract/ratelimit"
 )
 
 // Bounds on numeric settings. A value outside them is a configuration
@@ -24,7 +24,7 @@ const (
 	maxCacheTimeout = rediscache.MaxTimeout
 	maxCachePool    = rediscache.MaxPoolSize
 	// maxWebTimeout bounds the per-evaluation deadline the edge accepts.
-	maxWebTimeout  = edge.MaxTimeout
+	maxWebTimeout  = ratelimit.MaxEvaluationTimeout
 	maxProxies     = subject.MaxTrustedProxies
 	minIPv6Prefix  = subject.MinIPv6PrefixLen
 	maxLocalBurst  = localimit.MaxBurst

@@ -11,9 +11,8 @@ import (
 	"sort"
 	"strings"
 
-	"github.com/tech-log/tech-log-backend/adapter-inbound-web/edge"
-	"github.com/tech-log/tech-log-backend/adapter-outbound-cache-redis/ratedenial"
 	"github.com/tech-log/tech-log-backend/shared-contract/ratelimit"
+	"github.com/tech-log/tech-log-backend/shared-contract/route"
 )
 
 // maxPolicyFileLen bounds the policy file.
@@ -190,7 +189,7 @@ type setBuilder struct {
 	ids      map[ratelimit.PolicyID]string
 	routes   map[string][]ratelimit.PolicyID
 	byID     map[ratelimit.PolicyID]ratelimit.Policy
-	patterns *edge.Patterns
+	patterns *route.Table
 }
 
 func newSetBuilder(problems *[]error) *setBuilder {
@@ -199,7 +198,7 @@ func newSetBuilder(problems *[]error) *setBuilder {
 		ids:      map[ratelimit.PolicyID]string{},
 		routes:   map[string][]ratelimit.PolicyID{},
 		byID:     map[ratelimit.PolicyID]ratelimit.Policy{},
-		patterns: edge.NewPatterns(),
+		patterns: route.NewTable(),
 	}
 }
 
@@ -237,7 +236,7 @@ func (b *setBuilder) add(where string, d PolicyDef) {
 		switch {
 		case !*d.DenialCache:
 			b.set.NoDenialCache = append(b.set.NoDenialCache, spec.ID)
-		case !ratedenial.Exact(policy.Algorithm()):
+		case !ratelimit.DenialCacheExact(policy.Algorithm()):
 			b.fail(where, "denialCache: true, but the denial cache is not exact for %s (docs/programs.md, \"Denial cache\"): remove the field", policy.Algorithm())
 		}
 	}
@@ -284,9 +283,8 @@ func (b *setBuilder) finish() (PolicySet, error) {
 
 // setMemberProblem says why policy p cannot join the policy set members
 // (the policies already naming one route), or "" when it can: a set has at
-// most ratelimit.MaxSetMembers members, none of them with a dedup window
-// (an Idempotency-Key names one evaluation of one policy) and none a leaky
-// bucket (a held request would hold every member's admission).
+// most ratelimit.MaxSetMembers members, each of which may join a set
+// (ratelimit.CanJoinSet: no dedup window, no queue).
 func setMemberProblem(members []ratelimit.PolicyID, p ratelimit.Policy, byID map[ratelimit.PolicyID]ratelimit.Policy) string {
 	if len(members) == ratelimit.MaxSetMembers {
 		return fmt.Sprintf("is already named by %d policies, at most %d in one policy set", len(members), ratelimit.MaxSetMembers)
@@ -296,20 +294,24 @@ func setMemberProblem(members []ratelimit.PolicyID, p ratelimit.Policy, byID map
 		if id == p.ID() {
 			pol, ok = p, true
 		}
-		if ok && pol.DedupWindow() > 0 {
-			return fmt.Sprintf("is named by several policies (a policy set) and policy %q has a dedupWindow; a set member cannot have one", id)
+		if !ok {
+			continue
 		}
-		if ok && pol.Algorithm() == ratelimit.AlgorithmLeakyBucket {
+		// The contract's rule; the policy file's spelling of its reasons.
+		switch err := ratelimit.CanJoinSet(pol); {
+		case errors.Is(err, ratelimit.ErrSetMemberDedup):
+			return fmt.Sprintf("is named by several policies (a policy set) and policy %q has a dedupWindow; a set member cannot have one", id)
+		case errors.Is(err, ratelimit.ErrSetMemberQueue):
 			return fmt.Sprintf("is named by several policies (a policy set) and policy %q is a leaky_bucket; a queue cannot be a set member (ADR 0028)", id)
 		}
 	}
 	return ""
 }
 
-// checkPattern adds pattern to patterns, the edge's own ServeMux pattern
-// check: malformed patterns and ones that conflict with an earlier route are
-// errors.
-func checkPattern(patterns *edge.Patterns, pattern string) error {
+// checkPattern adds pattern to patterns, the contract's route grammar the
+// edge's route table follows too: malformed patterns and ones that
+// conflict with an earlier route are errors.
+func checkPattern(patterns *route.Table, pattern string) error {
 	if strings.TrimSpace(pattern) == "" {
 		return errors.New("empty pattern")
 	}

@@ -1,6 +1,7 @@
 package config
 
 import (
+	"errors"
 	"fmt"
 	"time"
 
@@ -134,11 +135,13 @@ func (p policyJSON) spec() (ratelimit.PolicySpec, []error) {
 	if p.DedupMaxReplays != nil {
 		// Optional: absent means ratelimit.DefaultDedupMaxReplays. Without
 		// a dedup window it would mean nothing, so it is refused rather
-		// than ignored.
-		switch n := *p.DedupMaxReplays; {
-		case p.DedupWindow == nil:
+		// than ignored: the contract's replay rule, in the policy file's
+		// words.
+		n := *p.DedupMaxReplays
+		switch err := ratelimit.CheckDedupMaxReplays(p.DedupWindow != nil, n); {
+		case errors.Is(err, ratelimit.ErrReplaysWithoutWindow):
 			problems = append(problems, fmt.Errorf("dedupMaxReplays: %d is set without \"dedupWindow\" (replays exist only with a dedup window; add one or remove the field)", n))
-		case n < 0 || n > ratelimit.MaxDedupMaxReplays:
+		case err != nil:
 			problems = append(problems, fmt.Errorf("dedupMaxReplays: %d is not an integer 0..%d", n, ratelimit.MaxDedupMaxReplays))
 		default:
 			spec.DedupMaxReplays = &n

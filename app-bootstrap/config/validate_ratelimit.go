@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/tech-log/tech-log-backend/adapter-outbound-cache-redis/ratedenial"
 	"github.com/tech-log/tech-log-backend/adapter-outbound-cache-redis/ratefallback"
 	"github.com/tech-log/tech-log-backend/adapter-outbound-cache-redis/redisrate"
 	"github.com/tech-log/tech-log-backend/shared-contract/ratelimit"
@@ -64,8 +63,8 @@ func (v *errs) rateLimit(r rawRateLimit, given *PolicySet) RateLimit {
 	}
 
 	out.FallbackMaxSubjects = v.bound(g+"FALLBACK_MAX_SUBJECTS", r.FallbackMaxSubjects, ratefallback.MaxSubjects)
-	if n := r.DenialCacheMaxEntries; n < 0 || n > ratedenial.MaxEntries {
-		v.add(g+"DENIAL_CACHE_MAX_ENTRIES", ErrInvalid, "%d: want 0 (off) or 1..%d", n, ratedenial.MaxEntries)
+	if n := r.DenialCacheMaxEntries; n < 0 || n > ratelimit.MaxDenialCacheEntries {
+		v.add(g+"DENIAL_CACHE_MAX_ENTRIES", ErrInvalid, "%d: want 0 (off) or 1..%d", n, ratelimit.MaxDenialCacheEntries)
 	} else {
 		out.DenialCacheMaxEntries = n
 	}

@@ -17,15 +17,31 @@ import (
 )
 
 // countingPort is "your own code against the port": a decorator that counts
-// denials before handing the outcome on. Whatever it adds, it must still
-// behave as an EdgePort; TestCountingPortConforms proves it does.
+// denials before handing the outcome on. It passes on every operation of
+// the one port (a decorator that forgets one does not compile, ADR 0033);
+// whatever it adds, it must still behave as an EdgePort, and
+// TestCountingPortConforms proves it does.
 type countingPort struct {
 	inner  ratelimit.EdgePort
 	denied atomic.Int64
 }
 
+var _ ratelimit.EdgePort = (*countingPort)(nil)
+
 func (c *countingPort) Evaluate(ctx context.Context, req ratelimit.Request) ratelimit.Outcome {
-	out := c.inner.Evaluate(ctx, req)
+	return c.count(c.inner.Evaluate(ctx, req))
+}
+
+func (c *countingPort) EvaluateSet(ctx context.Context, req ratelimit.SetRequest) ratelimit.Outcome {
+	return c.count(c.inner.EvaluateSet(ctx, req))
+}
+
+func (c *countingPort) Refund(ctx context.Context, req ratelimit.Request, r ratelimit.Receipt) ratelimit.Outcome {
+	return c.inner.Refund(ctx, req, r)
+}
+
+// count counts out if it is a denial, and returns it.
+func (c *countingPort) count(out ratelimit.Outcome) ratelimit.Outcome {
 	if e, ok := out.(ratelimit.Evaluated); ok && !e.Decision.Allowed {
 		c.denied.Add(1)
 	}

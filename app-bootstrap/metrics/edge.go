@@ -2,7 +2,6 @@ package metrics
 
 import (
 	"context"
-	"errors"
 	"time"
 
 	"github.com/tech-log/tech-log-backend/shared-contract/ratelimit"
@@ -37,13 +36,7 @@ func (e *Edge) Evaluate(ctx context.Context, req ratelimit.Request) ratelimit.Ou
 	return out
 }
 
-// errNoSetPort is the cause of the Incompatible outcome EvaluateSet answers
-// when the decorated port does not evaluate policy sets.
-var errNoSetPort = errors.New("metrics: the decorated port does not implement ratelimit.SetPort")
-
-// EvaluateSet implements ratelimit.SetPort (ADR 0027) when the decorated
-// port does (otherwise every set is Incompatible{program_fault}, never
-// admitted). A set is counted and timed once, under the member its
+// EvaluateSet implements ratelimit.EdgePort (ADR 0027). A set is counted and timed once, under the member its
 // outcome names: the member that speaks for an evaluated set
 // (ratelimit.Deciding: the denying one when denied), the member a failure
 // concerns otherwise.
@@ -51,36 +44,15 @@ func (e *Edge) EvaluateSet(ctx context.Context, req ratelimit.SetRequest) rateli
 	e.m.inFlight.Inc()
 	defer e.m.inFlight.Dec()
 	start := e.now()
-	var out ratelimit.Outcome
-	if inner, ok := e.inner.(ratelimit.SetPort); ok {
-		out = inner.EvaluateSet(ctx, req)
-	} else {
-		var first ratelimit.PolicyID
-		if len(req.Members) > 0 {
-			first = req.Members[0]
-		}
-		out = ratelimit.Incompatible{PolicyID: first, Category: ratelimit.CategoryProgramFault, Cause: errNoSetPort}
-	}
+	out := e.inner.EvaluateSet(ctx, req)
 	e.observe(ratelimit.PolicyOf(out), out, e.now().Sub(start))
 	return out
 }
 
-var _ ratelimit.Refunder = (*Edge)(nil)
-
-// errNoRefunder is the cause of the Incompatible outcome Refund answers
-// when the decorated port cannot refund.
-var errNoRefunder = errors.New("metrics: the decorated port does not implement ratelimit.Refunder")
-
-// Refund implements ratelimit.Refunder when the decorated port does
-// (otherwise Incompatible{program_fault}): counted by outcome kind, with
+// Refund implements ratelimit.EdgePort: counted by outcome kind, with
 // the units given back.
 func (e *Edge) Refund(ctx context.Context, req ratelimit.Request, r ratelimit.Receipt) ratelimit.Outcome {
-	var out ratelimit.Outcome
-	if inner, ok := e.inner.(ratelimit.Refunder); ok {
-		out = inner.Refund(ctx, req, r)
-	} else {
-		out = ratelimit.Incompatible{PolicyID: req.PolicyID, Category: ratelimit.CategoryProgramFault, Cause: errNoRefunder}
-	}
+	out := e.inner.Refund(ctx, req, r)
 	policy := policyLabel(req.PolicyID, e.known)
 	kind, _, _ := labels(out)
 	e.m.refunds.WithLabelValues(policy, kind).Inc()

@@ -65,7 +65,7 @@ const (
 	// and "conflict" (an evaluation ID reused with another cost or policy,
 	// Incompatible{dedup_conflict}).
 	DedupTotal = "tlb_ratelimit_dedup_total"
-	// RefundsTotal counts refunds (ratelimit.Refunder, ADR 0025) by
+	// RefundsTotal counts refunds (ratelimit.EdgePort.Refund, ADR 0025) by
 	// policy and outcome kind; RefundedUnitsTotal the units they gave back.
 	RefundsTotal       = "tlb_ratelimit_refunds_total"
 	RefundedUnitsTotal = "tlb_ratelimit_refunded_units_total"

@@ -330,7 +330,7 @@ type setPort struct {
 func (p *setPort) EvaluateSet(context.Context, ratelimit.SetRequest) ratelimit.Outcome { return p.out }
 
 // TestInstrumentEdgeSets: a policy set is counted once, under the member
-// its outcome names; a decorated port without sets is refused.
+// its outcome names; a set the decorated port refuses is counted so.
 func TestInstrumentEdgeSets(t *testing.T) {
 	set := ratelimit.SetRequest{Members: []ratelimit.PolicyID{"api", "login"}, Cost: 1}
 	denied := ratelimit.Decision{PolicyID: "login", Limit: 5, RetryAfter: time.Second}
@@ -343,7 +343,7 @@ func TestInstrumentEdgeSets(t *testing.T) {
 	assert.Equal(t, 0.0, testutil.ToFloat64(m.inFlight))
 
 	m = New()
-	port = m.InstrumentEdge(fixed(ratelimit.Evaluated{Decision: ratelimit.Decision{Allowed: true}}), []ratelimit.PolicyID{"api", "login"})
+	port = m.InstrumentEdge(fixed(ratelimit.Incompatible{PolicyID: "api", Category: ratelimit.CategoryProgramFault}), []ratelimit.PolicyID{"api", "login"})
 	got = port.EvaluateSet(context.Background(), set)
 	assert.False(t, ratelimit.Admitted(got))
 	assert.Equal(t, ratelimit.CategoryProgramFault, ratelimit.CategoryOf(got))
@@ -367,7 +367,7 @@ func TestInstrumentEdgeRefunds(t *testing.T) {
 	assert.Equal(t, 2.0, testutil.ToFloat64(m.refunds.WithLabelValues("api", "evaluated")))
 	assert.Equal(t, 6.0, testutil.ToFloat64(m.refunded.WithLabelValues("api")))
 	m = New()
-	out := m.InstrumentEdge(fixed(nil), []ratelimit.PolicyID{"api"}).Refund(context.Background(), req("api"), ratelimit.Receipt{})
+	out := m.InstrumentEdge(fixed(ratelimit.Incompatible{PolicyID: "api", Category: ratelimit.CategoryProgramFault}), []ratelimit.PolicyID{"api"}).Refund(context.Background(), req("api"), ratelimit.Receipt{})
 	assert.Equal(t, ratelimit.CategoryProgramFault, ratelimit.CategoryOf(out))
 	assert.Equal(t, 1.0, testutil.ToFloat64(m.refunds.WithLabelValues("api", "incompatible")))
 }

@@ -16,20 +16,12 @@ import (
 	"github.com/tech-log/tech-log-backend/shared-contract/ratelimit"
 )
 
-// Port is the port Limiter hands out: the service's decorator stack,
-// answering every outcome unflattened.
-type Port interface {
-	ratelimit.EdgePort
-	ratelimit.SetPort
-	ratelimit.Refunder
-}
-
 // Limiter is a distributed rate limiter with the service's defaults. Most
 // callers want Allow, or Middleware in a net/http server. It is safe for
 // concurrent use; Close it when done.
 type Limiter struct {
 	svc     *wiring.Limiter
-	port    Port
+	port    ratelimit.EdgePort
 	cfg     config.Config
 	pseudo  *subject.Pseudonymizer
 	edge    *edge.Middleware
@@ -86,10 +78,7 @@ func New(ctx context.Context, opts Options) (*Limiter, error) {
 }
 
 func newLimiter(cfg config.Config, svc *wiring.Limiter, identify subject.Identifier) (*Limiter, error) {
-	port, ok := svc.Port().(Port)
-	if !ok {
-		return nil, fmt.Errorf("port %T is not a SetPort and Refunder", svc.Port())
-	}
+	port := svc.Port()
 	pseudo, err := subject.NewPseudonymizer(cfg.Web.SubjectSecret)
 	if err != nil {
 		return nil, err
@@ -172,7 +161,7 @@ func (l *Limiter) Middleware(next http.Handler) http.Handler {
 // (EvaluateSet), refunds, evaluation IDs, costs, the local-fallback and
 // denial-cache sources. Requests need a Deadline (EvaluationTimeout from
 // now) and a SubjectDigest (Subject).
-func (l *Limiter) Limiter() Port { return l.port }
+func (l *Limiter) Limiter() ratelimit.EdgePort { return l.port }
 
 // EvaluationTimeout is the deadline Allow gives each evaluation: the
 // service's, derived from the command timeout (2x, or 3x with a dedup

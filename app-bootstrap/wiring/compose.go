@@ -135,9 +135,8 @@ func (l *Limiter) Start(ctx context.Context) error {
 // or the breaker is open with a local-fallback policy.
 func (l *Limiter) Ready(ctx context.Context) error { return l.c.Ready(ctx) }
 
-// Port is the top of the decorator stack: every evaluation goes through
-// it. It implements ratelimit.EdgePort, ratelimit.SetPort and
-// ratelimit.Refunder.
+// Port is the top of the decorator stack: every evaluation, set and
+// refund goes through it (the one ratelimit.EdgePort, ADR 0033).
 func (l *Limiter) Port() ratelimit.EdgePort { return l.st.port }
 
 // Provider is the redisrate provider at the bottom of the stack (stats,

@@ -165,3 +165,11 @@ type edgeOnly struct{}
 func (edgeOnly) Evaluate(context.Context, ratelimit.Request) ratelimit.Outcome {
 	return ratelimit.Unavailable{Category: ratelimit.CategoryClosed}
 }
+
+func (edgeOnly) EvaluateSet(context.Context, ratelimit.SetRequest) ratelimit.Outcome {
+	return ratelimit.Unavailable{Category: ratelimit.CategoryClosed}
+}
+
+func (edgeOnly) Refund(context.Context, ratelimit.Request, ratelimit.Receipt) ratelimit.Outcome {
+	return ratelimit.Unavailable{Category: ratelimit.CategoryClosed}
+}

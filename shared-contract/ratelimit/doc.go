@@ -1,9 +1,11 @@
 // Package ratelimit is the provider-neutral edge rate-limit contract: the
-// EdgePort that an inbound adapter calls, the Request it sends, the immutable
-// Policy a provider enforces, and the sealed Outcome it gets back; beside
-// it the SetPort that evaluates a policy set all or nothing (SetRequest,
-// Scope, Deciding; ADR 0027) and the Refunder that gives an admission back
-// by its Receipt (ADR 0025).
+// one EdgePort that an inbound adapter calls and every decorator and
+// provider implements (ADR 0033): Evaluate a Request, EvaluateSet a policy
+// set all or nothing (SetRequest, Scope, Deciding; ADR 0027), Refund an
+// admission by its Receipt (ADR 0025); the immutable Policy a provider
+// enforces, the sealed Outcome it gets back, and the rules every layer
+// shares: Recover (the one program-fault guard), PolicyID.Known,
+// Request.ScopedTo, CanJoinSet, DenialCacheExact.
 //
 // It owns the semantics of admission (fail closed: only an allowed Evaluated
 // outcome admits), the failure taxonomy (Unavailable, Indeterminate,
@@ -11,16 +13,18 @@
 // every provider must respect (MaxExactInt, MaxServerMillis,
 // MaxHorizonMillis, WeightScale; formulas in docs/arithmetic.md).
 //
-// Files: doc.go; request.go (EdgePort, Request, its ID types, Validate,
-// EffectiveDeadline); policy.go (Policy, PolicySpec, NewPolicy, the
+// Files: doc.go; port.go (EdgePort, Recover, ErrPanic, PolicyID.Known);
+// request.go (Request, its ID types, Validate, EffectiveDeadline,
+// MaxEvaluationTimeout); policy.go (Policy, PolicySpec, NewPolicy, the
 // accessors, FailurePolicy and the construction errors); params.go (the
 // Algorithm enum, the sealed Params sum and each algorithm's parameter type,
 // Policy's per-algorithm numbers); arithmetic.go (the integer edges
 // MaxExactInt, MaxServerMillis, MaxHorizonMillis, WeightScale, the
 // compile-time proof of A1, the overflow-free helpers and the checks of
 // each algorithm's formulas); outcome.go (the sealed Outcome, Decision,
-// Certainty, Receipt); category.go (Category); set.go (Scope, SetPort,
-// SetRequest, Deciding, Refunder).
+// Certainty, Receipt); category.go (Category); set.go (Scope, ScopedTo,
+// CanJoinSet, SetRequest, Deciding); denialrule.go (DenialCacheExact,
+// MaxDenialCacheEntries); replays.go (CheckDedupMaxReplays).
 //
 // It must never import anything outside the Go standard library and its
 // sibling package keyspace: no Redis client, no HTTP framework, no

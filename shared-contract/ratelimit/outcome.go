@@ -38,7 +38,7 @@ const KindUnknown OutcomeKind = "unknown"
 // Evaluated means the program ran and answered: Decision says allow or deny.
 type Evaluated struct {
 	Decision Decision
-	// Members is set by a SetPort only: the decision of every member
+	// Members is set by EdgePort.EvaluateSet only: the decision of every member
 	// decided, in SetRequest.Members order, and Decision is
 	// Members[Deciding(Members)]. When a member denied, nothing was
 	// consumed in any member, and the members that would have admitted
@@ -240,10 +240,10 @@ type Decision struct {
 	// now; it is always 0 for the other algorithms and on a denial.
 	Delay time.Duration
 	// Receipt, set on an allowed decision that consumed (not a replay),
-	// lets the caller give that admission back (Refunder, ADR 0025); the
+	// lets the caller give that admission back (EdgePort.Refund, ADR 0025); the
 	// zero Receipt otherwise.
 	Receipt Receipt
-	// Refunded is set by Refunder.Refund only: the units the refund gave
+	// Refunded is set by EdgePort.Refund only: the units the refund gave
 	// back (0: nothing was left to give back, or the receipt is stale).
 	Refunded int64
 	// Replayed is true when the port answered a decision it had recorded

@@ -198,7 +198,7 @@ func NewPolicy(spec PolicySpec) (Policy, error) {
 		}
 		if spec.Algorithm == AlgorithmLeakyBucket {
 			// A replay would answer an admission whose slot the caller
-			// may have given back (Refunder): a free pass (ADR 0028).
+			// may have given back (EdgePort.Refund): a free pass (ADR 0028).
 			v.fail("DedupWindow", ErrUnsupported, "a leaky_bucket policy cannot have a dedup window (a replayed admission would skip the queue)")
 		}
 	}
@@ -208,12 +208,16 @@ func NewPolicy(spec PolicySpec) (Policy, error) {
 		if spec.DedupWindow != 0 {
 			replays = DefaultDedupMaxReplays
 		}
-	case spec.DedupWindow == 0:
-		v.fail("DedupMaxReplays", ErrUnsupported, "%d: only a policy with a dedup window replays", *spec.DedupMaxReplays)
-	case *spec.DedupMaxReplays < 0 || *spec.DedupMaxReplays > MaxDedupMaxReplays:
-		v.fail("DedupMaxReplays", ErrDedupMaxReplays, "%d is not 0..%d", *spec.DedupMaxReplays, MaxDedupMaxReplays)
 	default:
-		replays = *spec.DedupMaxReplays
+		// The one replay rule (replays.go), in NewPolicy's words.
+		switch err := CheckDedupMaxReplays(spec.DedupWindow != 0, *spec.DedupMaxReplays); {
+		case errors.Is(err, ErrReplaysWithoutWindow):
+			v.fail("DedupMaxReplays", ErrUnsupported, "%d: only a policy with a dedup window replays", *spec.DedupMaxReplays)
+		case err != nil:
+			v.fail("DedupMaxReplays", ErrDedupMaxReplays, "%d is not 0..%d", *spec.DedupMaxReplays, MaxDedupMaxReplays)
+		default:
+			replays = *spec.DedupMaxReplays
+		}
 	}
 	switch spec.Scope {
 	case ScopeSubject:

@@ -11,16 +11,6 @@ import (
 	"github.com/tech-log/tech-log-backend/shared-contract/keyspace"
 )
 
-// EdgePort is the edge-enforcement port an inbound adapter calls once per
-// request. Implementations are safe for concurrent use.
-//
-// Evaluate never panics and never returns nil. Only an allowed Evaluated
-// outcome admits the request (see Admitted); every failure is a value that
-// says what the provider knows about whether state changed.
-type EdgePort interface {
-	Evaluate(ctx context.Context, req Request) Outcome
-}
-
 // Request asks for Cost units of the policy PolicyID on behalf of
 // SubjectDigest. The zero value is invalid. Printing a Request (fmt, slog)
 // never shows the subject digest, only its length.
@@ -65,6 +55,11 @@ func (r Request) EffectiveDeadline(ctx context.Context) time.Time {
 	}
 	return r.Deadline
 }
+
+// MaxEvaluationTimeout is the longest evaluation timeout an inbound adapter
+// may give a request (the edge's Config.Timeout, the configuration's
+// APP_WEB_EVALUATION_TIMEOUT): its Deadline is at most that far from now.
+const MaxEvaluationTimeout = time.Minute
 
 // Request validation errors, wrapped by the error Validate returns.
 var (

@@ -1,7 +1,6 @@
 package ratelimit
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -51,26 +50,19 @@ func ParseScope(s string) (Scope, error) {
 // names the global budget.
 const GlobalSubject SubjectDigest = "_global_scope___"
 
+// ScopedTo returns r counted as p counts it: its SubjectDigest replaced by
+// p.Subject's (GlobalSubject for a ScopeGlobal policy). It is how every
+// layer that keys state, cache entries or local tables by subject applies
+// the scope rule (ADR 0027, ADR 0033); the rule itself is Policy.Subject.
+func (r Request) ScopedTo(p Policy) Request {
+	r.SubjectDigest = p.Subject(r.SubjectDigest)
+	return r
+}
+
 // MaxSetMembers bounds SetRequest.Members: a set is decided in at most
 // that many program calls, and its reply and RateLimit-Policy field stay
 // small.
 const MaxSetMembers = 8
-
-// SetPort evaluates several policies for one request, all or nothing (ADR
-// 0027): the request is admitted only if every member admits it, and when
-// any member denies, none consumes. Implementations are safe for
-// concurrent use, never panic and never return nil.
-//
-// An allowed Evaluated outcome carries every member's decision in
-// Evaluated.Members; its Decision is the one that speaks for the set
-// (Deciding). Unavailable, Indeterminate and Incompatible name the member
-// they concern in PolicyID. A member that admitted before another denied
-// (members decided one after the other, in different Redis Cluster slots)
-// is refunded; a refund that fails leaves that charge in place, which can
-// only under-admit, and the outcome's Cause says so.
-type SetPort interface {
-	EvaluateSet(ctx context.Context, req SetRequest) Outcome
-}
 
 // SetRequest asks for Cost units of every policy in Members on behalf of
 // SubjectDigest, all or nothing. The zero value is invalid. Printing it
@@ -87,6 +79,32 @@ type SetRequest struct {
 	// Deadline is required, as Request.Deadline: one deadline for the
 	// whole set.
 	Deadline time.Time
+}
+
+// Why a policy cannot be a policy-set member, wrapped by CanJoinSet's error.
+var (
+	// ErrSetMemberDedup: a member cannot have a dedup window (an evaluation
+	// ID names one evaluation of one policy; a set has none).
+	ErrSetMemberDedup = errors.New("a policy-set member cannot have a dedup window")
+	// ErrSetMemberQueue: a member cannot be a queue (a leaky bucket): a held
+	// request would hold every member's admission (ADR 0028).
+	ErrSetMemberQueue = errors.New("a queue (leaky bucket) cannot be a policy-set member")
+)
+
+// CanJoinSet is the one rule of which policy may be a policy-set member
+// (ADR 0027, ADR 0028): nil when p may, otherwise an error naming p and
+// wrapping ErrSetMemberDedup or ErrSetMemberQueue. The policy file, the
+// edge's route table and the provider all ask it; how many members a set
+// has and that none repeats is SetRequest.Validate's (MaxSetMembers).
+func CanJoinSet(p Policy) error {
+	var errs []error
+	if p.DedupWindow() > 0 {
+		errs = append(errs, fmt.Errorf("policy %q: %w", p.ID(), ErrSetMemberDedup))
+	}
+	if _, _, queue := p.Queue(); queue {
+		errs = append(errs, fmt.Errorf("policy %q: %w", p.ID(), ErrSetMemberQueue))
+	}
+	return errors.Join(errs...)
 }
 
 // ErrSetMembers is wrapped by SetRequest.Validate's error about Members.
@@ -181,20 +199,6 @@ func Deciding(members []Decision) int {
 		}
 	}
 	return best
-}
-
-// Refunder gives back what one admission took (ADR 0025): req is the
-// request that was admitted (its policy and subject; its Cost is not used,
-// the receipt's is) and r the receipt its allowed decision carried. An
-// Evaluated outcome means the refund ran or had nothing to do: its
-// decision is Allowed, Refunded says how many units came back (0 for a
-// stale receipt: another revision, another source, a rolled window) and
-// Remaining what is left after it. Unavailable: nothing was sent, nothing
-// changed; Indeterminate: the refund may have run; in either case the
-// charge may stay, which can only under-admit. A zero receipt or one of
-// another policy is Unavailable{invalid_request}.
-type Refunder interface {
-	Refund(ctx context.Context, req Request, r Receipt) Outcome
 }
 
 // ErrInvalidReceipt is wrapped by the error of a Refund given a zero

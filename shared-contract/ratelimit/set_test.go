@@ -132,3 +132,31 @@ func TestSetRequestFirstMember(t *testing.T) {
 	assert.Equal(t, ratelimit.PolicyID("per-second"), validSet().FirstMember())
 	assert.Equal(t, ratelimit.PolicyID(""), ratelimit.SetRequest{}.FirstMember())
 }
+
+// TestCanJoinSet: the one set-member rule: a plain policy may join, one
+// with a dedup window or a queue may not, and the error says which.
+func TestCanJoinSet(t *testing.T) {
+	assert.NoError(t, ratelimit.CanJoinSet(mustPolicy(t, fixedSpec(10, time.Second, 1))))
+	dedup := mustPolicy(t, with(fixedSpec(10, time.Second, 1), func(s *ratelimit.PolicySpec) { s.DedupWindow = time.Minute }))
+	err := ratelimit.CanJoinSet(dedup)
+	assert.ErrorIs(t, err, ratelimit.ErrSetMemberDedup)
+	assert.NotErrorIs(t, err, ratelimit.ErrSetMemberQueue)
+	queue := mustPolicy(t, ratelimit.PolicySpec{ID: "q", Revision: 1, Algorithm: ratelimit.AlgorithmLeakyBucket,
+		Params: ratelimit.LeakyBucket{Rate: 10, Period: time.Second, QueueSize: 5, MaxDelay: time.Second}, MaxCost: 1,
+		CleanupGrace: time.Second, FailurePolicy: ratelimit.FailClosed})
+	err = ratelimit.CanJoinSet(queue)
+	assert.ErrorIs(t, err, ratelimit.ErrSetMemberQueue)
+	assert.Contains(t, err.Error(), `policy "q"`)
+}
+
+// TestCheckDedupMaxReplays: the one replay rule, at its edges.
+func TestCheckDedupMaxReplays(t *testing.T) {
+	assert.ErrorIs(t, ratelimit.CheckDedupMaxReplays(false, 1), ratelimit.ErrReplaysWithoutWindow)
+	assert.ErrorIs(t, ratelimit.CheckDedupMaxReplays(false, 0), ratelimit.ErrReplaysWithoutWindow)
+	for _, n := range []int64{0, 1, ratelimit.MaxDedupMaxReplays} {
+		assert.NoError(t, ratelimit.CheckDedupMaxReplays(true, n), "%d", n)
+	}
+	for _, n := range []int64{-1, ratelimit.MaxDedupMaxReplays + 1} {
+		assert.ErrorIs(t, ratelimit.CheckDedupMaxReplays(true, n), ratelimit.ErrDedupMaxReplays, "%d", n)
+	}
+}

@@ -1,6 +1,10 @@
 package send
 
-import "errors"
+import (
+	"errors"
+
+	"github.com/tech-log/tech-log-backend/shared-contract/ratelimit"
+)
 
 // Errors of the send loop the provider maps or branches on.
 var (
@@ -8,8 +12,8 @@ var (
 	// the command timeout, so the call is not sent.
 	ErrDeadlineTooShort = errors.New("remaining deadline shorter than the command timeout")
 	// ErrPanic: a send recovered from a panic; nothing is known about the
-	// command.
-	ErrPanic = errors.New("panic while evaluating")
+	// command. It is the contract's ratelimit.ErrPanic.
+	ErrPanic = ratelimit.ErrPanic
 	// ErrInFlightFull: the target already has its in-flight bound of
 	// program calls on the wire; the call is not sent.
 	ErrInFlightFull = errors.New("in-flight bound reached")

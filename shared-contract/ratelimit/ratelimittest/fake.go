@@ -19,21 +19,27 @@ type Call struct {
 	ContextDeadline time.Time
 }
 
-// Fake is a scriptable ratelimit.EdgePort. By default (Func and Outcome
-// both nil) it is a conformant in-memory limiter over the policies it was
-// built with (NewFake): every policy is a budget of Limit units per subject
-// and revision that never refills (so Run's hour-long windows hold), a
-// denial consumes nothing, and requests are validated and prechecked as a
-// provider does. Set Outcome to answer a fixed outcome (nil included, to
+// Fake is a scriptable ratelimit.EdgePort. By default (Func, SetFunc,
+// RefundFunc and Outcome all nil) it is a conformant in-memory limiter over
+// the policies it was built with (NewFake): every policy is a budget of
+// Limit units per subject and revision that never refills (so Run's
+// hour-long windows hold), a denial consumes nothing, a set takes from
+// every member or from none (its admitted members carry a receipt), a
+// refund gives the receipt's units back, and requests are validated and
+// prechecked as a provider does. Set Outcome to answer a fixed outcome (nil included, to
 // test a caller's fail-closed handling) or Func to compute one. It records
 // every call unless DontRecord is set (benchmarks). It is safe for
 // concurrent use; change the exported fields only while no call is in
 // flight.
 type Fake struct {
-	// Func, when set, computes every answer.
+	// Func, when set, computes every Evaluate answer.
 	Func func(ctx context.Context, req ratelimit.Request) ratelimit.Outcome
-	// Outcome, when Func is nil and UseOutcome or Outcome is set, is
-	// answered as is.
+	// SetFunc, when set, computes every EvaluateSet answer.
+	SetFunc func(ctx context.Context, req ratelimit.SetRequest) ratelimit.Outcome
+	// RefundFunc, when set, computes every Refund answer.
+	RefundFunc func(ctx context.Context, req ratelimit.Request, r ratelimit.Receipt) ratelimit.Outcome
+	// Outcome, when the method's Func is nil and UseOutcome or Outcome is
+	// set, is answered as is (by every method).
 	Outcome ratelimit.Outcome
 	// UseOutcome makes a nil Outcome an answer (instead of the default
 	// limiter).
@@ -128,38 +134,87 @@ func (f *Fake) Requests() []ratelimit.Request {
 	return out
 }
 
-// limit is the default conformant limiter.
-func (f *Fake) limit(ctx context.Context, req ratelimit.Request) ratelimit.Outcome {
-	now := time.Now()
-	if f.Now != nil {
-		now = f.Now()
+// EvaluateSet implements ratelimit.EdgePort: SetFunc's answer, Outcome,
+// or the default limiter's all-or-nothing decision. It is not recorded in
+// Calls.
+func (f *Fake) EvaluateSet(ctx context.Context, req ratelimit.SetRequest) ratelimit.Outcome {
+	switch {
+	case f.SetFunc != nil:
+		return f.SetFunc(ctx, req)
+	case f.Outcome != nil || f.UseOutcome:
+		return f.Outcome
+	}
+	return f.limitSet(ctx, req)
+}
+
+// Refund implements ratelimit.EdgePort: RefundFunc's answer, Outcome, or
+// the default limiter's refund of the receipt's units (saturating at
+// nothing used). It is not recorded in Calls.
+func (f *Fake) Refund(ctx context.Context, req ratelimit.Request, r ratelimit.Receipt) ratelimit.Outcome {
+	switch {
+	case f.RefundFunc != nil:
+		return f.RefundFunc(ctx, req, r)
+	case f.Outcome != nil || f.UseOutcome:
+		return f.Outcome
 	}
 	hint := time.Second
+	p, ok := f.policies[req.PolicyID]
+	if r.IsZero() || r.PolicyID() != req.PolicyID || !ok {
+		return ratelimit.Unavailable{PolicyID: req.PolicyID.Known(), RetryAfter: hint, Category: ratelimit.CategoryInvalidRequest,
+			Cause: fmt.Errorf("ratelimittest: %w: %v", ratelimit.ErrInvalidReceipt, r)}
+	}
+	d := ratelimit.Decision{Allowed: true, Limit: p.Limit(), PolicyID: p.ID(), PolicyRevision: p.Revision(), Source: ratelimit.GlobalRedis, Certainty: p.Certainty()}
+	if r.Revision() != p.Revision() {
+		return ratelimit.Evaluated{Decision: d}
+	}
+	key := budgetKey(p, req.SubjectDigest)
+	f.used.mu.Lock()
+	back := min(r.Cost(), f.used.used[key])
+	f.used.used[key] -= back
+	d.Remaining = p.Limit() - f.used.used[key]
+	f.used.mu.Unlock()
+	d.Refunded = back
+	return ratelimit.Evaluated{Decision: d}
+}
+
+// budgetKey names the budget of p's subject.
+func budgetKey(p ratelimit.Policy, subject ratelimit.SubjectDigest) string {
+	return string(p.ID()) + "\x00" + strconv.FormatInt(p.Revision(), 10) + "\x00" + string(subject)
+}
+
+// precheck is the default limiter's refusal of req, or nil.
+func (f *Fake) precheck(ctx context.Context, req ratelimit.Request, now time.Time) (ratelimit.Policy, ratelimit.Outcome) {
+	hint := time.Second
 	if ctx == nil {
-		return ratelimit.Unavailable{RetryAfter: hint, Category: ratelimit.CategoryInvalidRequest, Cause: fmt.Errorf("ratelimittest: nil context")}
+		return ratelimit.Policy{}, ratelimit.Unavailable{RetryAfter: hint, Category: ratelimit.CategoryInvalidRequest, Cause: fmt.Errorf("ratelimittest: nil context")}
 	}
 	if err := req.Validate(); err != nil {
-		return ratelimit.Unavailable{RetryAfter: hint, Category: ratelimit.CategoryInvalidRequest, Cause: err}
+		return ratelimit.Policy{}, ratelimit.Unavailable{RetryAfter: hint, Category: ratelimit.CategoryInvalidRequest, Cause: err}
 	}
 	p, ok := f.policies[req.PolicyID]
 	if !ok {
-		return ratelimit.Unavailable{PolicyID: req.PolicyID, RetryAfter: hint, Category: ratelimit.CategoryUnknownPolicy, Cause: fmt.Errorf("ratelimittest: unknown policy %q", req.PolicyID)}
+		return p, ratelimit.Unavailable{PolicyID: req.PolicyID, RetryAfter: hint, Category: ratelimit.CategoryUnknownPolicy, Cause: fmt.Errorf("ratelimittest: unknown policy %q", req.PolicyID)}
 	}
 	if err := req.ValidateFor(p); err != nil {
-		return ratelimit.Unavailable{PolicyID: req.PolicyID, RetryAfter: hint, Category: ratelimit.CategoryInvalidRequest, Cause: err}
+		return p, ratelimit.Unavailable{PolicyID: req.PolicyID, RetryAfter: hint, Category: ratelimit.CategoryInvalidRequest, Cause: err}
 	}
 	if ctx.Err() != nil || !req.EffectiveDeadline(ctx).After(now) {
-		return ratelimit.Unavailable{PolicyID: req.PolicyID, RetryAfter: hint, Category: ratelimit.CategoryDeadline, Cause: ratelimit.ErrDeadlinePassed}
+		return p, ratelimit.Unavailable{PolicyID: req.PolicyID, RetryAfter: hint, Category: ratelimit.CategoryDeadline, Cause: ratelimit.ErrDeadlinePassed}
 	}
-	key := string(p.ID()) + "\x00" + strconv.FormatInt(p.Revision(), 10) + "\x00" + string(req.SubjectDigest)
-	f.used.mu.Lock()
-	used := f.used.used[key]
-	allowed := used+req.Cost <= p.Limit()
-	if allowed {
-		used += req.Cost
-		f.used.used[key] = used
+	return p, nil
+}
+
+// clock is the limiter's now.
+func (f *Fake) clock() time.Time {
+	if f.Now != nil {
+		return f.Now()
 	}
-	f.used.mu.Unlock()
+	return time.Now()
+}
+
+// decision is the default limiter's decision of p for a budget with used
+// units taken.
+func decision(p ratelimit.Policy, allowed bool, used int64, now time.Time) ratelimit.Decision {
 	window := time.Duration(p.WindowMillis()) * time.Millisecond
 	d := ratelimit.Decision{
 		Allowed:        allowed,
@@ -175,5 +230,62 @@ func (f *Fake) limit(ctx context.Context, req ratelimit.Request) ratelimit.Outco
 	if !allowed {
 		d.RetryAfter = window
 	}
-	return ratelimit.Evaluated{Decision: d}
+	return d
+}
+
+// limitSet is the default limiter's set: every member prechecked, then
+// taken from all or none.
+func (f *Fake) limitSet(ctx context.Context, req ratelimit.SetRequest) ratelimit.Outcome {
+	now := f.clock()
+	if err := req.Validate(); err != nil {
+		return ratelimit.Unavailable{PolicyID: req.FirstMember().Known(), RetryAfter: time.Second, Category: ratelimit.CategoryInvalidRequest, Cause: err}
+	}
+	pols := make([]ratelimit.Policy, len(req.Members))
+	for i := range req.Members {
+		p, refused := f.precheck(ctx, req.Member(i), now)
+		if refused != nil {
+			return refused
+		}
+		pols[i] = p
+	}
+	f.used.mu.Lock()
+	defer f.used.mu.Unlock()
+	all := true
+	for _, p := range pols {
+		all = all && f.used.used[budgetKey(p, req.SubjectDigest)]+req.Cost <= p.Limit()
+	}
+	members := make([]ratelimit.Decision, len(pols))
+	for i, p := range pols {
+		key := budgetKey(p, req.SubjectDigest)
+		used := f.used.used[key]
+		allowed := used+req.Cost <= p.Limit()
+		if all {
+			used += req.Cost
+			f.used.used[key] = used
+		}
+		members[i] = decision(p, allowed, used, now)
+		if all {
+			members[i].Receipt = ratelimit.NewReceipt(p.ID(), p.Revision(), req.Cost, now.UnixMilli(), ratelimit.GlobalRedis)
+		}
+	}
+	return ratelimit.Evaluated{Decision: members[ratelimit.Deciding(members)], Members: members}
+}
+
+// limit is the default conformant limiter.
+func (f *Fake) limit(ctx context.Context, req ratelimit.Request) ratelimit.Outcome {
+	now := f.clock()
+	p, refused := f.precheck(ctx, req, now)
+	if refused != nil {
+		return refused
+	}
+	key := budgetKey(p, req.SubjectDigest)
+	f.used.mu.Lock()
+	used := f.used.used[key]
+	allowed := used+req.Cost <= p.Limit()
+	if allowed {
+		used += req.Cost
+		f.used.used[key] = used
+	}
+	f.used.mu.Unlock()
+	return ratelimit.Evaluated{Decision: decision(p, allowed, used, now)}
 }

@@ -17,6 +17,11 @@ func TestFakeConforms(t *testing.T) {
 	ratelimittest.Run(t, ratelimittest.FakePorts())
 }
 
+// TestFakeSetsConform: the Fake's default sets pass the kit's set checks.
+func TestFakeSetsConform(t *testing.T) {
+	ratelimittest.RunSets(t, ratelimittest.FakePorts())
+}
+
 func TestFakeScripted(t *testing.T) {
 	t.Parallel()
 	ctx, cancel := context.WithDeadline(context.Background(), time.Unix(2_000_000_000, 0))

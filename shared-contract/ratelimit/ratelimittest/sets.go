@@ -9,25 +9,22 @@ import (
 )
 
 // askSet asks port for a set of members on subject at cost 1.
-func askSet(port ratelimit.SetPort, subject ratelimit.SubjectDigest, members ...ratelimit.PolicyID) ratelimit.Outcome {
+func askSet(port ratelimit.EdgePort, subject ratelimit.SubjectDigest, members ...ratelimit.PolicyID) ratelimit.Outcome {
 	return port.EvaluateSet(context.Background(), ratelimit.SetRequest{Members: members, SubjectDigest: subject, Cost: 1, Deadline: time.Now().Add(30 * time.Second)})
 }
 
-// RunSets checks what every ratelimit.SetPort must do (ADR 0027) over
+// RunSets checks what every ratelimit.EdgePort's EvaluateSet must do (ADR 0027) over
 // Policies: a set admits only while every member admits, reporting every
 // member; a set denied by one member consumes nothing of the others,
 // whichever position the denying member has; the member that speaks for
 // the set is ratelimit.Deciding's; an invalid set (a repeated or unknown
 // member) is refused and consumes nothing; every admitted member carries
-// a receipt. newPort's ports must implement ratelimit.SetPort.
+// a receipt.
 func RunSets(t *testing.T, newPort NewPort) {
 	t.Helper()
 	ClearOfWindowEnd(t, time.Hour, time.Minute)
 	port := newPort(t, Policies(t, 1))
-	sets, ok := port.(ratelimit.SetPort)
-	if !ok {
-		t.Fatalf("ratelimittest: %T does not implement ratelimit.SetPort", port)
-	}
+	sets := port
 	ids := []ratelimit.PolicyID{"c-fixed", "c-sliding", "c-bucket", "c-gcra", "c-log"}
 
 	t.Run("admits while every member admits, then denies", func(t *testing.T) {

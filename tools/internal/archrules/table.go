@@ -155,6 +155,24 @@ func Project() Table {
 				Except: []Site{{Module: RedisAdapter, Package: "redistest/..."}, {Module: Tools}},
 			},
 			{
+				Name: "config-imports-no-adapter",
+				Why:  "the configuration checks values by the contract's rules (shared-contract: the route grammar, the set-member rule, the bounds), never by an adapter's; the wiring hands values to adapters (ADR 0033)",
+				From: []string{AppBootstrap},
+				Only: []Site{{Module: AppBootstrap, Package: "config/..."}},
+				To:   Set{Modules: []string{WebAdapter, RedisAdapter, GrpcAdapter}},
+				// The debt left by ADR 0033: bounds and constructors config
+				// still borrows from these adapters. edge and ratedenial are
+				// gone; nothing may be added here.
+				Allow: Set{Paths: []string{
+					ProjectPrefix + WebAdapter + "/subject",
+					ProjectPrefix + WebAdapter + "/localimit",
+					ProjectPrefix + RedisAdapter + "/redisrate",
+					ProjectPrefix + RedisAdapter + "/rediscache",
+					ProjectPrefix + RedisAdapter + "/ratefallback",
+					ProjectPrefix + GrpcAdapter + "/rls",
+				}},
+			},
+			{
 				Name:   "prometheus-only-in-app-bootstrap",
 				Why:    "metrics are wired in app-bootstrap; adapters and the contract stay metrics-library free",
 				To:     Set{Paths: []string{prometheus}},
