@@ -45,9 +45,7 @@ type Bundle struct {
 	Dedup Program
 	// HasDedup reports whether Dedup is set.
 	HasDedup bool
-	// Refund is the algorithm's generic refund program (RefundFor): its
-	// ARGV is RefundArgs. It stays generic (ADR 0035) until the refund
-	// callers send a bound ARGV.
+	// Refund is the bound refund program; its ARGV is BoundRefundArgs.
 	Refund Program
 }
 
@@ -108,8 +106,12 @@ func ForPolicy(p ratelimit.Policy) (Bundle, error) {
 		}
 		b.HasDedup = true
 	}
-	if b.Refund, ok = c.refunds[a]; !ok {
+	refund, ok := c.refunds[a]
+	if !ok {
 		return Bundle{}, fmt.Errorf("%w: policy %q: no refund program for %v", ErrBind, p.ID(), a)
+	}
+	if b.Refund, err = bind(refund, "refund"); err != nil {
+		return Bundle{}, err
 	}
 	return b, nil
 }
@@ -139,6 +141,16 @@ func BoundArgs(p ratelimit.Policy, cost int64) []any {
 		return nil
 	}
 	return []any{p.Revision(), cost}
+}
+
+// BoundRefundArgs returns the ARGV of p's bound refund program for a
+// receipt of the given cost taken at atMillis (server time): the revision,
+// the cost and the receipt's instant.
+func BoundRefundArgs(p ratelimit.Policy, cost, atMillis int64) []any {
+	if p.IsZero() {
+		return nil
+	}
+	return []any{p.Revision(), cost, atMillis}
 }
 
 // bindingOf is p's generic ARGV (Args(p, 1)) as the template's data.

@@ -9,10 +9,10 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// TestForPolicyBundle: one call gives a policy's programs; decide, charge
-// and (for a policy with a dedup window) dedup are bound, named as the generic programs,
-// with the bound ARGV counts; the refund program is the generic one; a
-// changed parameter changes every bound digest.
+// TestForPolicyBundle: one call gives a policy's programs; decide, charge,
+// refund and (for a policy with a dedup window) dedup are bound, named as
+// the generic programs, with the bound ARGV counts; a changed parameter
+// changes every bound digest.
 func TestForPolicyBundle(t *testing.T) {
 	for _, a := range algorithms {
 		p := smallPolicy(t, a, time.Second)
@@ -21,7 +21,10 @@ func TestForPolicyBundle(t *testing.T) {
 		dec, charge, refund := mustProgram(t, a), mustCharge(t, a), mustRefund(t, a)
 		require.Equal(t, dec.Name, b.Decide.Name)
 		require.Equal(t, charge.Name, b.Charge.Name)
-		require.Equal(t, refund, b.Refund, "the refund program stays generic")
+		require.Equal(t, refund.Name, b.Refund.Name)
+		require.Equal(t, ArgCountBound+ArgCountRefund, b.Refund.ArgCount)
+		require.Equal(t, sha1Hex(b.Refund.Source), b.Refund.SHA1)
+		require.NotEqual(t, refund.SHA1, b.Refund.SHA1, "the refund program is bound")
 		require.Equal(t, ArgCountBound, b.Decide.ArgCount)
 		require.Equal(t, ArgCountBound, b.Charge.ArgCount)
 		require.Equal(t, sha1Hex(b.Decide.Source), b.Decide.SHA1)
@@ -32,6 +35,7 @@ func TestForPolicyBundle(t *testing.T) {
 		require.NoError(t, err)
 		require.NotEqual(t, b.Decide.SHA1, other.Decide.SHA1)
 		require.NotEqual(t, b.Charge.SHA1, other.Charge.SHA1)
+		require.NotEqual(t, b.Refund.SHA1, other.Refund.SHA1)
 		dedup, ok := DedupFor(a)
 		if !ok {
 			continue // a queue takes no dedup window (ADR 0028)

@@ -67,8 +67,9 @@ type policyState struct {
 	// charge is the policy's bound charge program (programs.ForPolicy), for
 	// EvaluateAfterCharge.
 	charge *send.Script
-	// refund is the algorithm's generic refund program (programs.ForPolicy, ADR
-	// 0025): a set gives back its members admitted before a denial.
+	// refund is the policy's bound refund program (programs.ForPolicy, ADR
+	// 0025, ADR 0035): Refund, and a set giving back its members admitted
+	// before a denial.
 	refund *send.Script
 	// setMember is the policy's part of the set program's ARGV, prepared
 	// once (the zero SetMember for a queue, which is never a set member).

@@ -251,9 +251,9 @@ func newProvider(client coordinationClient, keys *keyspace.Builder, policies []r
 			return s
 		}
 		// The policy's programs, rendered bound to it in one lookup (ADR
-		// 0030, ADR 0035): decision, charge and dedup take the parameters
-		// as constants of their source, their ARGV the revision and the
-		// cost (and the dedup entries); the refund program is generic.
+		// 0030, ADR 0035): decision, charge, dedup and refund take the
+		// parameters as constants of their source, their ARGV the revision
+		// and the cost (and the dedup entries, the refund's instant).
 		bundle, err := programs.ForPolicy(pol)
 		if err != nil {
 			bad("policies[%d] %q: %v", i, pol.ID(), err)

@@ -33,8 +33,8 @@ func (p *Provider) Refund(ctx context.Context, req ratelimit.Request, r ratelimi
 		// charge is not in Redis. Nothing to give back here.
 		return ratelimit.Evaluated{Decision: ratelimit.Decision{Allowed: true, PolicyID: ps.policy.ID(), PolicyRevision: ps.policy.Revision(), Source: ratelimit.GlobalRedis, Certainty: ps.certainty}}
 	}
-	// RefundArgs holds the cost already: the ARGV goes as built.
-	res := p.exec.Run(ctx, send.Call{Script: ps.refund, Key: c.key, Argv: programs.RefundArgs(ps.policy, r.Cost(), r.AtMillis()), SendBy: c.sendBy})
+	// BoundRefundArgs holds the cost already: the ARGV goes as built.
+	res := p.exec.Run(ctx, send.Call{Script: ps.refund, Key: c.key, Argv: programs.BoundRefundArgs(ps.policy, r.Cost(), r.AtMillis()), SendBy: c.sendBy})
 	rep, ok := res.(send.Replied)
 	if !ok || rep.Err != nil {
 		return p.outcome(ps, res, r.Cost())

@@ -210,8 +210,8 @@ func (p *Provider) giveBack(ctx context.Context, taken []admission, cost int64) 
 	for i := len(taken) - 1; i >= 0; i-- {
 		a := taken[i]
 		ps := a.c.policy
-		// RefundArgs holds the cost already: the ARGV goes as built.
-		err := refunded(p.exec.Run(rctx, send.Call{Script: ps.refund, Key: a.c.key, Argv: programs.RefundArgs(ps.policy, cost, a.at), SendBy: p.now().Add(p.timeout)}))
+		// BoundRefundArgs holds the cost already: the ARGV goes as built.
+		err := refunded(p.exec.Run(rctx, send.Call{Script: ps.refund, Key: a.c.key, Argv: programs.BoundRefundArgs(ps.policy, cost, a.at), SendBy: p.now().Add(p.timeout)}))
 		if err != nil {
 			p.refundFailures.Add(1)
 			errs = append(errs, fmt.Errorf("redisrate: %w: member %q: %w", ErrRefundFailed, ps.policy.ID(), err))

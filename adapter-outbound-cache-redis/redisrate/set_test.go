@@ -41,8 +41,9 @@ func TestSetMemberFailingMidWay(t *testing.T) {
 		return replyArray(r)
 	}()
 	refundReply := []any{int64(1), t0.UnixMilli(), t0.UnixMilli(), int64(5), int64(5), int64(1), t0.UnixMilli()}
-	refundProg, ok := programs.RefundFor(fw.Algorithm())
-	require.True(t, ok)
+	bundle, err := programs.ForPolicy(fw)
+	require.NoError(t, err)
+	refundProg := bundle.Refund // the policy's bound refund program
 	lost := fakeReply{err: io.EOF}
 	for name, tc := range map[string]struct {
 		second, refund fakeReply
@@ -188,7 +189,7 @@ func TestRefundReplyLost(t *testing.T) {
 	out := p.Refund(context.Background(), req, ratelimit.NewReceipt("fw", fw.Revision(), 1, t0.UnixMilli(), ratelimit.GlobalRedis))
 	assert.Equal(t, ratelimit.KindIndeterminate, out.Kind(), "%v", out)
 	require.Len(t, f.commands(), 1, "sent once, never retried: %v", f.names())
-	refundProg, ok := programs.RefundFor(fw.Algorithm())
-	require.True(t, ok)
-	assert.Equal(t, refundProg.SHA1, f.commands()[0].program)
+	bundle, err := programs.ForPolicy(fw)
+	require.NoError(t, err)
+	assert.Equal(t, bundle.Refund.SHA1, f.commands()[0].program, "the policy's bound refund program")
 }

@@ -1,29 +1,25 @@
 #!lua
---[[ rate-token-bucket-refund-v1: give back what one token-bucket admission took,
+-- rate-fixed-window-refund-v1 bound to revision 3 of one policy (ADR 0030)
+--[[ rate-fixed-window-refund-v1: give back what one fixed-window admission took,
 exactly and saturating (ADR 0025); never admits, never denies.
 Spec: docs/programs.md and docs/contract.md. Bounds cite ratelimit/policy.go.
 M = 2^53-1 (MaxExactInt), S = 2^45 (MaxServerMillis), H = MaxHorizonMillis.
-The level is kept exactly, scaled by the period P: level = t + m/P, and the
-scaled level s = t*P + m never exceeds the full level C*P <= M (T1).
 KEYS[1]  the state value, a string (one key, nothing else is touched)
 ARGV[1]  policy revision             1..M                       (A2)
-ARGV[2]  units to refund             1..capacity                (A4)
+ARGV[2]  units to refund             1..limit                   (A4)
 ARGV[3]  maxClockRegressionMillis    0..H                       (A3)
 ARGV[4]  cleanupGraceMillis          1..H
-ARGV[5]  capacity C                  1..floor(M/P)              (T1)
-ARGV[6]  refillTokens R              1..M, ceil(C*P/R) <= H-grace (T2)
-ARGV[7]  refillPeriodMillis P        1..H
+ARGV[5]  limit                       1..floor(M/2)              (F1)
+ARGV[6]  windowMillis                1..H-grace                 (F2)
 Every ARGV is a canonical decimal integer (no sign, no leading zero).
-Stored value (ADR 0010): one string, '>BI6I7I6' then the revision:
+Stored value (ADR 0010): one string, '>BI6I6I7' then the revision:
   v  schema version, 2 (high 4 bits of the first byte)
-  a  algorithm, 3 (low 4 bits of the first byte; token_bucket)
+  a  algorithm, 1 (low 4 bits of the first byte; fixed_window)
   r  policy revision, = ARGV[1] (the bytes after the packed fields)
-  l  lastObservedMillis, 0..S; also the last refill instant (every write
-     refills up to the instant it is made at)
-  t  whole tokens after the last admission, 0..C-1
-  m  sub-token remainder in 1/P tokens, 0..P-1
-A missing key is a full bucket.
-Reply, 7 integers: status, serverNowMillis, effectiveNowMillis, limit (= C),
+  l  lastObservedMillis, 0..S
+  w  window id, = floor(l / windowMillis)
+  c  units consumed in window w, 1..limit
+Reply, 7 integers: status, serverNowMillis, effectiveNowMillis, limit,
   remaining, retryAfterMillis, resetAtMillis
   1 ALLOWED / 2 DENIED: every field set; a denial writes nothing.
   3 CLOCK_UNSAFE: server time beyond S: all fields 0 but the status; clock
@@ -34,13 +30,13 @@ Reply, 7 integers: status, serverNowMillis, effectiveNowMillis, limit (= C),
 Write (ALLOWED only): SET the value with PX (resetAt - serverNow) + grace.
 Refund (not a decision; the reply above reads as follows):
 ARGV[n]  atMillis, the admission's effectiveNowMillis (its receipt) 0..S
-  (n = #ARGV = 8; ARGV[2] is the admission's cost.) After the clock
+  (n = #ARGV = 3; ARGV[2] is the admission's cost.) After the clock
   check: status 1 always, retryAfterMillis replaced by the units given back
   (0: the receipt is stale, nothing written), remaining and resetAt as the
   state left answers them. A state the refund empties is deleted.
-Refund: the refilled level becomes min(C, level + units) (deleted when
-  full: a missing key is a full bucket); the units given back are
-  ceil(added / P) scaled units, 0 when it was full already.
+Refund: the admission's window floor(at / window) still the current one
+  and holding units: c = c - min(units, c) (deleted at 0); a rolled window
+  is a no-op.
 ]]
 local M = 9007199254740991
 local S = 35184372088832
@@ -66,14 +62,6 @@ local function int(s)
   return nil
 end
 
--- ceil is integer ceiling division of 0 <= a <= M by b >= 1, from the quotient
--- and remainder (floor(a / b) of doubles is exact for a <= M).
-local function ceil(a, b)
-  local q = math.floor(a / b)
-  if a - q * b > 0 then q = q + 1 end
-  return q
-end
-
 local t = redis.call('TIME')
 local now, future = 0, true
 do
@@ -91,22 +79,19 @@ do
   if future then now = 0 end
 end
 
-if #KEYS ~= 1 or #ARGV ~= 8 then return {5, now, 0, 0, 0, 0, 0} end
--- The ARGV that must be >= 1 are checked as int() does, inline: the pattern
--- POS, then one conversion. A matching string longer than 16 characters is
--- at least 10^16 > M, and every one of them is bounded by M or less below,
--- so this accepts exactly what int() and the ranges accept.
-local rev, cost, reg, grace, cap, rate, per = ARGV[1], ARGV[2], int(ARGV[3]), ARGV[4], ARGV[5], ARGV[6], ARGV[7]
-if find(rev, POS) and find(cost, POS) and find(grace, POS) and find(cap, POS) and find(rate, POS) and find(per, POS) then
-  rev, cost, grace, cap, rate, per = rev + 0, cost + 0, grace + 0, cap + 0, rate + 0, per + 0
+if #KEYS ~= 1 or #ARGV ~= 3 then return {5, now, 0, 0, 0, 0, 0} end
+-- Bound to one policy revision (ADR 0030): the parameters are constants,
+-- range-checked below as ARGV are; ARGV is the revision and the cost.
+local rev, cost, reg, grace, limit, win = 3, ARGV[2], 2000, 60000, 5, 60000
+if ARGV[1] == '3' and find(cost, POS) then
+  cost = cost + 0
 else
   rev = nil
 end
 if not (rev and rev <= M and reg and reg <= H and grace <= H
-    and per <= H and rate <= M
-    and cap <= math.floor(M / per)
-    and ceil(cap * per, rate) <= H - grace
-    and cost <= cap) then
+    and limit <= 4503599627370495
+    and win <= H - grace
+    and cost <= limit) then
   return {5, now, 0, 0, 0, 0, 0}
 end
 if future then return {3, 0, 0, 0, 0, 0, 0} end
@@ -114,13 +99,13 @@ local at = int(ARGV[#ARGV])
 if not (at and at <= S) then return {5, now, 0, 0, 0, 0, 0} end
 
 -- One GET is the type check (WRONGTYPE: not a string) and the read. The
--- value is 20 bytes packed as '>BI6I7I6' (header 16*schema+algorithm,
--- l, t, m), then the policy revision exactly as ARGV[1]; the length check
+-- value is 20 bytes packed as '>BI6I6I7' (header 16*schema+algorithm,
+-- l, w, c), then the policy revision exactly as ARGV[1]; the length check
 -- comes first, so unpack never reads past the end. The fields are unsigned,
 -- so only their ranges are checked; a field above 2^53 unpacks to an inexact
 -- double that is still above every bound it is compared with.
 local g = redis.pcall('GET', KEYS[1])
-local fl, ft, fm -- fl is nil when there is no state
+local fl, fw, fc -- fl is nil when there is no state
 if g then
   if type(g) == 'table' then -- an error reply
     if g.err and find(g.err, '^WRONGTYPE') then return {4, now, 0, 0, 0, 0, 0} end
@@ -128,9 +113,9 @@ if g then
   end
   if #g ~= 20 + #ARGV[1] then return {4, now, 0, 0, 0, 0, 0} end
   local fh, n
-  fh, fl, ft, fm, n = sunpack('>BI6I7I6', g)
-  if not (fh == 35 and sub(g, n) == ARGV[1] and fl <= S
-      and ft < cap and fm < per) then
+  fh, fl, fw, fc, n = sunpack('>BI6I6I7', g)
+  if not (fh == 33 and sub(g, n) == ARGV[1] and fl <= S
+      and fw == math.floor(fl / win) and fc >= 1 and fc <= limit) then
     return {4, now, 0, 0, 0, 0, 0}
   end
 end
@@ -141,31 +126,23 @@ if fl and now < fl then
   eff = fl
 end
 
--- T1: every scaled quantity below is at most full = C*P <= M.
-local full = cap * per
-local s = full
-if fl then
-  s = ft * per + fm
-  -- Compare the elapsed time with the time to fill before multiplying: when
-  -- it is shorter, elapsed * R < full - s, so the sum stays below full.
-  if eff - fl >= ceil(full - s, rate) then
-    s = full
-  else
-    s = s + (eff - fl) * rate
-  end
+local k = math.floor(eff / win)
+local used = 0
+if fl and fw == k then used = fc end
+local reset = (k + 1) * win
+-- The refund gives back at most what the admission's window holds, only
+-- while that window is the current one (a rolled window is a no-op).
+local back = 0
+if used > 0 and math.floor(at / win) == k then
+  back = cost
+  if back > used then back = used end
 end
--- The refund gives back at most up to a full bucket.
-local back = full - s
-if back > cost * per then back = cost * per end
-local after = s + back
-local tokens = math.floor(after / per)
-local reset = eff + ceil(full - after, rate) -- T2
 if back > 0 then
-  if after < full then
-    redis.call('SET', KEYS[1], spack('>BI6I7I6', 35, eff, tokens, after - tokens * per) .. ARGV[1],
+  if used > back then
+    redis.call('SET', KEYS[1], spack('>BI6I6I7', 33, eff, k, used - back) .. ARGV[1],
       'PX', reset - now + grace)
   else
     redis.call('DEL', KEYS[1])
   end
 end
-return {1, now, eff, cap, tokens, ceil(back, per), reset}
+return {1, now, eff, limit, limit - used + back, back, reset}

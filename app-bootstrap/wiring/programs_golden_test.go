@@ -1,4 +1,4 @@
-package config
+package wiring
 
 import (
 	"flag"
@@ -11,15 +11,16 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/tech-log/tech-log-backend/adapter-outbound-cache-redis/programs"
+	"github.com/tech-log/tech-log-backend/app-bootstrap/config"
 )
 
 var updatePrograms = flag.Bool("update-programs", false, "rewrite testdata/programs from the example policy files (go generate)")
 
 // examplePolicyFiles are the policy files whose programs are checked in:
-// the embedded example (DefaultPoliciesJSON, the same as
+// the embedded example (config.DefaultPoliciesJSON, the same as
 // app-bootstrap/examples/policies.json) and the compose demo's.
 var examplePolicyFiles = map[string]func(t *testing.T) string{
-	"default": func(*testing.T) string { return DefaultPoliciesJSON() },
+	"default": func(*testing.T) string { return config.DefaultPoliciesJSON() },
 	"demo": func(t *testing.T) string {
 		b, err := os.ReadFile("../../deploy/demo-policies.json")
 		require.NoError(t, err)
@@ -37,7 +38,7 @@ var examplePolicyFiles = map[string]func(t *testing.T) string{
 func TestExamplePolicyPrograms(t *testing.T) {
 	want := map[string]string{}
 	for name, read := range examplePolicyFiles {
-		set, err := ParsePolicies(strings.NewReader(read(t)))
+		set, err := config.ParsePolicies(strings.NewReader(read(t)))
 		require.NoError(t, err, name)
 		var sums strings.Builder
 		for _, p := range set.Policies {

@@ -1,4 +1,5 @@
 #!lua
+-- rate-token-bucket-refund-v1 bound to revision 1 of one policy (ADR 0030)
 --[[ rate-token-bucket-refund-v1: give back what one token-bucket admission took,
 exactly and saturating (ADR 0025); never admits, never denies.
 Spec: docs/programs.md and docs/contract.md. Bounds cite ratelimit/policy.go.
@@ -34,7 +35,7 @@ Reply, 7 integers: status, serverNowMillis, effectiveNowMillis, limit (= C),
 Write (ALLOWED only): SET the value with PX (resetAt - serverNow) + grace.
 Refund (not a decision; the reply above reads as follows):
 ARGV[n]  atMillis, the admission's effectiveNowMillis (its receipt) 0..S
-  (n = #ARGV = 8; ARGV[2] is the admission's cost.) After the clock
+  (n = #ARGV = 3; ARGV[2] is the admission's cost.) After the clock
   check: status 1 always, retryAfterMillis replaced by the units given back
   (0: the receipt is stale, nothing written), remaining and resetAt as the
   state left answers them. A state the refund empties is deleted.
@@ -91,14 +92,12 @@ do
   if future then now = 0 end
 end
 
-if #KEYS ~= 1 or #ARGV ~= 8 then return {5, now, 0, 0, 0, 0, 0} end
--- The ARGV that must be >= 1 are checked as int() does, inline: the pattern
--- POS, then one conversion. A matching string longer than 16 characters is
--- at least 10^16 > M, and every one of them is bounded by M or less below,
--- so this accepts exactly what int() and the ranges accept.
-local rev, cost, reg, grace, cap, rate, per = ARGV[1], ARGV[2], int(ARGV[3]), ARGV[4], ARGV[5], ARGV[6], ARGV[7]
-if find(rev, POS) and find(cost, POS) and find(grace, POS) and find(cap, POS) and find(rate, POS) and find(per, POS) then
-  rev, cost, grace, cap, rate, per = rev + 0, cost + 0, grace + 0, cap + 0, rate + 0, per + 0
+if #KEYS ~= 1 or #ARGV ~= 3 then return {5, now, 0, 0, 0, 0, 0} end
+-- Bound to one policy revision (ADR 0030): the parameters are constants,
+-- range-checked below as ARGV are; ARGV is the revision and the cost.
+local rev, cost, reg, grace, cap, rate, per = 1, ARGV[2], 2000, 60000, 100, 10, 1000
+if ARGV[1] == '1' and find(cost, POS) then
+  cost = cost + 0
 else
   rev = nil
 end

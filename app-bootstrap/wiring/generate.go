@@ -1,4 +1,4 @@
-package config
+package wiring
 
 // The golden renderings of the example policies' programs under
 // testdata/programs (what the service sends for them, ADR 0035) are
