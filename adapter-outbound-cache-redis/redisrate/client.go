@@ -161,6 +161,7 @@ func NewClient(cfg ClientConfig) (*redis.Client, error) {
 // timeout.
 var profile = redisclient.Profile{
 	ProbeOnConnect:     true,
+	OwnDialFailures:    true,
 	WaitsWithinCommand: true,
 	Invalid:            ErrInvalidConfig,
 }

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"sync"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -98,4 +99,102 @@ func tlsForHost(c *tls.Config, addr string) *tls.Config {
 	c = c.Clone()
 	c.ServerName = host
 	return c
+}
+
+// dialProbeInterval is how often an open dial circuit lets one real dial
+// through: go-redis's own probe interval, so that the bound on dials to an
+// unreachable server is the one go-redis's circuit gave.
+const dialProbeInterval = time.Second
+
+// dialCircuit is the capability's own dial circuit (Profile.OwnDialFailures),
+// which replaces go-redis's. Per address, once threshold dials in a row
+// have failed, a dial is refused without dialing, with the last failure,
+// except one real dial (a probe) per dialProbeInterval; any successful dial
+// closes it. go-redis's circuit counts failures over the pool's whole life
+// and only its own probe resets the count, so a history of PoolSize
+// failures, spread over outages and restarts, refuses dials to a healthy
+// server with a stale error (issue 33). To keep go-redis's count at zero,
+// a failed or refused dial reaches go-redis as a failedConn, not an error:
+// its handshake's first write fails with the *DialError (dialFailure),
+// before any byte of a command, and go-redis closes and removes it like
+// any connection whose handshake failed.
+type dialCircuit struct {
+	dial      DialFunc
+	threshold int
+	now       func() time.Time
+
+	mu    sync.Mutex
+	addrs map[string]*dialState
+}
+
+// dialState is one address's circuit.
+type dialState struct {
+	failures int        // dials failed in a row; 0 after a success
+	last     *DialError // the last failure
+	probeAt  time.Time  // the last real dial while open
+}
+
+func newDialCircuit(dial DialFunc, threshold int) *dialCircuit {
+	return &dialCircuit{dial: dial, threshold: max(threshold, 1), now: time.Now, addrs: map[string]*dialState{}}
+}
+
+// DialContext is the go-redis Dialer; it never returns an error.
+func (c *dialCircuit) DialContext(ctx context.Context, network, addr string) (net.Conn, error) {
+	c.mu.Lock()
+	s := c.addrs[addr]
+	if s == nil {
+		s = &dialState{}
+		c.addrs[addr] = s
+	}
+	if s.failures >= c.threshold {
+		if c.now().Sub(s.probeAt) < dialProbeInterval {
+			last := s.last
+			c.mu.Unlock()
+			return failedConn{err: &dialFailure{last}}, nil
+		}
+		s.probeAt = c.now() // this dial is the probe
+	}
+	c.mu.Unlock()
+	conn, err := c.dial(ctx, network, addr)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if err == nil {
+		s.failures = 0
+		return conn, nil
+	}
+	de, ok := errors.AsType[*DialError](err)
+	if !ok {
+		de = &DialError{Err: err}
+	}
+	s.failures++
+	s.last = de
+	if s.failures == c.threshold {
+		s.probeAt = c.now()
+	}
+	return failedConn{err: &dialFailure{de}}, nil
+}
+
+// dialFailure is a failedConn's error: the dial's *DialError, which it
+// unwraps to in one step (go-redis unwraps a handshake error once before
+// returning it).
+type dialFailure struct{ *DialError }
+
+// Unwrap exposes the dial's error.
+func (e *dialFailure) Unwrap() error { return e.DialError }
+
+// failedConn is the connection of a failed or refused dial: every read and
+// write fails with its error; closing it is a no-op.
+type failedConn struct{ err error }
+
+var failedAddr net.Addr = &net.TCPAddr{}
+
+func (c failedConn) Read([]byte) (int, error)      { return 0, c.err }
+func (c failedConn) Write([]byte) (int, error)     { return 0, c.err }
+func (failedConn) Close() error                    { return nil }
+func (failedConn) LocalAddr() net.Addr             { return failedAddr }
+func (failedConn) RemoteAddr() net.Addr            { return failedAddr }
+func (failedConn) SetDeadline(time.Time) error     { return nil }
+func (failedConn) SetReadDeadline(time.Time) error { return nil }
+func (failedConn) SetWriteDeadline(time.Time) error {
+	return nil
 }

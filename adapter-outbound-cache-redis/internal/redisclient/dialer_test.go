@@ -5,8 +5,12 @@ import (
 	"crypto/tls"
 	"errors"
 	"net"
+	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -109,3 +113,123 @@ func TestDialerChecksEachHostAgainstItsOwnName(t *testing.T) {
 	}
 	assert.Equal(t, "", client.ServerName, "the configuration shared by every host is untouched")
 }
+
+// TestDialCircuit: the own dial circuit (Profile.OwnDialFailures) refuses
+// a dial without dialing only after threshold dials in a row failed, with
+// the last failure, lets one probe through per dialProbeInterval, and
+// closes on any successful dial; failures never add up across a success.
+// Every failure reaches go-redis as a connection that fails its first
+// write with a *DialError, never as an error.
+func TestDialCircuit(t *testing.T) {
+	var down bool
+	var dials int
+	refused := &net.OpError{Op: "dial", Net: "tcp", Err: syscall.ECONNREFUSED}
+	client := okConn{}
+	c := newDialCircuit(func(context.Context, string, string) (net.Conn, error) {
+		dials++
+		if down {
+			return nil, &DialError{Err: refused}
+		}
+		return client, nil
+	}, 3)
+	now := time.Unix(1000, 0)
+	c.now = func() time.Time { return now }
+	dial := func() (net.Conn, error) {
+		conn, err := c.DialContext(context.Background(), "tcp", "a:1")
+		require.NoError(t, err, "never an error: go-redis would count it")
+		_, werr := conn.Write([]byte("x"))
+		return conn, werr
+	}
+	failed := func(msg string) {
+		t.Helper()
+		_, err := dial()
+		var de *DialError
+		require.ErrorAs(t, err, &de, msg)
+		require.ErrorIs(t, err, syscall.ECONNREFUSED, msg)
+	}
+
+	// Failures that are not in a row never open it.
+	for range 10 {
+		down = true
+		failed("a failure")
+		failed("a failure")
+		down = false
+		conn, err := dial()
+		require.NoError(t, err)
+		require.Equal(t, client, conn, "a successful dial is the server's connection")
+	}
+	require.Equal(t, 30, dials, "every dial was real")
+
+	// Three in a row open it: refused without dialing, with the last failure.
+	down = true
+	for range 3 {
+		failed("a failure")
+	}
+	failed("refused while open")
+	require.Equal(t, 33, dials, "refused without dialing")
+	down = false
+	failed("refused until the next probe, though the server is back")
+	require.Equal(t, 33, dials)
+	// One probe per interval: it reaches the server and closes the circuit.
+	now = now.Add(dialProbeInterval)
+	_, err := dial()
+	require.NoError(t, err)
+	require.Equal(t, 34, dials)
+	down = true
+	failed("closed: a real dial")
+	require.Equal(t, 35, dials)
+
+	// Per address: another address is not refused.
+	failed("a failure")
+	failed("a failure: open again")
+	failed("refused while open")
+	require.Equal(t, 37, dials)
+	other, err := c.DialContext(context.Background(), "tcp", "b:1")
+	require.NoError(t, err)
+	_, err = other.Write([]byte("x"))
+	require.Error(t, err)
+	require.Equal(t, 38, dials, "another address is dialed")
+}
+
+// TestOwnDialFailuresThroughGoRedis: under Profile.OwnDialFailures a
+// refused dial still fails its command with a *DialError (the cause kept)
+// before anything is written, go-redis keeps no connection of it, and the
+// client dials the server once it accepts. (TestDialCircuit has the
+// circuit; redisrate TestLostReplyRetryAfterDialFailures what go-redis's
+// own would do.)
+func TestOwnDialFailuresThroughGoRedis(t *testing.T) {
+	srv := redistest.Start(t)
+	const poolSize = 4
+	var down atomic.Bool
+	var d net.Dialer
+	refused := &net.OpError{Op: "dial", Net: "tcp", Err: syscall.ECONNREFUSED}
+	o := Options{
+		Protocol: 2, DialTimeout: time.Second, CommandTimeout: time.Second, PoolSize: poolSize, PoolTimeout: time.Second,
+		Dialer: func(ctx context.Context, network, addr string) (net.Conn, error) {
+			if down.Load() {
+				return nil, refused
+			}
+			return d.DialContext(ctx, network, addr)
+		},
+		Profile: Profile{OwnDialFailures: true, ProbeOnConnect: true},
+	}
+	client := redis.NewClient(o.Simple(srv.Addr()))
+	t.Cleanup(func() { _ = client.Close() })
+	ctx := redistest.AdminCtx(t)
+
+	down.Store(true)
+	for range poolSize - 1 {
+		err := client.Ping(ctx).Err()
+		var de *DialError
+		require.ErrorAs(t, err, &de, "a failed dial is a *DialError: %v", err)
+		require.ErrorIs(t, err, syscall.ECONNREFUSED)
+	}
+	assert.Zero(t, client.PoolStats().TotalConns, "no connection kept")
+	down.Store(false)
+	require.NoError(t, client.Ping(ctx).Err(), "the server is dialed once it accepts")
+}
+
+// okConn is a connection whose writes succeed.
+type okConn struct{ net.Conn }
+
+func (okConn) Write(b []byte) (int, error) { return len(b), nil }

@@ -23,13 +23,15 @@
 //
 // What is really a capability's own is its Profile: whether the caller's
 // context deadline bounds a command, whether dials are capped at the pool
-// size, whether each new connection is probed, whether dial and pool
+// size, whether each new connection is probed, whether the capability's own
+// dial circuit replaces go-redis's (OwnDialFailures), whether dial and pool
 // waits must fit in one command timeout. The capabilities never share a
 // client, a configuration or a pool: each builds its own from its own
 // settings.
 //
 // Files: doc.go; options.go (Profile, Options, Universal, Simple); dialer.go
-// (the dialer, DialError, ErrTLSHandshake, TLS, the handshake probe);
+// (the dialer, DialError, ErrTLSHandshake, TLS, the handshake probe, the
+// dial circuit);
 // topology.go (Sentinel, NewClient, NewFailoverClient, NewClusterClient);
 // check.go (Limits, CheckClient, CheckCluster: a built client's options);
 // fields.go (the setting checks both capabilities' Validate share:

@@ -34,6 +34,20 @@ type Profile struct {
 	// handshake, so that a server that refuses the connection (maxclients,
 	// AUTH required) fails it before the first command is written.
 	ProbeOnConnect bool
+	// OwnDialFailures replaces go-redis's dial circuit with the
+	// capability's own (dialCircuit): go-redis counts every failed dial of
+	// a pool, over its whole life, and resets the count only from a
+	// background probe it starts when the count reaches PoolSize, dialing
+	// once a second; a successful dial never resets it. So after any
+	// history of PoolSize failed dials (outages, restarts) every dial fails
+	// at once with the last, stale, dial error until that probe succeeds,
+	// up to a second after the server is back, and a lost reply's retry,
+	// which needs a new connection, is refused though the server is healthy
+	// (issue 33). The own circuit counts failures in a row, which a
+	// successful dial ends, with go-redis's bound on dials to an
+	// unreachable server (PoolSize failures in a row, then one dial a
+	// second); a failed dial is still a *DialError before any command byte.
+	OwnDialFailures bool
 	// WaitsWithinCommand requires DialTimeout and PoolTimeout not to exceed
 	// CommandTimeout (checked by CheckClient).
 	WaitsWithinCommand bool
@@ -93,7 +107,7 @@ func (o Options) Universal(addrs []string) *redis.UniversalOptions {
 	u := &redis.UniversalOptions{
 		Addrs:      append([]string(nil), addrs...),
 		ClientName: o.ClientName,
-		Dialer:     newDialer(o.Dialer, o.DialTimeout, tlsConfig(o.TLSConfig)),
+		Dialer:     o.dialer(),
 		Protocol:   o.Protocol,
 		Username:   o.Username,
 		Password:   o.Password,
@@ -129,6 +143,16 @@ func (o Options) Universal(addrs []string) *redis.UniversalOptions {
 		u.OnConnect = probeConn
 	}
 	return u
+}
+
+// dialer is the go-redis Dialer of o's clients: newDialer, behind the
+// capability's own dial circuit under Profile.OwnDialFailures.
+func (o Options) dialer() DialFunc {
+	d := newDialer(o.Dialer, o.DialTimeout, tlsConfig(o.TLSConfig))
+	if o.Profile.OwnDialFailures {
+		return newDialCircuit(d, o.PoolSize).DialContext
+	}
+	return d
 }
 
 // Simple is the standalone client's options at addr: Universal's, as
