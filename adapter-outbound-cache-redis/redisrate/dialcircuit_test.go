@@ -60,8 +60,9 @@ func TestLostReplyRetryAfterDialFailures(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	require.NoError(t, p.Start(ctx))
-	dedup, ok := programs.DedupFor(ratelimit.AlgorithmTokenBucket)
-	require.True(t, ok)
+	bundle, err := programs.ForPolicy(pol)
+	require.NoError(t, err)
+	dedup := bundle.Dedup // the policy's bound dedup program, what is sent
 	subject := randomSubject(t)
 	evaluate := func(id ratelimit.EvaluationID) ratelimit.Outcome {
 		return p.Evaluate(context.Background(), ratelimit.Request{PolicyID: "orders", SubjectDigest: subject, Cost: 1, EvaluationID: id,
