@@ -12,7 +12,6 @@ import (
 	"strings"
 
 	"github.com/tech-log/tech-log-backend/adapter-inbound-web/edge"
-	"github.com/tech-log/tech-log-backend/adapter-outbound-cache-redis/ratedenial"
 	"github.com/tech-log/tech-log-backend/shared-contract/ratelimit"
 )
 
@@ -232,12 +231,13 @@ func (b *setBuilder) add(where string, d PolicyDef) {
 		return
 	}
 	b.set.Policies = append(b.set.Policies, policy)
+	alg, _ := policy.Algorithm().Spec()
 	if d.DenialCache != nil {
 		// Optional: absent means on where the algorithm is exact.
 		switch {
 		case !*d.DenialCache:
 			b.set.NoDenialCache = append(b.set.NoDenialCache, spec.ID)
-		case !ratedenial.Exact(policy.Algorithm()):
+		case !alg.DenialCacheExact:
 			b.fail(where, "denialCache: true, but the denial cache is not exact for %s (docs/programs.md, \"Denial cache\"): remove the field", policy.Algorithm())
 		}
 	}
@@ -285,8 +285,9 @@ func (b *setBuilder) finish() (PolicySet, error) {
 // setMemberProblem says why policy p cannot join the policy set members
 // (the policies already naming one route), or "" when it can: a set has at
 // most ratelimit.MaxSetMembers members, none of them with a dedup window
-// (an Idempotency-Key names one evaluation of one policy) and none a leaky
-// bucket (a held request would hold every member's admission).
+// (an Idempotency-Key names one evaluation of one policy) and none of an
+// algorithm that cannot be a member (AlgorithmSpec.NoSetMember: the leaky
+// bucket, whose held request would hold every member's admission).
 func setMemberProblem(members []ratelimit.PolicyID, p ratelimit.Policy, byID map[ratelimit.PolicyID]ratelimit.Policy) string {
 	if len(members) == ratelimit.MaxSetMembers {
 		return fmt.Sprintf("is already named by %d policies, at most %d in one policy set", len(members), ratelimit.MaxSetMembers)
@@ -299,8 +300,8 @@ func setMemberProblem(members []ratelimit.PolicyID, p ratelimit.Policy, byID map
 		if ok && pol.DedupWindow() > 0 {
 			return fmt.Sprintf("is named by several policies (a policy set) and policy %q has a dedupWindow; a set member cannot have one", id)
 		}
-		if ok && pol.Algorithm() == ratelimit.AlgorithmLeakyBucket {
-			return fmt.Sprintf("is named by several policies (a policy set) and policy %q is a leaky_bucket; a queue cannot be a set member (ADR 0028)", id)
+		if alg, _ := pol.Algorithm().Spec(); ok && alg.NoSetMember != "" {
+			return fmt.Sprintf("is named by several policies (a policy set) and policy %q is a %s; %s", id, alg.Name, alg.NoSetMember)
 		}
 	}
 	return ""
