@@ -11,6 +11,9 @@ type numbers struct {
 	rate, per  int64 // refill tokens, refill period (token bucket); reduced rate, period in µs (GCRA)
 	grace, reg int64
 	fullScaled int64 // token bucket: C*P; GCRA: B*P
+	// delays: an admission may carry a delay (a leaky bucket's;
+	// ratelimit.AlgorithmSpec.Delays).
+	delays bool
 	// delayAfterScaled is a leaky bucket's delayAfter emission intervals,
 	// delayAfter*P in 1/R µs (ADR 0028).
 	delayAfterScaled int64
@@ -26,6 +29,9 @@ func numbersOf(p ratelimit.Policy) numbers {
 		grace:     p.CleanupGrace().Milliseconds(),
 		reg:       p.MaxClockRegression().Milliseconds(),
 		horizonMs: p.HorizonMillis(),
+	}
+	if spec, ok := p.Algorithm().Spec(); ok {
+		n.delays = spec.Delays
 	}
 	if tokens, period, ok := p.Refill(); ok {
 		n.rate, n.per = tokens, period

@@ -1,0 +1,17 @@
+package programs
+
+import "github.com/tech-log/tech-log-backend/shared-contract/ratelimit"
+
+// leakyBucketModel: the leaky bucket runs on GCRA's model and state with
+// a burst of QueueSize+1 (ADR 0028); its admissions carry their delay
+// (numbers.delays, from ratelimit.AlgorithmSpec.Delays).
+var leakyBucketModel = model{
+	alg:            ratelimit.AlgorithmLeakyBucket,
+	slug:           "leaky-bucket",
+	layout:         gcraModel.layout,
+	compactArrival: true,
+	validState:     gcraModel.validState,
+	decide:         gcraModel.decide,
+	charge:         gcraModel.charge,
+	refund:         numbers.refundGCRA,
+}
