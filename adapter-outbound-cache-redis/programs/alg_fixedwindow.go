@@ -5,9 +5,10 @@ import "github.com/tech-log/tech-log-backend/shared-contract/ratelimit"
 // fixedWindowModel: fixed window `>B I6 I6 I7` (l, w, c): l, w <= S <
 // 2^48; c <= M/2 < 2^56 (F1).
 var fixedWindowModel = model{
-	alg:    ratelimit.AlgorithmFixedWindow,
-	slug:   "fixed-window",
-	layout: []field{{FieldLastObserved, 6}, {FieldWindow, 6}, {FieldCount, 7}},
+	alg:     ratelimit.AlgorithmFixedWindow,
+	slug:    "fixed-window",
+	setCode: 1,
+	layout:  []field{{FieldLastObserved, 6}, {FieldWindow, 6}, {FieldCount, 7}},
 	validState: func(n numbers, f map[string]int64, c *calc) bool {
 		return f[FieldWindow] == c.floor(f[FieldLastObserved], n.win) &&
 			f[FieldCount] >= 1 && f[FieldCount] <= n.limit

@@ -8,6 +8,7 @@ import "github.com/tech-log/tech-log-backend/shared-contract/ratelimit"
 var gcraModel = model{
 	alg:            ratelimit.AlgorithmGCRA,
 	slug:           "gcra",
+	setCode:        4,
 	layout:         []field{{FieldLastObserved, lastObservedBytes}, {FieldArrival, maxArrivalWidth}},
 	compactArrival: true,
 	validState: func(n numbers, f map[string]int64, c *calc) bool {

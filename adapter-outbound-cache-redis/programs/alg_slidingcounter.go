@@ -5,9 +5,10 @@ import "github.com/tech-log/tech-log-backend/shared-contract/ratelimit"
 // slidingCounterModel: sliding counter `>B I6 I6 I5 I5` (l, w, c, p):
 // l, w <= S < 2^48; c, p <= M/Q < 2^40 (S1).
 var slidingCounterModel = model{
-	alg:    ratelimit.AlgorithmSlidingWindowCounter,
-	slug:   "sliding-counter",
-	layout: []field{{FieldLastObserved, 6}, {FieldWindow, 6}, {FieldCount, 5}, {FieldPrevious, 5}},
+	alg:     ratelimit.AlgorithmSlidingWindowCounter,
+	slug:    "sliding-counter",
+	setCode: 2,
+	layout:  []field{{FieldLastObserved, 6}, {FieldWindow, 6}, {FieldCount, 5}, {FieldPrevious, 5}},
 	validState: func(n numbers, f map[string]int64, c *calc) bool {
 		return f[FieldWindow] == c.floor(f[FieldLastObserved], n.win) &&
 			f[FieldCount] >= 1 && f[FieldCount] <= n.limit && f[FieldPrevious] <= n.limit

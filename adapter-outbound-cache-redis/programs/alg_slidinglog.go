@@ -9,6 +9,7 @@ import "github.com/tech-log/tech-log-backend/shared-contract/ratelimit"
 var slidingLogModel = model{
 	alg:        ratelimit.AlgorithmSlidingLog,
 	slug:       "sliding-log",
+	setCode:    5,
 	layout:     []field{{FieldLastObserved, 6}, {FieldSum, 2}, {FieldEntries, 2}},
 	logEntries: true,
 	// The header's ranges here; the newest entry's instant (at most l) in

@@ -5,9 +5,10 @@ import "github.com/tech-log/tech-log-backend/shared-contract/ratelimit"
 // tokenBucketModel: token bucket `>B I6 I7 I6` (l, t, m): l <= S < 2^48;
 // t < C <= M < 2^56; m < P <= H < 2^48 (T1).
 var tokenBucketModel = model{
-	alg:    ratelimit.AlgorithmTokenBucket,
-	slug:   "token-bucket",
-	layout: []field{{FieldLastObserved, 6}, {FieldTokens, 7}, {FieldRemainder, 6}},
+	alg:     ratelimit.AlgorithmTokenBucket,
+	slug:    "token-bucket",
+	setCode: 3,
+	layout:  []field{{FieldLastObserved, 6}, {FieldTokens, 7}, {FieldRemainder, 6}},
 	validState: func(n numbers, f map[string]int64, _ *calc) bool {
 		return f[FieldTokens] < n.limit && f[FieldRemainder] < n.per
 	},

@@ -20,6 +20,10 @@ type model struct {
 	// compactArrival: GCRA's d is written in the fewest of 4..7 bytes, its
 	// width carried in l's field (ADR 0029).
 	compactArrival bool
+	// setCode is the algorithm's code in the set program's ARGV framing,
+	// its member function's position in the program (luasrc.Algorithms);
+	// 0 for an algorithm the set program does not decide (SetCode).
+	setCode int64
 	// logEntries: the packed fields are followed by FieldEntries log
 	// entries of LogEntryBytes (the sliding log; ADR 0024).
 	logEntries bool

@@ -23,6 +23,8 @@ func TestEveryAlgorithmHasAModel(t *testing.T) {
 			p, ok := ForAlgorithm(a.Algorithm)
 			require.True(t, ok, "no decision program")
 			assert.Equal(t, "rate-"+m.slug+"-v1", p.Name)
+			_, member := SetCode(a.Algorithm)
+			assert.Equal(t, a.NoSetMember == "", member, "a set member has a set code")
 			if a.Charge {
 				assert.NotNil(t, m.charge)
 				_, ok := ChargeFor(a.Algorithm)

@@ -17,7 +17,8 @@ type Params interface {
 
 // variant is what every Params variant answers besides Algorithm; Params
 // itself keeps its one marker method, so the sum stays sealed, and Policy
-// holds its parameters as a variant.
+// holds its parameters as a variant. register (algorithm.go) only takes a
+// variant, so a parameter type that misses a method does not compile.
 type variant interface {
 	Params
 	// limit is the window limit or the bucket capacity.
@@ -35,15 +36,6 @@ type variant interface {
 	// NewPolicy accepts is the share, the last one's error is the error.
 	fallbackShares(share, n int64) ([]Params, error)
 }
-
-var (
-	_ variant = FixedWindow{}
-	_ variant = SlidingWindowCounter{}
-	_ variant = TokenBucket{}
-	_ variant = GCRA{}
-	_ variant = SlidingLog{}
-	_ variant = LeakyBucket{}
-)
 
 // emitter is a Params variant that runs on the GCRA arithmetic (GCRA and
 // the leaky bucket): Policy.Emission reads it.
