@@ -23,6 +23,8 @@ func TestEveryAlgorithmHasAModel(t *testing.T) {
 			p, ok := ForAlgorithm(a.Algorithm)
 			require.True(t, ok, "no decision program")
 			assert.Equal(t, "rate-"+m.slug+"-v1", p.Name)
+			_, dedup := DedupFor(a.Algorithm)
+			assert.Equal(t, a.NoDedup == "", dedup, "an algorithm that may dedup has a dedup program")
 			_, member := SetCode(a.Algorithm)
 			assert.Equal(t, a.NoSetMember == "", member, "a set member has a set code")
 			if a.Charge {
