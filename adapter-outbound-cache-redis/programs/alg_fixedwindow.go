@@ -9,6 +9,8 @@ var fixedWindowModel = model{
 	slug:    "fixed-window",
 	setCode: 1,
 	layout:  []field{{FieldLastObserved, 6}, {FieldWindow, 6}, {FieldCount, 7}},
+	args:    func(dst []any, p ratelimit.Policy) []any { return append(dst, p.WindowMillis()) },
+	fill:    func(p ratelimit.Policy, n *numbers) { n.win = p.WindowMillis() },
 	validState: func(n numbers, f map[string]int64, c *calc) bool {
 		return f[FieldWindow] == c.floor(f[FieldLastObserved], n.win) &&
 			f[FieldCount] >= 1 && f[FieldCount] <= n.limit

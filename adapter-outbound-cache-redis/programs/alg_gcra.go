@@ -6,10 +6,18 @@ import "github.com/tech-log/tech-log-backend/shared-contract/ratelimit"
 // field's top bits carry d's width, ADR 0029); d <= B*P + 999*R <= M <
 // 2^56 (G1), written in the fewest of 4..7 bytes that hold it.
 var gcraModel = model{
-	alg:            ratelimit.AlgorithmGCRA,
-	slug:           "gcra",
-	setCode:        4,
-	layout:         []field{{FieldLastObserved, lastObservedBytes}, {FieldArrival, maxArrivalWidth}},
+	alg:     ratelimit.AlgorithmGCRA,
+	slug:    "gcra",
+	setCode: 4,
+	layout:  []field{{FieldLastObserved, lastObservedBytes}, {FieldArrival, maxArrivalWidth}},
+	args: func(dst []any, p ratelimit.Policy) []any {
+		rate, per, _, _ := p.Emission()
+		return append(dst, rate, per)
+	},
+	fill: func(p ratelimit.Policy, n *numbers) {
+		n.rate, n.per, _, _ = p.Emission()
+		n.fullScaled = n.limit * n.per // G1: the burst offset B*P
+	},
 	compactArrival: true,
 	validState: func(n numbers, f map[string]int64, c *calc) bool {
 		return f[FieldArrival] <= c.add(n.fullScaled, c.mul(999, n.rate))

@@ -9,6 +9,14 @@ var tokenBucketModel = model{
 	slug:    "token-bucket",
 	setCode: 3,
 	layout:  []field{{FieldLastObserved, 6}, {FieldTokens, 7}, {FieldRemainder, 6}},
+	args: func(dst []any, p ratelimit.Policy) []any {
+		tokens, period, _ := p.Refill()
+		return append(dst, tokens, period)
+	},
+	fill: func(p ratelimit.Policy, n *numbers) {
+		n.rate, n.per, _ = p.Refill()
+		n.fullScaled = n.limit * n.per // T1
+	},
 	validState: func(n numbers, f map[string]int64, _ *calc) bool {
 		return f[FieldTokens] < n.limit && f[FieldRemainder] < n.per
 	},

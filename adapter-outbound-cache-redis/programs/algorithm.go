@@ -27,6 +27,12 @@ type model struct {
 	// logEntries: the packed fields are followed by FieldEntries log
 	// entries of LogEntryBytes (the sliding log; ADR 0024).
 	logEntries bool
+	// args appends the algorithm's ARGV after ArgLimit (docs/programs.md,
+	// "ARGV"): the window, the refill or the emission interval.
+	args func(dst []any, p ratelimit.Policy) []any
+	// fill sets the algorithm's own numbers (win; rate, per, fullScaled;
+	// a queue's delay numbers) from p.
+	fill func(p ratelimit.Policy, n *numbers)
 	// validState is the programs' range check of the algorithm's fields
 	// (the header's fields are admit's).
 	validState func(n numbers, f map[string]int64, c *calc) bool

@@ -23,8 +23,8 @@
 // ReplyError and the bounded rendering of a reply that is not one);
 // state.go (State, State.Decode, LogEntries); algorithm.go (the registry
 // of each algorithm's Redis-level half, model: template slug, state
-// layout, the reference model of its decision, charge and refund; ADR
-// 0034); alg_<name>.go (one per algorithm: its model and arithmetic);
+// layout, ARGV and numbers, the reference model of its decision, charge
+// and refund; ADR 0034); alg_<name>.go (one per algorithm: its model and arithmetic);
 // model.go (Evaluate, EvaluateMicros, the steps every program shares, the
 // model's checked arithmetic); charge.go (Charge); dedup.go
 // (EvaluateDedup, DedupArgs); refund.go (Refund, ADR 0025); set.go (the policy-set program: SetProgram, SetArgs, EvaluateSet,

@@ -33,18 +33,8 @@ func numbersOf(p ratelimit.Policy) numbers {
 	if spec, ok := p.Algorithm().Spec(); ok {
 		n.delays = spec.Delays
 	}
-	if tokens, period, ok := p.Refill(); ok {
-		n.rate, n.per = tokens, period
-		n.fullScaled = n.limit * n.per // T1
-	} else if rate, per, _, ok := p.Emission(); ok {
-		n.rate, n.per = rate, per
-		n.fullScaled = n.limit * n.per // G1: the burst offset B*P
-		if q, ok := p.Params().(ratelimit.LeakyBucket); ok {
-			n.delayAfterScaled = q.DelayAfter * n.per // < B*P (G1)
-			n.longestDelayMs = q.LongestDelay().Milliseconds()
-		}
-	} else {
-		n.win = p.WindowMillis()
+	if m := modelOf(n.alg); m != nil {
+		m.fill(p, &n)
 	}
 	return n
 }
