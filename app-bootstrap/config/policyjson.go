@@ -71,7 +71,7 @@ var paramFields, paramOrder = func() (map[string]ratelimit.FieldKind, []string) 
 	kinds := map[string]ratelimit.FieldKind{}
 	var order []string
 	for _, a := range ratelimit.Algorithms() {
-		for _, f := range a.Fields {
+		for _, f := range a.Fields() {
 			if _, seen := kinds[f.Name]; !seen {
 				kinds[f.Name] = f.Kind
 				order = append(order, f.Name)
@@ -213,7 +213,7 @@ func (p policyJSON) spec() (ratelimit.PolicySpec, []error) {
 	spec.Algorithm = alg
 	a, _ := alg.Spec()
 	mine := map[string]bool{}
-	for _, f := range a.Fields {
+	for _, f := range a.Fields() {
 		mine[f.Name] = true
 		if !f.Optional && !p.has(f.Name) {
 			missing(f.Name)
@@ -228,7 +228,7 @@ func (p policyJSON) spec() (ratelimit.PolicySpec, []error) {
 		return spec, problems
 	}
 	values := ratelimit.FieldValues{Ints: map[string]int64{}, Durations: map[string]time.Duration{}}
-	for _, f := range a.Fields {
+	for _, f := range a.Fields() {
 		if n, ok := p.ints[f.Name]; ok {
 			values.Ints[f.Name] = n
 		}

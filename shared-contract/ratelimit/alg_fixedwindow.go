@@ -12,7 +12,7 @@ type FixedWindow struct {
 var fixedWindowSpec = register[FixedWindow](AlgorithmSpec{
 	Algorithm: AlgorithmFixedWindow,
 	Name:      "fixed_window",
-	Fields:    []ParamField{{Name: "limit", Kind: FieldInt}, {Name: "window", Kind: FieldDuration}},
+	fields:    []ParamField{{Name: "limit", Kind: FieldInt}, {Name: "window", Kind: FieldDuration}},
 	Build: func(v FieldValues) Params {
 		return FixedWindow{Limit: v.Ints["limit"], Window: v.Durations["window"]}
 	},

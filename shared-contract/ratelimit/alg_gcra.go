@@ -22,7 +22,7 @@ var gcraSpec = register[GCRA](AlgorithmSpec{
 	Algorithm: AlgorithmGCRA,
 	Name:      "gcra",
 	// redis_rate.Limit{Rate, Burst, Period} (ADR 0021).
-	Fields: []ParamField{{Name: "rate", Kind: FieldInt}, {Name: "period", Kind: FieldDuration}, {Name: "burst", Kind: FieldInt}},
+	fields: []ParamField{{Name: "rate", Kind: FieldInt}, {Name: "period", Kind: FieldDuration}, {Name: "burst", Kind: FieldInt}},
 	Build: func(v FieldValues) Params {
 		return GCRA{Rate: v.Ints["rate"], Period: v.Durations["period"], Burst: v.Ints["burst"]}
 	},

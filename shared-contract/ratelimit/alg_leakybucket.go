@@ -27,7 +27,7 @@ var leakyBucketSpec = register[LeakyBucket](AlgorithmSpec{
 	Algorithm: AlgorithmLeakyBucket,
 	Name:      "leaky_bucket",
 	// nginx's limit_req rate, burst and delay= (ADR 0028).
-	Fields: []ParamField{
+	fields: []ParamField{
 		{Name: "rate", Kind: FieldInt}, {Name: "period", Kind: FieldDuration}, {Name: "queueSize", Kind: FieldInt},
 		{Name: "delayAfter", Kind: FieldInt, Optional: true}, {Name: "maxDelay", Kind: FieldDuration, Optional: true},
 	},

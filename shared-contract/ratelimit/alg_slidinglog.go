@@ -23,7 +23,7 @@ var slidingLogSpec = register[SlidingLog](AlgorithmSpec{
 	Name:      "sliding_log",
 	// The limit is capped (MaxSlidingLogLimit): NewPolicy names a larger
 	// one.
-	Fields: []ParamField{{Name: "limit", Kind: FieldInt}, {Name: "window", Kind: FieldDuration}},
+	fields: []ParamField{{Name: "limit", Kind: FieldInt}, {Name: "window", Kind: FieldDuration}},
 	Build: func(v FieldValues) Params {
 		return SlidingLog{Limit: v.Ints["limit"], Window: v.Durations["window"]}
 	},

@@ -13,7 +13,7 @@ type SlidingWindowCounter struct {
 var slidingWindowCounterSpec = register[SlidingWindowCounter](AlgorithmSpec{
 	Algorithm: AlgorithmSlidingWindowCounter,
 	Name:      "sliding_window_counter",
-	Fields:    []ParamField{{Name: "limit", Kind: FieldInt}, {Name: "window", Kind: FieldDuration}},
+	fields:    []ParamField{{Name: "limit", Kind: FieldInt}, {Name: "window", Kind: FieldDuration}},
 	Build: func(v FieldValues) Params {
 		return SlidingWindowCounter{Limit: v.Ints["limit"], Window: v.Durations["window"]}
 	},

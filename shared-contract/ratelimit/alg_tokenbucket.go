@@ -17,7 +17,7 @@ type TokenBucket struct {
 var tokenBucketSpec = register[TokenBucket](AlgorithmSpec{
 	Algorithm: AlgorithmTokenBucket,
 	Name:      "token_bucket",
-	Fields: []ParamField{
+	fields: []ParamField{
 		{Name: "capacity", Kind: FieldInt}, {Name: "refillTokens", Kind: FieldInt}, {Name: "refillPeriod", Kind: FieldDuration},
 	},
 	Build: func(v FieldValues) Params {

@@ -2,6 +2,7 @@ package ratelimit
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 )
@@ -46,17 +47,17 @@ var algorithms = [...]*AlgorithmSpec{
 // variant) carries the rest: the numbers Policy reports, the validation
 // with its arithmetic bounds (docs/arithmetic.md) and the local-fallback
 // share. The Redis-level half (model, state layout, programs) is the
-// algorithm's entry in adapter-outbound-cache-redis/programs. Specs are
-// read-only; Algorithms and Algorithm.Spec hand them out.
+// algorithm's entry in adapter-outbound-cache-redis/programs. Algorithms
+// and Algorithm.Spec hand out copies, which share nothing a caller could
+// change: the registry is fixed.
 type AlgorithmSpec struct {
 	// Algorithm is the registry key.
 	Algorithm Algorithm
 	// Name is the stable wire name ("fixed_window"), used in the policy
 	// file, the key digest and stored state.
 	Name string
-	// Fields are the algorithm's policy-file parameter fields, in the
-	// order their problems are reported.
-	Fields []ParamField
+	// fields are the policy-file parameter fields (Fields).
+	fields []ParamField
 	// Build makes the parameters from the values of Fields (a required
 	// field is always present; an optional one may be absent). NewPolicy
 	// validates the result.
@@ -139,6 +140,10 @@ func Algorithms() []AlgorithmSpec {
 	}
 	return out
 }
+
+// Fields are the algorithm's policy-file parameter fields, in the order
+// their problems are reported (a copy).
+func (s AlgorithmSpec) Fields() []ParamField { return slices.Clone(s.fields) }
 
 // Spec returns a's spec; ok is false when a is not a supported algorithm.
 func (a Algorithm) Spec() (spec AlgorithmSpec, ok bool) {

@@ -32,7 +32,7 @@ func TestRegistry(t *testing.T) {
 			assert.NotZero(t, s.Certainty)
 			require.NotNil(t, s.Build)
 			values := ratelimit.FieldValues{Ints: map[string]int64{}, Durations: map[string]time.Duration{}}
-			for _, f := range s.Fields {
+			for _, f := range s.Fields() {
 				if k, seen := kinds[f.Name]; seen {
 					assert.Equal(t, k, f.Kind, "field %q has two kinds", f.Name)
 				}
