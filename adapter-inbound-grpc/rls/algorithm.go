@@ -11,14 +11,15 @@ import (
 // `algorithm:` extension: rlsconfig has already made its Params (one home
 // for what varies by algorithm), so only MaxCost is decided here: the
 // policy's limit (window limit, capacity or burst), so that any cost a
-// full budget could take is accepted. A leaky bucket is refused: it admits
-// with a delay the caller must wait, and Envoy's filter cannot wait.
+// full budget could take is accepted. An algorithm that delays (the leaky
+// bucket, AlgorithmSpec.Delays) is refused: it admits with a delay the
+// caller must wait, and Envoy's filter cannot wait.
 func algorithmSpec(a *rlsconfig.Algorithm) (ratelimit.PolicySpec, error) {
 	if a.Params == nil {
 		return ratelimit.PolicySpec{}, fmt.Errorf("algorithm %q: %w: no parameters", a.Name, ErrUnsupportedRule)
 	}
 	alg := a.Params.Algorithm()
-	if alg == ratelimit.AlgorithmLeakyBucket {
+	if spec, _ := alg.Spec(); spec.Delays {
 		return ratelimit.PolicySpec{}, fmt.Errorf("algorithm %v: %w: it delays requests, which Envoy cannot do", alg, ErrUnsupportedRule)
 	}
 	// The limit is the policy's; a probe with MaxCost 1 reads it.

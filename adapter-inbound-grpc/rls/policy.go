@@ -74,8 +74,8 @@ func PolicyFor(rl *rlsconfig.RateLimit, ports Ports) (p ratelimit.Policy, ok boo
 		if !ok {
 			return ratelimit.Policy{}, false, fmt.Errorf("rule %q policy %q: %w", rl.FullKey, id, ErrUnknownPolicy)
 		}
-		if p.Algorithm() == ratelimit.AlgorithmLeakyBucket {
-			return ratelimit.Policy{}, false, fmt.Errorf("rule %q policy %q: %w: a leaky_bucket delays requests, which Envoy cannot do", rl.FullKey, id, ErrUnsupportedRule)
+		if alg, _ := p.Algorithm().Spec(); alg.Delays {
+			return ratelimit.Policy{}, false, fmt.Errorf("rule %q policy %q: %w: a %s delays requests, which Envoy cannot do", rl.FullKey, id, ErrUnsupportedRule, alg.Name)
 		}
 		return p, true, nil
 	}

@@ -88,15 +88,8 @@ func appendArgs(dst []any, p ratelimit.Policy, cost int64) []any {
 		return dst
 	}
 	dst = append(dst, p.Revision(), cost, p.MaxClockRegression().Milliseconds(), p.CleanupGrace().Milliseconds(), p.Limit())
-	if tokens, period, ok := p.Refill(); ok {
-		return append(dst, tokens, period)
+	if m := modelOf(p.Algorithm()); m != nil {
+		return m.args(dst, p)
 	}
-	if rate, per, _, ok := p.Emission(); ok {
-		dst = append(dst, rate, per)
-		if delayAfter, _, ok := p.Queue(); ok {
-			dst = append(dst, delayAfter)
-		}
-		return dst
-	}
-	return append(dst, p.WindowMillis())
+	return dst
 }

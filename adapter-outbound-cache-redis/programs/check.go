@@ -113,7 +113,7 @@ func (r Reply) checkDecision(n numbers) error {
 		return malformed("resetAt %d <= effectiveNow %d", reset, eff)
 	case reset-eff > n.horizon():
 		return malformed("resetAt %d more than %d ms after effectiveNow %d", reset, n.horizon(), eff)
-	case r.Status == StatusAllowed && r.RetryAfterMillis != 0 && n.alg != ratelimit.AlgorithmLeakyBucket:
+	case r.Status == StatusAllowed && r.RetryAfterMillis != 0 && !n.delays:
 		return malformed("allowed with retryAfter %d", r.RetryAfterMillis)
 	case r.Status == StatusAllowed && r.RetryAfterMillis > n.longestDelayMs:
 		// A leaky bucket's delay (ADR 0028) is at most its longest.
@@ -123,25 +123,8 @@ func (r Reply) checkDecision(n numbers) error {
 	case r.RetryAfterMillis > reset-eff:
 		return malformed("retryAfter %d beyond resetAt %d - effectiveNow %d", r.RetryAfterMillis, reset, eff)
 	}
-	switch n.alg {
-	case ratelimit.AlgorithmFixedWindow:
-		if want := (eff/n.win + 1) * n.win; reset != want {
-			return malformed("resetAt %d is not the window end %d", reset, want)
-		}
-		if r.Status == StatusDenied && r.RetryAfterMillis != reset-eff {
-			return malformed("denied retryAfter %d, want the window end in %d", r.RetryAfterMillis, reset-eff)
-		}
-	case ratelimit.AlgorithmSlidingWindowCounter:
-		k := eff / n.win
-		if reset != (k+2)*n.win && (r.Status == StatusAllowed || reset != (k+1)*n.win) {
-			return malformed("resetAt %d is not a window end after window %d", reset, k)
-		}
-	case ratelimit.AlgorithmSlidingLog:
-		// An admission's entry leaves one window after eff (a full log's
-		// charge appends none: its newest entry is earlier).
-		if r.Status == StatusAllowed && reset != eff+n.win && r.Remaining != 0 {
-			return malformed("allowed resetAt %d, want effectiveNow + window %d", reset, eff+n.win)
-		}
+	if check := modelOf(n.alg).checkDecision; check != nil {
+		return check(n, r)
 	}
 	return nil
 }

@@ -23,13 +23,13 @@
 // ErrMalformedReply); numbers.go (a policy's numbers as the programs
 // receive them, shared by Check and the model); decode.go (Decode,
 // ReplyError and the bounded rendering of a reply that is not one);
-// state.go (State, State.Decode, LogEntries); model.go (Evaluate,
-// EvaluateMicros, the steps every program shares, the model's checked
-// arithmetic); model_window.go (the fixed window, sliding-window counter
-// and sliding log); model_bucket.go (the token bucket, GCRA and the leaky
-// bucket); charge.go
-// (Charge); dedup.go (EvaluateDedup, DedupArgs); refund.go (Refund, ADR
-// 0025); set.go (the policy-set program: SetProgram, SetArgs, EvaluateSet,
+// state.go (State, State.Decode, LogEntries); algorithm.go (the registry
+// of each algorithm's Redis-level half, model: template slug, state
+// layout, ARGV and numbers, the reference model of its decision, charge
+// and refund; ADR 0034); alg_<name>.go (one per algorithm: its model and arithmetic);
+// model.go (Evaluate, EvaluateMicros, the steps every program shares, the
+// model's checked arithmetic); charge.go (Charge); dedup.go
+// (EvaluateDedup, DedupArgs); refund.go (Refund, ADR 0025); set.go (the policy-set program: SetProgram, SetArgs, EvaluateSet,
 // DecodeSet; ADR 0026); rate-<algorithm>-v1.lua, rate-<algorithm>-charge-v1.lua,
 // rate-<algorithm>-refund-v1.lua, rate-<algorithm>-dedup-v2.lua,
 // rate-set-v1.lua and manifest.json (the generic renderings, generated

@@ -134,20 +134,7 @@ func evaluate(p ratelimit.Policy, st State, now, frac, cost int64, c *calc) (Rep
 	if refused {
 		return refusal, st
 	}
-	var r Reply
-	var next State
-	switch n.alg {
-	case ratelimit.AlgorithmFixedWindow:
-		r, next = n.fixedWindow(f, now, eff, cost, p.Revision(), c)
-	case ratelimit.AlgorithmSlidingWindowCounter:
-		r, next = n.slidingCounter(f, now, eff, cost, p.Revision(), c)
-	case ratelimit.AlgorithmGCRA, ratelimit.AlgorithmLeakyBucket:
-		r, next = n.gcra(f, now, eff, gcraFrac(now, eff, frac), cost, p.Revision(), false, c)
-	case ratelimit.AlgorithmSlidingLog:
-		r, next = n.slidingLog(st, f, now, eff, cost, p.Revision(), false, c)
-	default:
-		r, next = n.tokenBucket(f, now, eff, cost, p.Revision(), c)
-	}
+	r, next := modelOf(n.alg).decide(n, step{st: st, f: f, now: now, eff: eff, frac: gcraFrac(now, eff, frac), units: cost, rev: p.Revision(), c: c})
 	if next == nil {
 		return r, st
 	}
@@ -158,26 +145,11 @@ func evaluate(p ratelimit.Policy, st State, now, frac, cost int64, c *calc) (Rep
 
 // validState mirrors the programs' state checks: schema, algorithm,
 // revision, lastObserved within MaxServerMillis and each algorithm field in
-// its range.
+// its range (the algorithm's model.validState).
 func (n numbers) validState(f map[string]int64, rev int64, c *calc) bool {
 	if f[FieldSchema] != SchemaVersion || f[FieldAlgorithm] != int64(n.alg) || f[FieldRevision] != rev ||
 		f[FieldLastObserved] > ratelimit.MaxServerMillis {
 		return false
 	}
-	switch n.alg {
-	case ratelimit.AlgorithmFixedWindow:
-		return f[FieldWindow] == c.floor(f[FieldLastObserved], n.win) &&
-			f[FieldCount] >= 1 && f[FieldCount] <= n.limit
-	case ratelimit.AlgorithmSlidingWindowCounter:
-		return f[FieldWindow] == c.floor(f[FieldLastObserved], n.win) &&
-			f[FieldCount] >= 1 && f[FieldCount] <= n.limit && f[FieldPrevious] <= n.limit
-	case ratelimit.AlgorithmGCRA, ratelimit.AlgorithmLeakyBucket:
-		return f[FieldArrival] <= c.add(n.fullScaled, c.mul(999, n.rate))
-	case ratelimit.AlgorithmSlidingLog:
-		// The header's ranges here; the newest entry's instant (at most l)
-		// in slidingLog, which reads the entries.
-		return f[FieldEntries] >= 1 && f[FieldEntries] <= f[FieldSum] && f[FieldSum] <= n.limit
-	default:
-		return f[FieldTokens] < n.limit && f[FieldRemainder] < n.per
-	}
+	return modelOf(n.alg).validState(n, f, c)
 }

@@ -11,6 +11,9 @@ type numbers struct {
 	rate, per  int64 // refill tokens, refill period (token bucket); reduced rate, period in µs (GCRA)
 	grace, reg int64
 	fullScaled int64 // token bucket: C*P; GCRA: B*P
+	// delays: an admission may carry a delay (a leaky bucket's;
+	// ratelimit.AlgorithmSpec.Delays).
+	delays bool
 	// delayAfterScaled is a leaky bucket's delayAfter emission intervals,
 	// delayAfter*P in 1/R µs (ADR 0028).
 	delayAfterScaled int64
@@ -27,18 +30,11 @@ func numbersOf(p ratelimit.Policy) numbers {
 		reg:       p.MaxClockRegression().Milliseconds(),
 		horizonMs: p.HorizonMillis(),
 	}
-	if tokens, period, ok := p.Refill(); ok {
-		n.rate, n.per = tokens, period
-		n.fullScaled = n.limit * n.per // T1
-	} else if rate, per, _, ok := p.Emission(); ok {
-		n.rate, n.per = rate, per
-		n.fullScaled = n.limit * n.per // G1: the burst offset B*P
-		if q, ok := p.Params().(ratelimit.LeakyBucket); ok {
-			n.delayAfterScaled = q.DelayAfter * n.per // < B*P (G1)
-			n.longestDelayMs = q.LongestDelay().Milliseconds()
-		}
-	} else {
-		n.win = p.WindowMillis()
+	if spec, ok := p.Algorithm().Spec(); ok {
+		n.delays = spec.Delays
+	}
+	if m := modelOf(n.alg); m != nil {
+		m.fill(p, &n)
 	}
 	return n
 }

@@ -20,22 +20,14 @@ var setSource string
 // (ratelimit.MaxSetMembers).
 const SetMaxMembers = ratelimit.MaxSetMembers
 
-// setCodes are the algorithm codes of the set program's framing: the
-// member functions' order in the program (luasrc.Algorithms).
-var setCodes = map[ratelimit.Algorithm]int64{
-	ratelimit.AlgorithmFixedWindow:          1,
-	ratelimit.AlgorithmSlidingWindowCounter: 2,
-	ratelimit.AlgorithmTokenBucket:          3,
-	ratelimit.AlgorithmGCRA:                 4,
-	ratelimit.AlgorithmSlidingLog:           5,
-}
-
 // SetCode is a's code in the set program's ARGV framing; ok is false for
 // an algorithm the set program does not decide (the leaky bucket, whose
 // delayed admissions no set can hold; ADR 0028).
 func SetCode(a ratelimit.Algorithm) (code int64, ok bool) {
-	code, ok = setCodes[a]
-	return code, ok
+	if m := modelOf(a); m != nil && m.setCode > 0 {
+		return m.setCode, true
+	}
+	return 0, false
 }
 
 // SetProgram is the policy-set program rate-set-v1: the embedded source
@@ -58,7 +50,7 @@ func SetArgs(members []ratelimit.Policy, cost int64) []any {
 	argv := make([]any, 0, 1+len(members)*(1+maxArgCount))
 	argv = append(argv, int64(len(members)))
 	for _, p := range members {
-		code, ok := setCodes[p.Algorithm()]
+		code, ok := SetCode(p.Algorithm())
 		if !ok || p.IsZero() {
 			return nil
 		}

@@ -54,30 +54,12 @@ type field struct {
 	width int
 }
 
-// stateLayout is each algorithm's packed fields after the header byte, in
-// order (the programs' struct format: fixed window `>B I6 I6 I7`, sliding
-// counter `>B I6 I6 I5 I5`, token bucket `>B I6 I7 I6`, GCRA and leaky
-// bucket `>B I6 I7` at the longest (d is written in 4..7 bytes, its width
-// carried in l's field: ADR 0029, packedLen),
-// sliding log `>B I6 I2 I2`, then its FieldEntries entries of
-// LogEntryBytes before the revision).
-// Every width covers the field's bound: l, w <= S < 2^48; fixed-window
-// c <= M/2 < 2^56; sliding c, p <= M/Q < 2^40; t < C <= M < 2^56;
-// m < P <= H < 2^48; d <= B*P + 999*R <= M < 2^56 (G1); the log's
-// n <= s <= limit <= MaxSlidingLogLimit < 2^16 (L1), and each entry's
-// millisecond <= S < 2^48 and cost <= limit < 2^16.
+// stateLayout is algorithm a's packed fields after the header byte, in
+// order (the programs' struct format; each algorithm's model.layout, which
+// gives the bound every width covers): nil for an unknown algorithm.
 func stateLayout(a ratelimit.Algorithm) []field {
-	switch a {
-	case ratelimit.AlgorithmFixedWindow:
-		return []field{{FieldLastObserved, 6}, {FieldWindow, 6}, {FieldCount, 7}}
-	case ratelimit.AlgorithmSlidingWindowCounter:
-		return []field{{FieldLastObserved, 6}, {FieldWindow, 6}, {FieldCount, 5}, {FieldPrevious, 5}}
-	case ratelimit.AlgorithmTokenBucket:
-		return []field{{FieldLastObserved, 6}, {FieldTokens, 7}, {FieldRemainder, 6}}
-	case ratelimit.AlgorithmGCRA, ratelimit.AlgorithmLeakyBucket:
-		return []field{{FieldLastObserved, lastObservedBytes}, {FieldArrival, maxArrivalWidth}}
-	case ratelimit.AlgorithmSlidingLog:
-		return []field{{FieldLastObserved, 6}, {FieldSum, 2}, {FieldEntries, 2}}
+	if m := modelOf(a); m != nil {
+		return m.layout
 	}
 	return nil
 }
@@ -129,7 +111,8 @@ const (
 
 // compactArrival reports whether a's d has a width carried in l's field.
 func compactArrival(a ratelimit.Algorithm) bool {
-	return a == ratelimit.AlgorithmGCRA || a == ratelimit.AlgorithmLeakyBucket
+	m := modelOf(a)
+	return m != nil && m.compactArrival
 }
 
 // arrivalWidth is the width the programs write d in: the fewest of 4..7
@@ -227,7 +210,7 @@ func (st State) Decode() (map[string]int64, error) {
 		f[fl.name] = int64(v) // widths <= 7 bytes: never negative
 		pos += width
 	}
-	if alg == ratelimit.AlgorithmSlidingLog {
+	if modelOf(alg).logEntries {
 		fixed += LogEntryBytes * int(f[FieldEntries])
 		if len(st) <= fixed {
 			return nil, fmt.Errorf("state: %d bytes, want more than %d for %d log entries", len(st), fixed, f[FieldEntries])

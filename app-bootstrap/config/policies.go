@@ -231,12 +231,13 @@ func (b *setBuilder) add(where string, d PolicyDef) {
 		return
 	}
 	b.set.Policies = append(b.set.Policies, policy)
+	alg, _ := policy.Algorithm().Spec()
 	if d.DenialCache != nil {
 		// Optional: absent means on where the algorithm is exact.
 		switch {
 		case !*d.DenialCache:
 			b.set.NoDenialCache = append(b.set.NoDenialCache, spec.ID)
-		case !ratelimit.DenialCacheExact(policy.Algorithm()):
+		case !alg.DenialCacheExact:
 			b.fail(where, "denialCache: true, but the denial cache is not exact for %s (docs/programs.md, \"Denial cache\"): remove the field", policy.Algorithm())
 		}
 	}
@@ -284,7 +285,8 @@ func (b *setBuilder) finish() (PolicySet, error) {
 // setMemberProblem says why policy p cannot join the policy set members
 // (the policies already naming one route), or "" when it can: a set has at
 // most ratelimit.MaxSetMembers members, each of which may join a set
-// (ratelimit.CanJoinSet: no dedup window, no queue).
+// (ratelimit.CanJoinSet: no dedup window, no algorithm whose spec says it
+// cannot be a member, AlgorithmSpec.NoSetMember).
 func setMemberProblem(members []ratelimit.PolicyID, p ratelimit.Policy, byID map[ratelimit.PolicyID]ratelimit.Policy) string {
 	if len(members) == ratelimit.MaxSetMembers {
 		return fmt.Sprintf("is already named by %d policies, at most %d in one policy set", len(members), ratelimit.MaxSetMembers)
@@ -302,7 +304,8 @@ func setMemberProblem(members []ratelimit.PolicyID, p ratelimit.Policy, byID map
 		case errors.Is(err, ratelimit.ErrSetMemberDedup):
 			return fmt.Sprintf("is named by several policies (a policy set) and policy %q has a dedupWindow; a set member cannot have one", id)
 		case errors.Is(err, ratelimit.ErrSetMemberQueue):
-			return fmt.Sprintf("is named by several policies (a policy set) and policy %q is a leaky_bucket; a queue cannot be a set member (ADR 0028)", id)
+			alg, _ := pol.Algorithm().Spec()
+			return fmt.Sprintf("is named by several policies (a policy set) and policy %q is a %s; %s", id, alg.Name, alg.NoSetMember)
 		}
 	}
 	return ""

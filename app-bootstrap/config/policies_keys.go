@@ -28,10 +28,11 @@ const (
 	levelPolicy            // one policy object
 )
 
-// fieldNames are the exact keys of each level, from the json tags.
+// fieldNames are the exact keys of each level, from the json tags and, for
+// a policy, the algorithms' parameter fields.
 var fieldNames = map[keyLevel][]string{
 	levelTop:    jsonNames(policyFile{}),
-	levelPolicy: jsonNames(policyJSON{}),
+	levelPolicy: append(jsonNames(policyFields{}), paramOrder...),
 }
 
 func jsonNames(v any) []string {

@@ -1,6 +1,8 @@
 package config
 
 import (
+	"bytes"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"time"
@@ -13,23 +15,23 @@ type policyFile struct {
 	Policies []policyJSON `json:"policies"`
 }
 
-// policyJSON is one policy. Pointers tell an absent field from a zero one,
-// so that a field of another algorithm and a missing field are both errors.
+// policyJSON is one policy: the fields every policy has, and the
+// parameter fields of the algorithms (the registry's field table,
+// ratelimit.AlgorithmSpec.Fields; ADR 0034), present or absent by name.
+// Pointers tell an absent field from a zero one, so that a field of another
+// algorithm and a missing field are both errors.
 type policyJSON struct {
+	policyFields
+	// ints and durs are the parameter fields present (not null), by name.
+	ints map[string]int64
+	durs map[string]duration
+}
+
+// policyFields are the fields every policy has, whatever its algorithm.
+type policyFields struct {
 	ID                 *string   `json:"id"`
 	Revision           *int64    `json:"revision"`
 	Algorithm          *string   `json:"algorithm"`
-	Limit              *int64    `json:"limit"`
-	Window             *duration `json:"window"`
-	Capacity           *int64    `json:"capacity"`
-	RefillTokens       *int64    `json:"refillTokens"`
-	RefillPeriod       *duration `json:"refillPeriod"`
-	Rate               *int64    `json:"rate"`
-	Period             *duration `json:"period"`
-	Burst              *int64    `json:"burst"`
-	QueueSize          *int64    `json:"queueSize"`
-	DelayAfter         *int64    `json:"delayAfter"`
-	MaxDelay           *duration `json:"maxDelay"`
 	MaxCost            *int64    `json:"maxCost"`
 	CleanupGrace       *duration `json:"cleanupGrace"`
 	MaxClockRegression *duration `json:"maxClockRegression"`
@@ -64,21 +66,68 @@ func parseDuration(name string, s *string, problems *[]error) time.Duration {
 // time to answer (ADR 0028).
 const MaxQueueDelay = 20 * time.Second
 
-// leakyBucket is the LeakyBucket of a leaky_bucket policy: delayAfter
-// defaults to 0 (every waiter is delayed, nginx's default) and maxDelay to
-// the queue's longest delay (the set builder refuses one above
-// MaxQueueDelay).
-func leakyBucket(p policyJSON, problems *[]error) ratelimit.LeakyBucket {
-	q := ratelimit.LeakyBucket{Rate: *p.Rate, Period: parseDuration("period", p.Period, problems), QueueSize: *p.QueueSize}
-	if p.DelayAfter != nil {
-		q.DelayAfter = *p.DelayAfter
+// paramFields is the union of the algorithms' parameter fields, by name,
+// in registry order: the keys a policy may have besides policyFields.
+var paramFields, paramOrder = func() (map[string]ratelimit.FieldKind, []string) {
+	kinds := map[string]ratelimit.FieldKind{}
+	var order []string
+	for _, a := range ratelimit.Algorithms() {
+		for _, f := range a.Fields() {
+			if _, seen := kinds[f.Name]; !seen {
+				kinds[f.Name] = f.Kind
+				order = append(order, f.Name)
+			}
+		}
 	}
-	if p.MaxDelay != nil {
-		q.MaxDelay = parseDuration("maxDelay", p.MaxDelay, problems)
-	} else {
-		q.MaxDelay = q.LongestDelay()
+	return kinds, order
+}()
+
+// UnmarshalJSON decodes the policy's own fields strictly (an unknown key is
+// an error) and each parameter field by its kind: an integer, or a Go
+// duration string.
+func (p *policyJSON) UnmarshalJSON(data []byte) error {
+	var raw map[string]json.RawMessage
+	if err := json.Unmarshal(data, &raw); err != nil || raw == nil {
+		return err
 	}
-	return q
+	p.ints, p.durs = map[string]int64{}, map[string]duration{}
+	for _, name := range paramOrder {
+		v, ok := raw[name]
+		if !ok {
+			continue
+		}
+		delete(raw, name)
+		if string(v) == "null" {
+			continue // absent, as a null pointer field is
+		}
+		var err error
+		if paramFields[name] == ratelimit.FieldDuration {
+			var d duration
+			err = json.Unmarshal(v, &d)
+			p.durs[name] = d
+		} else {
+			var n int64
+			err = json.Unmarshal(v, &n)
+			p.ints[name] = n
+		}
+		if err != nil {
+			return fmt.Errorf("%s: %w", name, err)
+		}
+	}
+	rest, err := json.Marshal(raw)
+	if err != nil {
+		return err
+	}
+	dec := json.NewDecoder(bytes.NewReader(rest))
+	dec.DisallowUnknownFields()
+	return dec.Decode(&p.policyFields)
+}
+
+// has reports whether the parameter field name is present.
+func (p policyJSON) has(name string) bool {
+	_, i := p.ints[name]
+	_, d := p.durs[name]
+	return i || d
 }
 
 // spec maps the wire policy to a PolicySpec, listing every missing field
@@ -165,61 +214,31 @@ func (p policyJSON) spec() (ratelimit.PolicySpec, []error) {
 		return spec, problems
 	}
 	spec.Algorithm = alg
-	present := map[string]bool{
-		"limit": p.Limit != nil, "window": p.Window != nil,
-		"capacity": p.Capacity != nil, "refillTokens": p.RefillTokens != nil, "refillPeriod": p.RefillPeriod != nil,
-		"rate": p.Rate != nil, "period": p.Period != nil, "burst": p.Burst != nil,
-		"queueSize": p.QueueSize != nil, "delayAfter": p.DelayAfter != nil, "maxDelay": p.MaxDelay != nil,
-	}
-	// optional are fields of alg that may be left out (leaky bucket:
-	// delayAfter 0, maxDelay the queue's longest delay).
-	var optional []string
-	var own []string
-	switch alg {
-	case ratelimit.AlgorithmFixedWindow, ratelimit.AlgorithmSlidingWindowCounter, ratelimit.AlgorithmSlidingLog:
-		// The sliding log's limit is capped (ratelimit.MaxSlidingLogLimit,
-		// ADR 0024): NewPolicy names a larger one.
-		own = []string{"limit", "window"}
-	case ratelimit.AlgorithmTokenBucket:
-		own = []string{"capacity", "refillTokens", "refillPeriod"}
-	case ratelimit.AlgorithmGCRA:
-		// redis_rate.Limit{Rate, Burst, Period} (ADR 0021).
-		own = []string{"rate", "period", "burst"}
-	case ratelimit.AlgorithmLeakyBucket:
-		// nginx's limit_req rate, burst and delay= (ADR 0028).
-		own, optional = []string{"rate", "period", "queueSize"}, []string{"delayAfter", "maxDelay"}
-	}
+	a, _ := alg.Spec()
 	mine := map[string]bool{}
-	for _, f := range own {
-		mine[f] = true
-		if !present[f] {
-			missing(f)
+	for _, f := range a.Fields() {
+		mine[f.Name] = true
+		if !f.Optional && !p.has(f.Name) {
+			missing(f.Name)
 		}
 	}
-	for _, f := range optional {
-		mine[f] = true
-	}
-	for _, f := range []string{"limit", "window", "capacity", "refillTokens", "refillPeriod", "rate", "period", "burst", "queueSize", "delayAfter", "maxDelay"} {
-		if present[f] && !mine[f] {
-			problems = append(problems, fmt.Errorf("%q is not a parameter of %s", f, alg))
+	for _, name := range paramOrder {
+		if p.has(name) && !mine[name] {
+			problems = append(problems, fmt.Errorf("%q is not a parameter of %s", name, alg))
 		}
 	}
 	if len(problems) > 0 {
 		return spec, problems
 	}
-	switch alg {
-	case ratelimit.AlgorithmFixedWindow:
-		spec.Params = ratelimit.FixedWindow{Limit: *p.Limit, Window: parseDuration("window", p.Window, &problems)}
-	case ratelimit.AlgorithmSlidingWindowCounter:
-		spec.Params = ratelimit.SlidingWindowCounter{Limit: *p.Limit, Window: parseDuration("window", p.Window, &problems)}
-	case ratelimit.AlgorithmTokenBucket:
-		spec.Params = ratelimit.TokenBucket{Capacity: *p.Capacity, RefillTokens: *p.RefillTokens, RefillPeriod: parseDuration("refillPeriod", p.RefillPeriod, &problems)}
-	case ratelimit.AlgorithmGCRA:
-		spec.Params = ratelimit.GCRA{Rate: *p.Rate, Period: parseDuration("period", p.Period, &problems), Burst: *p.Burst}
-	case ratelimit.AlgorithmSlidingLog:
-		spec.Params = ratelimit.SlidingLog{Limit: *p.Limit, Window: parseDuration("window", p.Window, &problems)}
-	case ratelimit.AlgorithmLeakyBucket:
-		spec.Params = leakyBucket(p, &problems)
+	values := ratelimit.FieldValues{Ints: map[string]int64{}, Durations: map[string]time.Duration{}}
+	for _, f := range a.Fields() {
+		if n, ok := p.ints[f.Name]; ok {
+			values.Ints[f.Name] = n
+		}
+		if d, ok := p.durs[f.Name]; ok {
+			values.Durations[f.Name] = parseDuration(f.Name, &d, &problems)
+		}
 	}
+	spec.Params = a.Build(values)
 	return spec, problems
 }

@@ -16,15 +16,19 @@
 // Files: doc.go; port.go (EdgePort, Recover, ErrPanic, PolicyID.Known);
 // request.go (Request, its ID types, Validate, EffectiveDeadline,
 // MaxEvaluationTimeout); policy.go (Policy, PolicySpec, NewPolicy, the
-// accessors, FailurePolicy and the construction errors); params.go (the
-// Algorithm enum, the sealed Params sum and each algorithm's parameter type,
-// Policy's per-algorithm numbers); arithmetic.go (the integer edges
-// MaxExactInt, MaxServerMillis, MaxHorizonMillis, WeightScale, the
-// compile-time proof of A1, the overflow-free helpers and the checks of
-// each algorithm's formulas); outcome.go (the sealed Outcome, Decision,
-// Certainty, Receipt); category.go (Category); set.go (Scope, ScopedTo,
-// CanJoinSet, SetRequest, Deciding); denialrule.go (DenialCacheExact,
-// MaxDenialCacheEntries); replays.go (CheckDedupMaxReplays).
+// accessors, FailurePolicy and the construction errors); algorithm.go (the
+// Algorithm enum, the registry of AlgorithmSpec, one line per algorithm,
+// and the policy-file field table ParamField; ADR 0034); alg_<name>.go (one
+// per algorithm: its parameter type, its AlgorithmSpec, its numbers, the
+// checks of its formulas of docs/arithmetic.md and its local-fallback
+// share); params.go (the sealed Params sum and Policy's per-algorithm
+// numbers); arithmetic.go (the integer edges MaxExactInt,
+// MaxServerMillis, MaxHorizonMillis, WeightScale, the compile-time proof
+// of A1, the overflow-free helpers and the validator the checks use);
+// outcome.go (the sealed Outcome, Decision, Certainty, Receipt);
+// category.go (Category); set.go (Scope, ScopedTo, CanJoinSet, SetRequest,
+// Deciding); denialrule.go (DenialCacheExact, MaxDenialCacheEntries);
+// replays.go (CheckDedupMaxReplays).
 //
 // It must never import anything outside the Go standard library and its
 // sibling package keyspace: no Redis client, no HTTP framework, no

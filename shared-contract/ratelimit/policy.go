@@ -150,7 +150,7 @@ const MaxDedupWindow = 24 * time.Hour
 type Policy struct {
 	id                 PolicyID
 	revision           int64
-	params             Params // always a value type, never a pointer
+	params             variant // always a value type, never a pointer
 	maxCost            int64
 	cleanupGraceMs     int64
 	maxClockRegression int64
@@ -196,10 +196,8 @@ func NewPolicy(spec PolicySpec) (Policy, error) {
 		if spec.DedupWindow > MaxDedupWindow {
 			v.fail("DedupWindow", ErrDedupWindow, "%v > %v", spec.DedupWindow, MaxDedupWindow)
 		}
-		if spec.Algorithm == AlgorithmLeakyBucket {
-			// A replay would answer an admission whose slot the caller
-			// may have given back (EdgePort.Refund): a free pass (ADR 0028).
-			v.fail("DedupWindow", ErrUnsupported, "a leaky_bucket policy cannot have a dedup window (a replayed admission would skip the queue)")
+		if s, ok := spec.Algorithm.Spec(); ok && s.NoDedup != "" {
+			v.fail("DedupWindow", ErrUnsupported, "a %s policy cannot have a dedup window (%s)", s.Name, s.NoDedup)
 		}
 	}
 	var replays int64
@@ -230,33 +228,22 @@ func NewPolicy(spec PolicySpec) (Policy, error) {
 	}
 	v.positive("MaxCost", spec.MaxCost)
 	if !spec.Algorithm.Valid() {
-		v.fail("Algorithm", ErrUnsupported, "%v is not fixed_window, sliding_window_counter, token_bucket, gcra, sliding_log or leaky_bucket", spec.Algorithm)
+		v.fail("Algorithm", ErrUnsupported, "%v is not %s", spec.Algorithm, algorithmList(func(s *AlgorithmSpec) string { return s.Name }))
 	}
 
 	var limit int64
 	var paramsAlg Algorithm
-	params := spec.Params
-	switch p := spec.Params.(type) {
-	case nil:
+	var params variant
+	switch q, ok := variantOf(spec.Params); {
+	case spec.Params == nil:
 		v.fail("Params", ErrAlgorithmMismatch, "no parameters given for %v", spec.Algorithm)
-	case FixedWindow:
-		limit, paramsAlg = v.fixedWindow(p, grace), AlgorithmFixedWindow
-	case SlidingWindowCounter:
-		limit, paramsAlg = v.slidingWindowCounter(p, grace), AlgorithmSlidingWindowCounter
-	case TokenBucket:
-		var tb TokenBucket
-		limit, tb = v.tokenBucket(p, grace)
-		params, paramsAlg = tb, AlgorithmTokenBucket
-	case GCRA:
-		limit, paramsAlg = v.gcra(p, grace), AlgorithmGCRA
-	case SlidingLog:
-		limit, paramsAlg = v.slidingLog(p, grace), AlgorithmSlidingLog
-	case LeakyBucket:
-		limit, paramsAlg = v.leakyBucket(p, grace), AlgorithmLeakyBucket
-	default:
+	case !ok:
 		// A pointer to a params type also satisfies Params; keeping it would
 		// let the caller mutate a frozen policy.
-		v.fail("Params", ErrUnsupported, "%T: parameters must be a FixedWindow, SlidingWindowCounter, TokenBucket, GCRA, SlidingLog or LeakyBucket value", p)
+		v.fail("Params", ErrUnsupported, "%T: parameters must be a %s value", spec.Params, algorithmList(func(s *AlgorithmSpec) string { return s.typeName }))
+	default:
+		limit, params = q.validate(v, grace)
+		paramsAlg = q.Algorithm()
 	}
 	if paramsAlg != 0 && spec.Algorithm.Valid() && spec.Algorithm != paramsAlg {
 		v.fail("Algorithm", ErrAlgorithmMismatch, "algorithm %v with %v parameters", spec.Algorithm, paramsAlg)
@@ -366,16 +353,41 @@ func (p Policy) FallbackShare() int64 {
 	return max(1, p.Limit()/p.fallbackInstances)
 }
 
-// Certainty is Certain for fixed window, token bucket, GCRA, sliding log and
-// leaky bucket and ApproximateAlgorithm for the sliding-window counter.
-func (p Policy) Certainty() Certainty {
-	switch p.Algorithm() {
-	case AlgorithmFixedWindow, AlgorithmTokenBucket, AlgorithmGCRA, AlgorithmSlidingLog, AlgorithmLeakyBucket:
-		return Certain
-	case AlgorithmSlidingWindowCounter:
-		return ApproximateAlgorithm
+// FallbackPolicy returns the policy one instance enforces locally for the
+// LocalFallback policy p: the same ID, revision, algorithm and windows with
+// the limit (capacity, burst) p.FallbackShare(), MaxCost at most that, and
+// the rate divided by FallbackInstances where the algorithm has one (each
+// parameter type says how), failing closed.
+func (p Policy) FallbackPolicy() (Policy, error) {
+	share := p.FallbackShare()
+	if share < 1 {
+		return Policy{}, fmt.Errorf("policy %q is not local-fallback", p.ID())
 	}
-	return 0
+	candidates, err := p.params.fallbackShares(share, p.fallbackInstances)
+	if err != nil {
+		return Policy{}, fmt.Errorf("policy %q: %w", p.ID(), err)
+	}
+	spec := PolicySpec{
+		ID: p.ID(), Revision: p.Revision(), Algorithm: p.Algorithm(),
+		MaxCost: min(p.MaxCost(), share), CleanupGrace: p.CleanupGrace(), MaxClockRegression: p.MaxClockRegression(),
+		FailurePolicy: FailClosed,
+	}
+	for i, params := range candidates {
+		spec.Params = params
+		if sp, err := NewPolicy(spec); err == nil || i == len(candidates)-1 {
+			return sp, err
+		}
+	}
+	return Policy{}, fmt.Errorf("policy %q: no local share", p.ID())
+}
+
+// Certainty is the certainty of the policy's decisions, its algorithm's
+// (AlgorithmSpec.Certainty): Certain for fixed window, token bucket, GCRA,
+// sliding log and leaky bucket and ApproximateAlgorithm for the
+// sliding-window counter; 0 for the zero Policy.
+func (p Policy) Certainty() Certainty {
+	s, _ := p.Algorithm().Spec()
+	return s.Certainty
 }
 
 // IsZero reports whether p is the zero Policy (not built by NewPolicy).

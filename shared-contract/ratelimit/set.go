@@ -101,8 +101,8 @@ func CanJoinSet(p Policy) error {
 	if p.DedupWindow() > 0 {
 		errs = append(errs, fmt.Errorf("policy %q: %w", p.ID(), ErrSetMemberDedup))
 	}
-	if _, _, queue := p.Queue(); queue {
-		errs = append(errs, fmt.Errorf("policy %q: %w", p.ID(), ErrSetMemberQueue))
+	if s, ok := p.Algorithm().Spec(); ok && s.NoSetMember != "" {
+		errs = append(errs, fmt.Errorf("policy %q: %w: %s", p.ID(), ErrSetMemberQueue, s.NoSetMember))
 	}
 	return errors.Join(errs...)
 }

@@ -105,7 +105,7 @@ func printState(w io.Writer, tg target, st state) {
 		fmt.Fprintf(w, "fields      %s\n", formatFields(fields))
 		if tat, ok := arrival(p, fields); ok {
 			what := "GCRA theoretical arrival time"
-			if p.Algorithm() == ratelimit.AlgorithmLeakyBucket {
+			if alg, _ := p.Algorithm().Spec(); alg.Delays {
 				what = "the queue's last slot ends"
 			}
 			fmt.Fprintf(w, "arrival     %s (%s, to the µs)\n", tat.UTC().Format(time.RFC3339Nano), what)

@@ -2,33 +2,33 @@ package programs
 
 import "github.com/tech-log/tech-log-backend/shared-contract/ratelimit"
 
-// The bucket family of the model: the token bucket, and GCRA with the
-// leaky bucket that runs on it, each a level that drains at a rate.
-
-// tokenBucket: T1 bounds every scaled level by capacity*period, T2 the reset
-// instant and the TTL.
-func (n numbers) tokenBucket(f map[string]int64, now, eff, cost, rev int64, c *calc) (Reply, State) {
-	full := c.mul(n.limit, n.per)
-	s := full
-	if f != nil {
-		s = c.add(c.mul(f[FieldTokens], n.per), f[FieldRemainder])
-		elapsed := c.sub(eff, f[FieldLastObserved])
-		if elapsed >= c.ceil(c.sub(full, s), n.rate) {
-			s = full
-		} else {
-			s = c.add(s, c.mul(elapsed, n.rate))
-		}
-	}
-	need := c.mul(cost, n.per)
-	if s >= need {
-		after := c.sub(s, need)
-		tokens := c.floor(after, n.per)
-		reset := c.add(eff, c.ceil(c.sub(full, after), n.rate))
-		next := encodeState(n.alg, SchemaVersion, int64(n.alg), rev, eff, tokens, c.sub(after, c.mul(tokens, n.per)))
-		return Reply{StatusAllowed, now, eff, n.limit, tokens, 0, reset}, next
-	}
-	return Reply{StatusDenied, now, eff, n.limit, c.floor(s, n.per), c.ceil(c.sub(need, s), n.rate),
-		c.add(eff, c.ceil(c.sub(full, s), n.rate))}, nil
+// gcraModel: GCRA `>B I6 I7` at the longest (l, d): l <= S < 2^46 (its
+// field's top bits carry d's width, ADR 0029); d <= B*P + 999*R <= M <
+// 2^56 (G1), written in the fewest of 4..7 bytes that hold it.
+var gcraModel = model{
+	alg:     ratelimit.AlgorithmGCRA,
+	slug:    "gcra",
+	setCode: 4,
+	layout:  []field{{FieldLastObserved, lastObservedBytes}, {FieldArrival, maxArrivalWidth}},
+	args: func(dst []any, p ratelimit.Policy) []any {
+		rate, per, _, _ := p.Emission()
+		return append(dst, rate, per)
+	},
+	fill: func(p ratelimit.Policy, n *numbers) {
+		n.rate, n.per, _, _ = p.Emission()
+		n.fullScaled = n.limit * n.per // G1: the burst offset B*P
+	},
+	compactArrival: true,
+	validState: func(n numbers, f map[string]int64, c *calc) bool {
+		return f[FieldArrival] <= c.add(n.fullScaled, c.mul(999, n.rate))
+	},
+	decide: func(n numbers, s step) (Reply, State) {
+		return n.gcra(s.f, s.now, s.eff, s.frac, s.units, s.rev, false, s.c)
+	},
+	charge: func(n numbers, s step) (Reply, State) {
+		return n.gcra(s.f, s.now, s.eff, s.frac, s.units, s.rev, true, s.c)
+	},
+	refund: numbers.refundGCRA,
 }
 
 // gcraFrac is the microseconds into the effective millisecond: the server's
@@ -94,8 +94,32 @@ func (n numbers) gcra(f map[string]int64, now, eff, frac, cost, rev int64, charg
 	reset := resetAt(after)
 	next := encodeState(n.alg, SchemaVersion, int64(n.alg), rev, eff, c.add(after, c.mul(frac, n.rate)))
 	var delay int64
-	if n.alg == ratelimit.AlgorithmLeakyBucket && !charge && d > n.delayAfterScaled {
+	if n.delays && !charge && d > n.delayAfterScaled {
 		delay = c.ceil(c.ceil(c.sub(d, n.delayAfterScaled), n.rate), 1000)
 	}
 	return Reply{StatusAllowed, now, eff, n.limit, left(after), delay, reset}, next
+}
+
+// refundGCRA moves the theoretical arrival time back by cost emission
+// intervals, never before the effective instant; a TAT left at it is
+// deleted.
+func (n numbers) refundGCRA(s step) (Reply, State) {
+	c, eff, fr := s.c, s.eff, s.frac
+	bp := n.fullScaled
+	d := n.gcraOffset(s.f, eff, fr, c)
+	back := min(c.mul(s.units, n.per), d)
+	after := c.sub(d, back)
+	var left int64
+	if after < bp {
+		left = c.floor(c.sub(bp, after), n.per)
+	}
+	reset := c.add(eff, c.ceil(c.ceil(c.add(c.mul(fr, n.rate), after), n.rate), 1000))
+	next := s.st
+	if back > 0 {
+		next = nil
+		if after > 0 {
+			next = encodeState(n.alg, SchemaVersion, int64(n.alg), s.rev, eff, c.add(after, c.mul(fr, n.rate)))
+		}
+	}
+	return Reply{StatusAllowed, s.now, eff, n.limit, left, c.ceil(back, n.per), reset}, next
 }
