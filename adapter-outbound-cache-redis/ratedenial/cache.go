@@ -267,12 +267,13 @@ func (c *Cache) Stats() Stats {
 }
 
 // margin is how much earlier than t0 + RetryAfter an entry expires: 1 ms
-// for the algorithms that decide on the server's millisecond. GCRA and the
-// leaky bucket, which runs on it, decide on the microsecond (ADR 0021): it
-// admits from an instant A with ceil(A/1000 µs) = eff + R, so A > eff + R - 1 ms, and eff >= the real
+// for the algorithms that decide on the server's millisecond. One that
+// decides on the microsecond (AlgorithmSpec.DecidesInMicros: GCRA and the
+// leaky bucket that runs on it, ADR 0021) admits from an instant A with
+// ceil(A/1000 µs) = eff + R, so A > eff + R - 1 ms, and eff >= the real
 // instant sigma - 1 ms >= t0 - 1 ms: A > t0 + R - 2 ms.
 func margin(a ratelimit.Algorithm) time.Duration {
-	if a == ratelimit.AlgorithmGCRA || a == ratelimit.AlgorithmLeakyBucket {
+	if s, ok := a.Spec(); ok && s.DecidesInMicros {
 		return 2 * time.Millisecond
 	}
 	return time.Millisecond

@@ -32,6 +32,7 @@ var gcraSpec = register[GCRA](AlgorithmSpec{
 	// is admitted, and a larger cost needs a later one. GCRA decides to the
 	// microsecond: the denial cache's entries keep a 2 ms margin (ADR 0021).
 	DenialCacheExact: true,
+	DecidesInMicros:  true,
 	Charge:           true,
 	Refund:           true,
 })

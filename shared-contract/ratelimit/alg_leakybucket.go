@@ -46,6 +46,7 @@ var leakyBucketSpec = register[LeakyBucket](AlgorithmSpec{
 	// The leaky bucket is GCRA with a burst of queueSize+1: its denials are
 	// the queue being full until a computable instant, exact as GCRA's.
 	DenialCacheExact: true,
+	DecidesInMicros:  true,
 	// A replay would answer an admission whose slot the caller may have
 	// given back (Refunder): a free pass.
 	NoDedup: "a replayed admission would skip the queue",

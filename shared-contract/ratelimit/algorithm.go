@@ -71,6 +71,11 @@ type AlgorithmSpec struct {
 	// server's clock (docs/programs.md, "Denial cache"). Only then may a
 	// denial be cached.
 	DenialCacheExact bool
+	// DecidesInMicros: the algorithm decides on the microsecond, not the
+	// server's millisecond, so a retry-after rounded up to a millisecond
+	// may be admitted up to 1 ms before it (ADR 0021); a cached denial
+	// expires a millisecond earlier for it.
+	DecidesInMicros bool
 	// NoDedup, when not empty, is why a policy of the algorithm cannot
 	// have a dedup window.
 	NoDedup string
