@@ -16,7 +16,8 @@
 // Files: doc.go; port.go (EdgePort, Recover, ErrPanic, PolicyID.Known);
 // request.go (Request, its ID types, Validate, EffectiveDeadline,
 // MaxEvaluationTimeout); policy.go (Policy, PolicySpec, NewPolicy, the
-// accessors, FailurePolicy and the construction errors); algorithm.go (the
+// accessors and the construction errors); failurepolicy.go
+// (FailurePolicy, MaxFallbackInstances); algorithm.go (the
 // Algorithm enum, the registry of AlgorithmSpec, one line per algorithm,
 // and the policy-file field table ParamField; ADR 0034); alg_<name>.go (one
 // per algorithm: its parameter type, its AlgorithmSpec, its numbers, the
