@@ -14,9 +14,10 @@ var gcraModel = model{
 		rate, per, _, _ := p.Emission()
 		return append(dst, rate, per)
 	},
-	fill: func(p ratelimit.Policy, n *numbers) {
+	fill: func(p ratelimit.Policy, n numbers) numbers {
 		n.rate, n.per, _, _ = p.Emission()
 		n.fullScaled = n.limit * n.per // G1: the burst offset B*P
+		return n
 	},
 	compactArrival: true,
 	validState: func(n numbers, f map[string]int64, c *calc) bool {

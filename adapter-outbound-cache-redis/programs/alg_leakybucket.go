@@ -13,12 +13,13 @@ var leakyBucketModel = model{
 		delayAfter, _, _ := p.Queue()
 		return append(gcraModel.args(dst, p), delayAfter)
 	},
-	fill: func(p ratelimit.Policy, n *numbers) {
-		gcraModel.fill(p, n)
+	fill: func(p ratelimit.Policy, n numbers) numbers {
+		n = gcraModel.fill(p, n)
 		if q, ok := p.Params().(ratelimit.LeakyBucket); ok {
 			n.delayAfterScaled = q.DelayAfter * n.per // < B*P (G1)
 			n.longestDelayMs = q.LongestDelay().Milliseconds()
 		}
+		return n
 	},
 	compactArrival: true,
 	validState:     gcraModel.validState,

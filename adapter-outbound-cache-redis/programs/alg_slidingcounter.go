@@ -10,7 +10,7 @@ var slidingCounterModel = model{
 	setCode: 2,
 	layout:  []field{{FieldLastObserved, 6}, {FieldWindow, 6}, {FieldCount, 5}, {FieldPrevious, 5}},
 	args:    func(dst []any, p ratelimit.Policy) []any { return append(dst, p.WindowMillis()) },
-	fill:    func(p ratelimit.Policy, n *numbers) { n.win = p.WindowMillis() },
+	fill:    func(p ratelimit.Policy, n numbers) numbers { n.win = p.WindowMillis(); return n },
 	validState: func(n numbers, f map[string]int64, c *calc) bool {
 		return f[FieldWindow] == c.floor(f[FieldLastObserved], n.win) &&
 			f[FieldCount] >= 1 && f[FieldCount] <= n.limit && f[FieldPrevious] <= n.limit

@@ -12,7 +12,7 @@ var slidingLogModel = model{
 	setCode:    5,
 	layout:     []field{{FieldLastObserved, 6}, {FieldSum, 2}, {FieldEntries, 2}},
 	args:       func(dst []any, p ratelimit.Policy) []any { return append(dst, p.WindowMillis()) },
-	fill:       func(p ratelimit.Policy, n *numbers) { n.win = p.WindowMillis() },
+	fill:       func(p ratelimit.Policy, n numbers) numbers { n.win = p.WindowMillis(); return n },
 	logEntries: true,
 	// The header's ranges here; the newest entry's instant (at most l) in
 	// logNewestValid and slidingLog, which read the entries.

@@ -13,9 +13,10 @@ var tokenBucketModel = model{
 		tokens, period, _ := p.Refill()
 		return append(dst, tokens, period)
 	},
-	fill: func(p ratelimit.Policy, n *numbers) {
+	fill: func(p ratelimit.Policy, n numbers) numbers {
 		n.rate, n.per, _ = p.Refill()
 		n.fullScaled = n.limit * n.per // T1
+		return n
 	},
 	validState: func(n numbers, f map[string]int64, _ *calc) bool {
 		return f[FieldTokens] < n.limit && f[FieldRemainder] < n.per

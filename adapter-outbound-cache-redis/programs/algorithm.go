@@ -30,9 +30,9 @@ type model struct {
 	// args appends the algorithm's ARGV after ArgLimit (docs/programs.md,
 	// "ARGV"): the window, the refill or the emission interval.
 	args func(dst []any, p ratelimit.Policy) []any
-	// fill sets the algorithm's own numbers (win; rate, per, fullScaled;
+	// fill returns n with the algorithm's own numbers (win; rate, per, fullScaled;
 	// a queue's delay numbers) from p.
-	fill func(p ratelimit.Policy, n *numbers)
+	fill func(p ratelimit.Policy, n numbers) numbers
 	// validState is the programs' range check of the algorithm's fields
 	// (the header's fields are admit's).
 	validState func(n numbers, f map[string]int64, c *calc) bool

@@ -34,7 +34,7 @@ func numbersOf(p ratelimit.Policy) numbers {
 		n.delays = spec.Delays
 	}
 	if m := modelOf(n.alg); m != nil {
-		m.fill(p, &n)
+		n = m.fill(p, n)
 	}
 	return n
 }
