@@ -8,7 +8,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/tech-log/tech-log-backend/adapter-inbound-web/subject"
 	"github.com/tech-log/tech-log-backend/shared-contract/keyspace"
 	"github.com/tech-log/tech-log-backend/shared-contract/ratelimit"
 )
@@ -179,12 +178,14 @@ type Web struct {
 	// limiter is keyed by client IP whatever it is.
 	Identity IdentityMode
 	// APIKeysFile is the keys file (APP_WEB_API_KEYS_FILE), set exactly
-	// when Identity is IdentityAPIKey; APIKeys are the digests it held at
-	// start-up (SIGHUP reloads the file).
+	// when Identity is IdentityAPIKey. config does not read its digests:
+	// the wiring does (wiring.CheckIdentity at start-up, then SIGHUP
+	// reloads), naming this variable in its errors (ADR 0036).
 	APIKeysFile string
-	APIKeys     []subject.APIKeyDigest
 	// IdentityHeader is the principal header of IdentityTrustedHeader
-	// (APP_WEB_IDENTITY_HEADER), canonical form; "" otherwise.
+	// (APP_WEB_IDENTITY_HEADER), canonical form; "" otherwise. Which
+	// headers the edge refuses (X-Forwarded-For, ...) is the web
+	// adapter's rule, checked by wiring.CheckIdentity.
 	IdentityHeader string
 	// LegacyRateLimitHeaders sends RateLimit-Limit, RateLimit-Remaining and
 	// RateLimit-Reset beside RateLimit and RateLimit-Policy
@@ -270,7 +271,7 @@ func (c Config) String() string {
 	fmt.Fprintf(&b, " trusted_proxies=%d subject_secret=%s identity=%s", len(c.Web.TrustedProxies), secretState(c.Web.SubjectSecret), c.Web.Identity)
 	switch c.Web.Identity {
 	case IdentityAPIKey:
-		fmt.Fprintf(&b, " api_keys=%d", len(c.Web.APIKeys))
+		fmt.Fprintf(&b, " api_keys_file=%s", c.Web.APIKeysFile)
 	case IdentityTrustedHeader:
 		fmt.Fprintf(&b, " identity_header=%s", c.Web.IdentityHeader)
 	}

@@ -8,8 +8,6 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-
-	"github.com/tech-log/tech-log-backend/adapter-outbound-cache-redis/redisrate"
 )
 
 // TestLoadDerivedDefaults: an unset APP_WEB_EVALUATION_TIMEOUT follows the
@@ -170,8 +168,8 @@ func TestLoadDerivedEvaluationTimeoutWithDedup(t *testing.T) {
 	file := writeFile(t, "policies.json", `{"policies":[{"id":"api","revision":1,"algorithm":"fixed_window","limit":10,"window":"1m","maxCost":1,"cleanupGrace":"1m","maxClockRegression":"2s","failurePolicy":"fail-closed","dedupWindow":"10m"}]}`)
 	cfg, err := Load(with(enabledEnv(), "APP_RATE_LIMIT_POLICIES_FILE", file))
 	require.NoError(t, err)
-	assert.Equal(t, redisrate.DefaultCommandTimeout, cfg.RateLimit.CommandTimeout)
-	assert.Equal(t, DedupEvaluationTimeoutFactor*redisrate.DefaultCommandTimeout, cfg.Web.EvaluationTimeout)
+	assert.Equal(t, 250*time.Millisecond, cfg.RateLimit.CommandTimeout)
+	assert.Equal(t, DedupEvaluationTimeoutFactor*cfg.RateLimit.CommandTimeout, cfg.Web.EvaluationTimeout)
 	assert.Equal(t, 750*time.Millisecond, cfg.Web.EvaluationTimeout, "the documented default (README)")
 
 	cfg, err = Load(with(enabledEnv(), "APP_RATE_LIMIT_POLICIES_FILE", file, "APP_WEB_EVALUATION_TIMEOUT", "400ms"))
@@ -179,15 +177,7 @@ func TestLoadDerivedEvaluationTimeoutWithDedup(t *testing.T) {
 	assert.Equal(t, 400*time.Millisecond, cfg.Web.EvaluationTimeout, "an explicit value is kept")
 }
 
-// TestDefaultTimeoutsAreRedisratesDefaults: the env defaults of the
-// coordination client's timeouts are redisrate's exported defaults, which
-// the fault lane runs at.
-func TestDefaultTimeoutsAreRedisratesDefaults(t *testing.T) {
-	cfg, err := Load(enabledEnv())
-	require.NoError(t, err)
-	assert.Equal(t, redisrate.DefaultCommandTimeout, cfg.RateLimit.CommandTimeout)
-	assert.Equal(t, redisrate.DefaultDialTimeout, cfg.RateLimit.DialTimeout)
-	assert.Equal(t, redisrate.DefaultBreakerThreshold, cfg.RateLimit.BreakerThreshold)
-	assert.Equal(t, redisrate.DefaultBreakerProbeInterval, cfg.RateLimit.BreakerProbeInterval)
-	assert.Equal(t, redisrate.EvaluationTimeout(redisrate.DefaultCommandTimeout, false), cfg.Web.EvaluationTimeout, "the example policies have no dedup window")
-}
+// That the defaults are redisrate's and the derived timeout its
+// EvaluationTimeout is pinned in app-bootstrap/wiring
+// (TestDefaultTimeoutsAreRedisratesDefaults, TestConfigBounds): config
+// imports no adapter, not even in tests (ADR 0036).

@@ -8,11 +8,16 @@
 // redacted in every textual form: String, every fmt verb, slog and JSON.
 //
 // It reads the environment map and files it is pointed at, nothing else: it
-// opens no connection and starts no goroutine. From the adapters it uses only
-// their exported bounds (constants such as redisrate.MaxPoolSize), so that
-// start-up rejects what an adapter would; it must never construct an adapter
-// or a Redis client, nor import fx. app-bootstrap's wiring package turns a
-// Config into clients and modules.
+// opens no connection and starts no goroutine. It imports no adapter (ADR
+// 0036; the arch rule config-imports-no-adapter, whose one remaining debt
+// is rls): where an adapter checks the same value, config states the bound
+// again (MaxRateLimitPool is redisrate.MaxPoolSize) and wiring's
+// TestConfigBounds pins the two equal, so that start-up rejects what an
+// adapter would, naming the variable; what only an adapter's rules decide
+// (the API keys file's digests, the trusted header's name) the wiring
+// checks (wiring.CheckIdentity), naming the variable as config does. It
+// must never construct an adapter or a Redis client, nor import fx.
+// app-bootstrap's wiring package turns a Config into clients and modules.
 //
 // Files by concern: config.go (Config and its sections), env.go (the APP_
 // variables and their parsing), load.go (Load, the bounds), errors.go

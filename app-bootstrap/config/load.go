@@ -4,31 +4,49 @@ import (
 	"net"
 	"time"
 
-	"github.com/tech-log/tech-log-backend/adapter-inbound-web/localimit"
-	"github.com/tech-log/tech-log-backend/adapter-inbound-web/subject"
-	"github.com/tech-log/tech-log-backend/adapter-outbound-cache-redis/rediscache"
-	"github.com/tech-log/tech-log-backend/adapter-outbound-cache-redis/redisrate"
 	"github.com/tech-log/tech-log-backend/shared-contract/ratelimit"
 )
 
 // Bounds on numeric settings. A value outside them is a configuration
-// mistake, not a tuning choice. Where an adapter validates the same value,
-// its exported bound is used, so that start-up rejects exactly what the
-// adapter would; the others are this package's own.
+// mistake, not a tuning choice. config imports no adapter (ADR 0036), so
+// where an adapter's constructor checks the same value this package states
+// the adapter's bound again, and app-bootstrap/wiring's TestConfigBounds
+// pins each one equal to the adapter's exported constant: start-up rejects
+// exactly what the adapter would, naming the APP_ variable. The others are
+// this package's own.
 const (
-	// maxRateLimitTimeout bounds the coordination client's timeouts.
-	maxRateLimitTimeout = redisrate.MaxTimeout
-	// maxRateLimitPool bounds the coordination pool (and so MaxInFlight).
-	maxRateLimitPool = redisrate.MaxPoolSize
-	// maxCacheTimeout and maxCachePool are the cache client's bounds.
-	maxCacheTimeout = rediscache.MaxTimeout
-	maxCachePool    = rediscache.MaxPoolSize
+	// MaxRateLimitTimeout bounds the coordination client's timeouts
+	// (redisrate.MaxTimeout).
+	MaxRateLimitTimeout = 10 * time.Second
+	// MaxRateLimitPool bounds the coordination pool, and so MaxInFlight and
+	// PipelineMaxBatch (redisrate.MaxPoolSize).
+	MaxRateLimitPool = 1024
+	// MaxBreakerThreshold, MinProbeInterval and MaxProbeInterval bound the
+	// coordination breaker (redisrate's of the same names).
+	MaxBreakerThreshold = 1000
+	MinProbeInterval    = 10 * time.Millisecond
+	MaxProbeInterval    = time.Minute
+	// MaxReplicationAcks bounds APP_RATE_LIMIT_REPLICATION_ACKS
+	// (redisrate.MaxReplicationAcks).
+	MaxReplicationAcks = 16
+	// MaxFallbackSubjects bounds APP_RATE_LIMIT_FALLBACK_MAX_SUBJECTS
+	// (ratefallback.MaxSubjects).
+	MaxFallbackSubjects = 1_000_000
+	// MaxCacheTimeout and MaxCachePool are the cache client's bounds
+	// (rediscache.MaxTimeout, rediscache.MaxPoolSize).
+	MaxCacheTimeout = 10 * time.Second
+	MaxCachePool    = 1024
+	// MaxTrustedProxies and MinIPv6Prefix bound the identity settings
+	// (subject.MaxTrustedProxies, subject.MinIPv6PrefixLen).
+	MaxTrustedProxies = 256
+	MinIPv6Prefix     = 32
+	// MaxLocalBurst and MaxLocalClients bound the edge's local limiter
+	// (localimit.MaxBurst, localimit.MaxClientsLimit).
+	MaxLocalBurst   = 1_000_000_000
+	MaxLocalClients = 10_000_000
+
 	// maxWebTimeout bounds the per-evaluation deadline the edge accepts.
-	maxWebTimeout  = ratelimit.MaxEvaluationTimeout
-	maxProxies     = subject.MaxTrustedProxies
-	minIPv6Prefix  = subject.MinIPv6PrefixLen
-	maxLocalBurst  = localimit.MaxBurst
-	maxLocalClient = localimit.MaxClientsLimit
+	maxWebTimeout = ratelimit.MaxEvaluationTimeout
 
 	maxShutdown  = 10 * time.Minute
 	maxDB        = 15
@@ -37,19 +55,29 @@ const (
 )
 
 // Derived defaults of APP_WEB_EVALUATION_TIMEOUT: with the Redis limiter
-// on, redisrate.EvaluationTimeout of APP_RATE_LIMIT_COMMAND_TIMEOUT
-// (EvaluationTimeoutFactor times it, 500ms for the default 250ms; when a
-// policy has a dedup window DedupEvaluationTimeoutFactor times it, 750ms,
-// room for the retry of a lost reply), otherwise DefaultEvaluationTimeout.
+// on, EvaluationTimeoutFactor times APP_RATE_LIMIT_COMMAND_TIMEOUT (500ms
+// for the default 250ms; when a policy has a dedup window
+// DedupEvaluationTimeoutFactor times it, 750ms, room for the retry of a
+// lost reply), otherwise DefaultEvaluationTimeout. The factors are
+// redisrate's (its EvaluationTimeout), pinned by wiring's TestConfigBounds.
 const (
-	EvaluationTimeoutFactor      = redisrate.EvaluationTimeoutFactor
-	DedupEvaluationTimeoutFactor = redisrate.DedupEvaluationTimeoutFactor
+	EvaluationTimeoutFactor      = 2
+	DedupEvaluationTimeoutFactor = 3
 	DefaultEvaluationTimeout     = 500 * time.Millisecond
 )
 
+// derivedEvaluationTimeout is the derived APP_WEB_EVALUATION_TIMEOUT for a
+// command timeout, with or without a dedup window among the policies.
+func derivedEvaluationTimeout(command time.Duration, dedup bool) time.Duration {
+	if dedup {
+		return DedupEvaluationTimeoutFactor * command
+	}
+	return EvaluationTimeoutFactor * command
+}
+
 // Compile-time proof that the derived evaluation timeout is within the
 // edge's bound for every accepted command timeout.
-const _ = uint64(maxWebTimeout - DedupEvaluationTimeoutFactor*maxRateLimitTimeout)
+const _ = uint64(maxWebTimeout - DedupEvaluationTimeoutFactor*MaxRateLimitTimeout)
 
 // Supported values of the selection variables in v1.
 const (

@@ -17,9 +17,9 @@ func (v *errs) cache(c rawCache) Cache {
 		KeyPrefix:      v.keyPrefix(g+"KEY_PREFIX", r.KeyPrefix),
 		KeySecret:      v.keySecret(g+"KEY_SECRET", r.KeySecret, r.KeySecretFile),
 		DB:             v.between(g+"DB", r.DB, 0, maxDB),
-		CommandTimeout: v.duration(g+"COMMAND_TIMEOUT", r.CommandTimeout, maxCacheTimeout),
-		DialTimeout:    v.duration(g+"DIAL_TIMEOUT", r.DialTimeout, maxCacheTimeout),
-		PoolTimeout:    v.duration(g+"POOL_TIMEOUT", r.PoolTimeout, maxCacheTimeout),
-		PoolSize:       v.bound(g+"POOL_SIZE", r.PoolSize, maxCachePool),
+		CommandTimeout: v.duration(g+"COMMAND_TIMEOUT", r.CommandTimeout, MaxCacheTimeout),
+		DialTimeout:    v.duration(g+"DIAL_TIMEOUT", r.DialTimeout, MaxCacheTimeout),
+		PoolTimeout:    v.duration(g+"POOL_TIMEOUT", r.PoolTimeout, MaxCacheTimeout),
+		PoolSize:       v.bound(g+"POOL_SIZE", r.PoolSize, MaxCachePool),
 	}
 }

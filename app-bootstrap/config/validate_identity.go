@@ -1,9 +1,8 @@
 package config
 
 import (
+	"net/textproto"
 	"strings"
-
-	"github.com/tech-log/tech-log-backend/adapter-inbound-web/subject"
 )
 
 // identity validates APP_WEB_IDENTITY and the variables of its mode into
@@ -32,12 +31,7 @@ func (v *errs) identity(w rawWeb, out *Web) {
 			v.add(g+"API_KEYS_FILE", ErrRequired, "%sIDENTITY=api-key needs a file of SHA-256 key digests, one per line", g)
 			return
 		}
-		keys, err := subject.ReadAPIKeysFile(w.APIKeysFile)
-		if err != nil {
-			v.add(g+"API_KEYS_FILE", ErrInvalid, "%s", oneLine(err))
-			return
-		}
-		out.APIKeysFile, out.APIKeys = w.APIKeysFile, keys
+		out.APIKeysFile = w.APIKeysFile
 	case IdentityTrustedHeader:
 		if w.IdentityHeader == "" {
 			v.add(g+"IDENTITY_HEADER", ErrRequired, "%sIDENTITY=trusted-header needs the header your authenticating proxy sets (e.g. X-Authenticated-User)", g)
@@ -48,23 +42,8 @@ func (v *errs) identity(w rawWeb, out *Web) {
 		if w.IdentityHeader == "" || len(out.TrustedProxies) == 0 {
 			return
 		}
-		ips, err := subject.NewResolver(subject.Config{TrustedProxies: out.TrustedProxies})
-		if err != nil {
-			return // reported under TRUSTED_PROXIES
-		}
-		th, err := subject.NewTrustedHeader(w.IdentityHeader, ips)
-		if err != nil {
-			v.add(g+"IDENTITY_HEADER", ErrInvalid, "%s", oneLine(err))
-			return
-		}
-		out.IdentityHeader = th.Header()
+		// The header's syntax and the headers it may not be are the web
+		// adapter's (subject.NewTrustedHeader), checked by the wiring.
+		out.IdentityHeader = textproto.CanonicalMIMEHeaderKey(w.IdentityHeader)
 	}
-}
-
-// oneLine is err's text on one line, with subject's "invalid subject
-// config: " prefix dropped (the VarError already says the variable is
-// invalid).
-func oneLine(err error) string {
-	s := strings.ReplaceAll(err.Error(), "\n", "; ")
-	return strings.Replace(s, subject.ErrInvalidConfig.Error()+": ", "", 1)
 }

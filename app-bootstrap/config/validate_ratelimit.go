@@ -5,8 +5,6 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/tech-log/tech-log-backend/adapter-outbound-cache-redis/ratefallback"
-	"github.com/tech-log/tech-log-backend/adapter-outbound-cache-redis/redisrate"
 	"github.com/tech-log/tech-log-backend/shared-contract/ratelimit"
 )
 
@@ -36,33 +34,33 @@ func (v *errs) rateLimit(r rawRateLimit, given *PolicySet) RateLimit {
 	out.Redis = v.redisFor(g+"REDIS_", r.Redis, out.Topology)
 	out.KeyPrefix = v.keyPrefix(g+"KEY_PREFIX", r.KeyPrefix)
 	out.KeySecret = v.keySecret(g+"KEY_SECRET", r.KeySecret, r.KeySecretFile)
-	out.CommandTimeout = v.duration(g+"COMMAND_TIMEOUT", r.CommandTimeout, maxRateLimitTimeout)
-	out.DialTimeout = v.duration(g+"DIAL_TIMEOUT", r.DialTimeout, maxRateLimitTimeout)
-	out.PoolTimeout = v.duration(g+"POOL_TIMEOUT", r.PoolTimeout, maxRateLimitTimeout)
-	out.PoolSize = v.bound(g+"POOL_SIZE", r.PoolSize, maxRateLimitPool)
+	out.CommandTimeout = v.duration(g+"COMMAND_TIMEOUT", r.CommandTimeout, MaxRateLimitTimeout)
+	out.DialTimeout = v.duration(g+"DIAL_TIMEOUT", r.DialTimeout, MaxRateLimitTimeout)
+	out.PoolTimeout = v.duration(g+"POOL_TIMEOUT", r.PoolTimeout, MaxRateLimitTimeout)
+	out.PoolSize = v.bound(g+"POOL_SIZE", r.PoolSize, MaxRateLimitPool)
 	if r.MaxInFlight == nil {
 		// Derived: every pooled connection may carry one evaluation.
 		out.MaxInFlight = out.PoolSize
 	} else {
-		out.MaxInFlight = v.bound(g+"MAX_IN_FLIGHT", *r.MaxInFlight, maxRateLimitPool)
+		out.MaxInFlight = v.bound(g+"MAX_IN_FLIGHT", *r.MaxInFlight, MaxRateLimitPool)
 	}
 	if out.PoolSize > 0 && out.MaxInFlight > out.PoolSize {
 		v.add(g+"MAX_IN_FLIGHT", ErrInvalid, "%d exceeds %sPOOL_SIZE (%d): every admitted evaluation needs a connection", out.MaxInFlight, g, out.PoolSize)
 	}
-	out.PipelineMaxBatch = v.between(g+"PIPELINE_MAX_BATCH", r.PipelineMaxBatch, 1, maxRateLimitPool)
+	out.PipelineMaxBatch = v.between(g+"PIPELINE_MAX_BATCH", r.PipelineMaxBatch, 1, MaxRateLimitPool)
 	out.ReplicationAcks, out.ReplicationAckTimeout = v.replicationAcks(r.ReplicationAcks, r.ReplicationAckTimeout, out.CommandTimeout)
 	v.notAbove(g+"DIAL_TIMEOUT", out.DialTimeout, g+"COMMAND_TIMEOUT", out.CommandTimeout)
 	v.notAbove(g+"POOL_TIMEOUT", out.PoolTimeout, g+"COMMAND_TIMEOUT", out.CommandTimeout)
-	out.BreakerThreshold = v.between(g+"BREAKER_THRESHOLD", r.BreakerThreshold, 0, redisrate.MaxBreakerThreshold)
+	out.BreakerThreshold = v.between(g+"BREAKER_THRESHOLD", r.BreakerThreshold, 0, MaxBreakerThreshold)
 	if out.BreakerThreshold > 0 {
-		if d := r.BreakerProbeInterval; d < redisrate.MinProbeInterval || d > redisrate.MaxProbeInterval {
-			v.add(g+"BREAKER_PROBE_INTERVAL", ErrInvalid, "%v: want %v..%v", d, redisrate.MinProbeInterval, redisrate.MaxProbeInterval)
+		if d := r.BreakerProbeInterval; d < MinProbeInterval || d > MaxProbeInterval {
+			v.add(g+"BREAKER_PROBE_INTERVAL", ErrInvalid, "%v: want %v..%v", d, MinProbeInterval, MaxProbeInterval)
 		} else {
 			out.BreakerProbeInterval = d
 		}
 	}
 
-	out.FallbackMaxSubjects = v.bound(g+"FALLBACK_MAX_SUBJECTS", r.FallbackMaxSubjects, ratefallback.MaxSubjects)
+	out.FallbackMaxSubjects = v.bound(g+"FALLBACK_MAX_SUBJECTS", r.FallbackMaxSubjects, MaxFallbackSubjects)
 	if n := r.DenialCacheMaxEntries; n < 0 || n > ratelimit.MaxDenialCacheEntries {
 		v.add(g+"DENIAL_CACHE_MAX_ENTRIES", ErrInvalid, "%d: want 0 (off) or 1..%d", n, ratelimit.MaxDenialCacheEntries)
 	} else {

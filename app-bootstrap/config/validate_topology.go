@@ -6,8 +6,6 @@ import (
 	"strconv"
 	"strings"
 	"time"
-
-	"github.com/tech-log/tech-log-backend/adapter-outbound-cache-redis/redisrate"
 )
 
 // Values of APP_RATE_LIMIT_REDIS_MODE.
@@ -158,8 +156,8 @@ func (v *errs) redisFor(name string, r rawRedis, t Topology) Redis {
 // one read timeout.
 func (v *errs) replicationAcks(acks int, timeout *time.Duration, command time.Duration) (int, time.Duration) {
 	const g = envRateLimitGroup
-	if acks < 0 || acks > redisrate.MaxReplicationAcks {
-		v.add(g+"REPLICATION_ACKS", ErrInvalid, "%d: want 0 (off) to %d", acks, redisrate.MaxReplicationAcks)
+	if acks < 0 || acks > MaxReplicationAcks {
+		v.add(g+"REPLICATION_ACKS", ErrInvalid, "%d: want 0 (off) to %d", acks, MaxReplicationAcks)
 		return 0, 0
 	}
 	if acks == 0 {

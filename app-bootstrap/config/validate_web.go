@@ -6,7 +6,6 @@ import (
 	"net/netip"
 	"strings"
 
-	"github.com/tech-log/tech-log-backend/adapter-outbound-cache-redis/redisrate"
 	"github.com/tech-log/tech-log-backend/shared-contract/ratelimit"
 )
 
@@ -24,7 +23,7 @@ func (v *errs) web(w rawWeb, rl RateLimit) Web {
 			v.add(g+"ADMIN_ADDR", ErrConflict, "%q is also %sADDR: the admin listener needs its own address", bounded(w.AdminAddr), g)
 		}
 	}
-	out.IPv6Prefix = v.between(g+"IPV6_PREFIX", w.IPv6Prefix, minIPv6Prefix, 128)
+	out.IPv6Prefix = v.between(g+"IPV6_PREFIX", w.IPv6Prefix, MinIPv6Prefix, 128)
 	if rl.Enabled || !w.SubjectSecret.IsZero() || w.SubjectSecretFile != "" {
 		out.SubjectSecret = v.keySecret(g+"SUBJECT_SECRET", w.SubjectSecret, w.SubjectSecretFile)
 	}
@@ -46,8 +45,8 @@ func (v *errs) web(w rawWeb, rl RateLimit) Web {
 		}
 		out.TrustedProxies = append(out.TrustedProxies, p)
 	}
-	if len(out.TrustedProxies) > maxProxies {
-		v.add(g+"TRUSTED_PROXIES", ErrInvalid, "%d entries, at most %d", len(out.TrustedProxies), maxProxies)
+	if len(out.TrustedProxies) > MaxTrustedProxies {
+		v.add(g+"TRUSTED_PROXIES", ErrInvalid, "%d entries, at most %d", len(out.TrustedProxies), MaxTrustedProxies)
 	}
 	switch {
 	case w.EvaluationTimeout != nil:
@@ -56,8 +55,8 @@ func (v *errs) web(w rawWeb, rl RateLimit) Web {
 		// Derived: room for the command plus as long again for admission
 		// and the response, and one command timeout more for the retry of
 		// a lost reply when a policy has a dedup window
-		// (<= 3 * redisrate.MaxTimeout < maxWebTimeout).
-		out.EvaluationTimeout = redisrate.EvaluationTimeout(rl.CommandTimeout, anyDedupWindow(rl.Policies.Policies))
+		// (<= 3 * MaxRateLimitTimeout < maxWebTimeout).
+		out.EvaluationTimeout = derivedEvaluationTimeout(rl.CommandTimeout, anyDedupWindow(rl.Policies.Policies))
 	default:
 		out.EvaluationTimeout = DefaultEvaluationTimeout
 	}
@@ -73,8 +72,8 @@ func (v *errs) web(w rawWeb, rl RateLimit) Web {
 		} else {
 			out.LocalLimit.Rate = w.LocalLimitRate
 		}
-		out.LocalLimit.Burst = v.bound(g+"LOCAL_LIMIT_BURST", w.LocalLimitBurst, maxLocalBurst)
-		out.LocalLimit.MaxClients = v.bound(g+"LOCAL_LIMIT_MAX_CLIENTS", w.LocalLimitMax, maxLocalClient)
+		out.LocalLimit.Burst = v.bound(g+"LOCAL_LIMIT_BURST", w.LocalLimitBurst, MaxLocalBurst)
+		out.LocalLimit.MaxClients = v.bound(g+"LOCAL_LIMIT_MAX_CLIENTS", w.LocalLimitMax, MaxLocalClients)
 		out.LocalLimit.IdleTTL = v.duration(g+"LOCAL_LIMIT_IDLE_TTL", w.LocalLimitIdleTTL, maxIdleTTL)
 		// Dropping an idle client must never grant more than waiting would:
 		// the idle TTL covers a full refill (Burst/Rate seconds).

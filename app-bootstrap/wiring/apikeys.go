@@ -18,7 +18,7 @@ import (
 const envAPIKeysFile = config.Prefix + "WEB_API_KEYS_FILE"
 
 // NewAPIKeys builds the key set of APP_WEB_IDENTITY=api-key from the digests
-// config read at start-up, and reloads APP_WEB_API_KEYS_FILE on SIGHUP while
+// in APP_WEB_API_KEYS_FILE (read as CheckIdentity does), and reloads APP_WEB_API_KEYS_FILE on SIGHUP while
 // the application runs. A reload that fails (unreadable file, malformed
 // line, no digest) is logged and keeps the previous set: a typo never locks
 // every client out. In the other identity modes it returns nil and listens
@@ -28,7 +28,11 @@ func NewAPIKeys(lc fx.Lifecycle, cfg config.Config, log *slog.Logger) (*subject.
 	if w.Identity != config.IdentityAPIKey {
 		return nil, nil
 	}
-	keys, err := subject.NewAPIKeys(w.APIKeys)
+	digests, err := apiKeyDigests(w.APIKeysFile)
+	if err != nil {
+		return nil, fmt.Errorf("web: api keys: %w", err)
+	}
+	keys, err := subject.NewAPIKeys(digests)
 	if err != nil {
 		return nil, fmt.Errorf("web: api keys (%s): %w", envAPIKeysFile, err)
 	}

@@ -56,7 +56,7 @@ type HandlerParams struct {
 	// Edge is present only when the rate-limit module is included.
 	Edge ratelimit.EdgePort `optional:"true"`
 	// APIKeys is the reloadable key set of APP_WEB_IDENTITY=api-key (see
-	// NewAPIKeys); nil builds a fixed one from Config.Web.APIKeys.
+	// NewAPIKeys); nil builds a fixed one from Config.Web.APIKeysFile.
 	APIKeys *subject.APIKeys `optional:"true"`
 }
 
@@ -145,7 +145,8 @@ type Identity struct {
 }
 
 // NewIdentity builds the identity of w. keys is the reloadable key set
-// of api-key mode (NewAPIKeys); nil builds a fixed one from w.APIKeys.
+// of api-key mode (NewAPIKeys); nil builds a fixed one from the digests
+// in w.APIKeysFile. Its errors name the APP_ variable (CheckIdentity).
 // NewHandler and the front door (package ratelimiter) both build it here.
 func NewIdentity(w config.Web, keys *subject.APIKeys) (Identity, error) {
 	resolver, err := subject.NewResolver(subject.Config{TrustedProxies: w.TrustedProxies, IPv6PrefixLen: w.IPv6Prefix})
@@ -157,15 +158,19 @@ func NewIdentity(w config.Web, keys *subject.APIKeys) (Identity, error) {
 	case config.IdentityAPIKey:
 		id.Gate = keys
 		if id.Gate == nil {
-			if id.Gate, err = subject.NewAPIKeys(w.APIKeys); err != nil {
-				return Identity{}, fmt.Errorf("web: api keys (%sAPI_KEYS_FILE): %w", config.Prefix+"WEB_", err)
+			digests, err := apiKeyDigests(w.APIKeysFile)
+			if err != nil {
+				return Identity{}, fmt.Errorf("web: api keys: %w", err)
+			}
+			if id.Gate, err = subject.NewAPIKeys(digests); err != nil {
+				return Identity{}, fmt.Errorf("web: api keys (%s): %w", envAPIKeysFile, err)
 			}
 		}
 		id.Subjects = subject.FromContext
 	case config.IdentityTrustedHeader:
-		th, err := subject.NewTrustedHeader(w.IdentityHeader, resolver)
+		th, err := trustedHeader(w, resolver)
 		if err != nil {
-			return Identity{}, fmt.Errorf("web: identity header (%sIDENTITY_HEADER): %w", config.Prefix+"WEB_", err)
+			return Identity{}, fmt.Errorf("web: identity header: %w", err)
 		}
 		id.Subjects = th
 	}

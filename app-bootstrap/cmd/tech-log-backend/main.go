@@ -45,6 +45,11 @@ func run(args, environ []string, stderr io.Writer) int {
 	}
 
 	cfg, err := config.Load(config.FromEnviron(environ))
+	if err == nil {
+		// What config left to the web adapter's rules (ADR 0036), reported
+		// as config's errors are.
+		_, err = wiring.CheckIdentity(cfg.Web)
+	}
 	if err != nil {
 		printConfigError(stderr, err)
 		return exitUsage

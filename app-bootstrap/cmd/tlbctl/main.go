@@ -145,11 +145,15 @@ func parseFlags(fs *flag.FlagSet, args []string) error {
 }
 
 // loadConfig loads the service configuration from environ: the same
-// variables, parser and validation as the service (config.Load), every
-// topology included. tlbctl needs the Redis limiter enabled.
+// variables, parser and validation as the service (config.Load, then
+// wiring.CheckIdentity), every topology included. tlbctl needs the Redis
+// limiter enabled.
 func loadConfig(environ []string) (config.Config, error) {
 	env := config.FromEnviron(environ)
 	cfg, err := config.Load(env)
+	if err == nil {
+		_, err = wiring.CheckIdentity(cfg.Web)
+	}
 	if err != nil {
 		var lines []string
 		for _, ve := range config.VarErrors(err) {

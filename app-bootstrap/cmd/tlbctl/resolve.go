@@ -11,6 +11,7 @@ import (
 	"github.com/tech-log/tech-log-backend/adapter-inbound-web/subject"
 	"github.com/tech-log/tech-log-backend/adapter-outbound-cache-redis/redisrate"
 	"github.com/tech-log/tech-log-backend/app-bootstrap/config"
+	"github.com/tech-log/tech-log-backend/app-bootstrap/wiring"
 	"github.com/tech-log/tech-log-backend/shared-contract/keyspace"
 	"github.com/tech-log/tech-log-backend/shared-contract/ratelimit"
 )
@@ -112,7 +113,11 @@ func apiKeyIdentity(cfg config.Config, path string, stdin io.Reader) (subject.Id
 	}
 	var warnings []string
 	if cfg.Web.Identity == config.IdentityAPIKey {
-		if known, err := subject.NewAPIKeys(cfg.Web.APIKeys); err == nil {
+		digests, err := wiring.CheckIdentity(cfg.Web)
+		if err != nil {
+			return subject.Identity{}, "", nil, err
+		}
+		if known, err := subject.NewAPIKeys(digests); err == nil {
 			if _, err := known.Identify(req); err != nil {
 				warnings = append(warnings, fmt.Sprintf("the key (SHA-256 %s) is not in %sWEB_API_KEYS_FILE: the service answers it 401 and keeps no state for it", digest, config.Prefix))
 			}
