@@ -86,6 +86,9 @@ func measure(ctx context.Context, s *services, o options, out io.Writer) (*resul
 	for rep := range o.reps {
 		fmt.Fprintf(out, "repetition %d/%d\n", rep+1, o.reps)
 		order := rotate(targets, rep)
+		if o.floodOnly {
+			order = nil
+		}
 		for _, shape := range shapes {
 			for _, c := range concurrencies {
 				for _, tg := range order {
@@ -129,7 +132,11 @@ func measure(ctx context.Context, s *services, o options, out io.Writer) (*resul
 			fmt.Fprintf(out, "  %-22s flood c=%d %9.0f denials/s\n", tg.name, floodConc, lr.OverPerSecond())
 		}
 	}
-	for rep := range min(o.reps, memReps) {
+	memRuns := min(o.reps, memReps)
+	if o.floodOnly {
+		memRuns = 0
+	}
+	for rep := range memRuns {
 		for _, tg := range rotate(targets, rep) {
 			used, usage, keys, err := memory(ctx, s, tg, o.values, fmt.Sprintf("%d", rep))
 			if err != nil {
