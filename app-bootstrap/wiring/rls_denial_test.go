@@ -17,6 +17,7 @@ import (
 	"go.uber.org/goleak"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
+	"github.com/tech-log/tech-log-backend/adapter-inbound-grpc/rls"
 	"github.com/tech-log/tech-log-backend/adapter-outbound-cache-redis/ratedenial"
 	"github.com/tech-log/tech-log-backend/adapter-outbound-cache-redis/redisrate"
 	"github.com/tech-log/tech-log-backend/adapter-outbound-cache-redis/redistest"
@@ -182,3 +183,40 @@ func TestRLSDenialCache(t *testing.T) {
 	assert.Equal(t, uint32(5), resp.GetStatuses()[0].GetCurrentLimit().GetRequestsPerUnit())
 }
 
+
+// TestRLSLocalFallback: a rule naming a local-fallback policy of the
+// policy file is decided locally while Redis is unreachable, as the edge
+// decides it (the policy's share of 4 over 2 instances: 2), instead of
+// failing closed; stop leaves no goroutine (the generation's fallback and
+// the denial cache's retrying subscription stop with it).
+func TestRLSLocalFallback(t *testing.T) {
+	down := newQuietListener(t)
+	addr := down.Addr()
+	require.NoError(t, down.ln.Close())
+	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
+	file := filepath.Join(t.TempDir(), "policies.json")
+	require.NoError(t, os.WriteFile(file, []byte(`{"policies":[{"id":"api","revision":1,"algorithm":"fixed_window","limit":4,"window":"1h",
+		"maxCost":1,"cleanupGrace":"1m","maxClockRegression":"2s","failurePolicy":"local-fallback","fallbackInstances":2,"routes":["GET /api/"]}]}`), 0o600))
+	dir := t.TempDir()
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "web.yaml"), []byte("domain: web\ndescriptors:\n  - key: user\n    rate_limit: {policy: api}\n"), 0o600))
+	cfg := loadConfig(t, rlsKV(addr, dir,
+		"APP_RATE_LIMIT_POLICIES_FILE", file,
+		"APP_RATE_LIMIT_BREAKER_THRESHOLD", "1",
+		"APP_RATE_LIMIT_BREAKER_PROBE_INTERVAL", "1m")...)
+	var srv *RLSServer
+	app := fxtest.New(t, Options(cfg, quietLogger()), fx.Populate(&srv))
+	app.RequireStart()
+	defer app.RequireStop()
+	c, closeConn := rlsConn(t, srv.Addr())
+	defer closeConn()
+
+	var codes []pb.RateLimitResponse_Code
+	for range 4 {
+		resp := rlsAsk(t, c, "user", "alice")
+		for _, h := range resp.GetResponseHeadersToAdd() {
+			assert.NotEqual(t, strings.ToLower(rls.UndecidedHeader), strings.ToLower(h.GetKey()), "decided locally, not undecided")
+		}
+		codes = append(codes, resp.GetOverallCode())
+	}
+	assert.Equal(t, []pb.RateLimitResponse_Code{pb.RateLimitResponse_OK, pb.RateLimitResponse_OK, pb.RateLimitResponse_OVER_LIMIT, pb.RateLimitResponse_OVER_LIMIT}, codes)
+}
