@@ -117,6 +117,10 @@ func measure(ctx context.Context, s *services, o options, out io.Writer) (*resul
 			}
 		}
 		for _, tg := range rotate(floodTargets, rep) {
+			cpu0, rcpu0, err := cpuNow(ctx, s, tg)
+			if err != nil {
+				return nil, err
+			}
 			// Load's warm-up call spends the limit of 1; everything after
 			// is denied.
 			lr, err := envoyrls.Load(ctx, tg.addr, floodConc, o.duration, func(int) *rlsv3.RateLimitRequest {
@@ -128,7 +132,15 @@ func measure(ctx context.Context, s *services, o options, out io.Writer) (*resul
 			if lr.Errors > 0 || lr.OK > 0 {
 				return nil, fmt.Errorf("%s, flood: %d errors (first: %v), %d admitted over a spent limit", tg.name, lr.Errors, lr.FirstErr, lr.OK)
 			}
+			cpu1, rcpu1, err := cpuNow(ctx, s, tg)
+			if err != nil {
+				return nil, err
+			}
 			res.add(floodKey(tg.name), lr.OverPerSecond())
+			// Per denial, in µs: what a denial costs each process, whatever
+			// the client's share of the cores.
+			res.add(cpuKey("svc", "flood", floodConc, tg.name), float64(cpu1-cpu0)/float64(time.Microsecond)/float64(lr.Calls()))
+			res.add(cpuKey("redis", "flood", floodConc, tg.name), (rcpu1-rcpu0)*1e6/float64(lr.Calls()))
 			fmt.Fprintf(out, "  %-22s flood c=%d %9.0f denials/s\n", tg.name, floodConc, lr.OverPerSecond())
 		}
 	}

@@ -112,8 +112,10 @@ func render(res *results, o options) string {
 		}
 		b.WriteString(r.format(res))
 	}
-	fmt.Fprintf(&b, "\nKeys per descriptor value: ours %.2f, reference %.2f.\n",
-		median(res.samples[memKey("keys", nameOurs)]), median(res.samples[memKey("keys", nameRef)]))
+	if !o.floodOnly {
+		fmt.Fprintf(&b, "\nKeys per descriptor value: ours %.2f, reference %.2f.\n",
+			median(res.samples[memKey("keys", nameOurs)]), median(res.samples[memKey("keys", nameRef)]))
+	}
 	return b.String()
 }
 
@@ -156,6 +158,10 @@ func floodRows(res *results) []row {
 			ours: res.samples[floodKey(nameOurs)], ref: res.samples[floodKey(nameRefLC)], target: 10, atLeast: true},
 		{measure: fmt.Sprintf("flood, reference without local cache (context), c=%d, denials/s", floodConc), unit: "/s",
 			ours: res.samples[floodKey(nameOurs)], ref: res.samples[floodKey(nameRef)], context: true},
+		{measure: fmt.Sprintf("flood: service process CPU per denial, c=%d (reference with its local cache)", floodConc), unit: "µs",
+			ours: res.samples[cpuKey("svc", "flood", floodConc, nameOurs)], ref: res.samples[cpuKey("svc", "flood", floodConc, nameRefLC)], context: true},
+		{measure: fmt.Sprintf("flood: redis-server CPU per denial, c=%d (reference with its local cache)", floodConc), unit: "µs",
+			ours: res.samples[cpuKey("redis", "flood", floodConc, nameOurs)], ref: res.samples[cpuKey("redis", "flood", floodConc, nameRefLC)], context: true},
 	}
 }
 
