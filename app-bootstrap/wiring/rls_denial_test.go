@@ -183,7 +183,6 @@ func TestRLSDenialCache(t *testing.T) {
 	assert.Equal(t, uint32(5), resp.GetStatuses()[0].GetCurrentLimit().GetRequestsPerUnit())
 }
 
-
 // TestRLSLocalFallback: a rule naming a local-fallback policy of the
 // policy file is decided locally while Redis is unreachable, as the edge
 // decides it (the policy's share of 4 over 2 instances: 2), instead of
