@@ -2,6 +2,7 @@ package wiring
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -69,20 +70,27 @@ func rlsAsk(t *testing.T, c pb.RateLimitServiceClient, kv ...string) *pb.RateLim
 
 // cachedDenial asks for key=value, denied, until a denial is answered
 // without a program run on the server: the denial cache is live (its
-// subscription confirmed) and holds the subject's denial. Bounded: 100
-// attempts, 20 ms apart.
+// subscription confirmed) and holds the subject's denial.
 func cachedDenial(t *testing.T, rs *redistest.Server, c pb.RateLimitServiceClient, key, value string) {
+	t.Helper()
+	cachedAnswer(t, rs, c, pb.RateLimitResponse_OVER_LIMIT, key, value)
+}
+
+// cachedAnswer asks for key=value, answered want, until an answer comes
+// without a program run on the server. Bounded: 100 attempts, 20 ms
+// apart.
+func cachedAnswer(t *testing.T, rs *redistest.Server, c pb.RateLimitServiceClient, want pb.RateLimitResponse_Code, key, value string) {
 	t.Helper()
 	for range 100 {
 		before := scriptCalls(t, rs)
 		resp := rlsAsk(t, c, key, value)
-		require.Equal(t, pb.RateLimitResponse_OVER_LIMIT, resp.GetOverallCode())
+		require.Equal(t, want, resp.GetOverallCode())
 		if scriptCalls(t, rs) == before {
 			return
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	t.Fatalf("%s: no denial answered from the denial cache in 100 attempts", key)
+	t.Fatalf("%s: no answer from the denial cache in 100 attempts", key)
 }
 
 // TestRLSDenialCache: each rule generation's decision port has the HTTP
@@ -218,4 +226,41 @@ func TestRLSLocalFallback(t *testing.T) {
 		codes = append(codes, resp.GetOverallCode())
 	}
 	assert.Equal(t, []pb.RateLimitResponse_Code{pb.RateLimitResponse_OK, pb.RateLimitResponse_OK, pb.RateLimitResponse_OVER_LIMIT, pb.RateLimitResponse_OVER_LIMIT}, codes)
+}
+
+// TestRLSDenialCacheShadowMode: a shadow_mode rule's would-be denial,
+// answered from the cache, is still OK and consumes nothing: after a
+// reload to an enforced limit of 2, the subject that spent 1 and was
+// flooded in shadow gets exactly one more.
+func TestRLSDenialCacheShadowMode(t *testing.T) {
+	rs := redistest.Start(t)
+	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
+	dir := t.TempDir()
+	rule := "domain: web\ndescriptors:\n  - key: remote_address\n    rate_limit: {unit: hour, requests_per_unit: %d}\n    shadow_mode: %t\n"
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "web.yaml"), []byte(fmt.Sprintf(rule, 1, true)), 0o600))
+	cfg := loadConfig(t, rlsKV(rs.Addr(), dir)...)
+	var srv *RLSServer
+	app := fxtest.New(t, Options(cfg, quietLogger()), fx.Populate(&srv))
+	app.RequireStart()
+	defer app.RequireStop()
+	c, closeConn := rlsConn(t, srv.Addr())
+	defer closeConn()
+
+	require.Equal(t, pb.RateLimitResponse_OK, rlsAsk(t, c, "remote_address", "192.0.2.1").GetOverallCode())
+	cachedAnswer(t, rs, c, pb.RateLimitResponse_OK, "remote_address", "192.0.2.1")
+	for i := range 10 {
+		require.Equal(t, pb.RateLimitResponse_OK, rlsAsk(t, c, "remote_address", "192.0.2.1").GetOverallCode(), "shadow %d", i)
+	}
+
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "web.yaml"), []byte(fmt.Sprintf(rule, 2, false)), 0o600))
+	require.NoError(t, srv.Reload())
+	got := []pb.RateLimitResponse_Code{
+		rlsAsk(t, c, "remote_address", "192.0.2.1").GetOverallCode(),
+		rlsAsk(t, c, "remote_address", "192.0.2.1").GetOverallCode(),
+	}
+	// An hour window: a run that crossed the hour starts a fresh one.
+	if got[1] != pb.RateLimitResponse_OK {
+		assert.Equal(t, []pb.RateLimitResponse_Code{pb.RateLimitResponse_OK, pb.RateLimitResponse_OVER_LIMIT}, got,
+			"the shadow denials consumed nothing: 1 spent, 1 left of 2")
+	}
 }
