@@ -12,6 +12,7 @@ import (
 	"github.com/tech-log/tech-log-backend/adapter-outbound-cache-redis/ratefallback"
 	"github.com/tech-log/tech-log-backend/adapter-outbound-cache-redis/redisrate"
 	"github.com/tech-log/tech-log-backend/app-bootstrap/config"
+	"github.com/tech-log/tech-log-backend/shared-contract/keyspace"
 	"github.com/tech-log/tech-log-backend/shared-contract/ratelimit"
 )
 
@@ -25,16 +26,43 @@ type stack struct {
 	denial   *ratedenial.Cache      // nil when the denial cache is off
 }
 
-// decorate builds the decorator stack of rl over c's provider: the local
-// emergency fallback when a policy is local-fallback (fail-closed policies
-// pass through it unchanged), then the local denial cache (ADR 0022) when
-// its table is not 0, outside the fallback so that a pending local charge
-// is never skipped. The metrics decorator, when there is one, goes on top.
+// below is what decorate stacks the decorators on: a provider, the
+// client the denial cache subscribes to invalidations with, the keyspace
+// the state keys come from, and the provider's policies with their
+// denial-cache opt-outs. The HTTP edge's coordination gives the policy
+// file's; each RLS rule generation gives its own (rls.go).
+type below struct {
+	provider *redisrate.Provider
+	client   redis.UniversalClient
+	keys     *keyspace.Builder
+	log      *slog.Logger
+	policies []ratelimit.Policy
+	// noDenialCache lists the policies among policies whose denials are
+	// never cached (the policy file's "denialCache": false).
+	noDenialCache []ratelimit.PolicyID
+}
+
+// decorate builds the decorator stack of c's provider (the policy file's
+// policies): see decorate.
 func (c *coordination) decorate(rl config.RateLimit) (stack, error) {
-	st := stack{port: c.provider}
-	if c.fallback {
-		fb, err := ratefallback.New(c.provider, ratefallback.Options{
-			Policies:       rl.Policies.Policies,
+	return decorate(rl, below{
+		provider: c.provider, client: c.client, keys: c.keys, log: c.log,
+		policies: rl.Policies.Policies, noDenialCache: rl.Policies.NoDenialCache,
+	})
+}
+
+// decorate builds the decorator stack of rl over b's provider: the local
+// emergency fallback when one of b's policies is local-fallback
+// (fail-closed policies pass through it unchanged), then the local denial
+// cache (ADR 0022) when its table is not 0, outside the fallback so that a
+// pending local charge is never skipped. The metrics decorator, when there
+// is one, goes on top. It starts nothing: the caller starts the denial
+// cache's subscription (stack.denial.Start) and closes the stack.
+func decorate(rl config.RateLimit, b below) (stack, error) {
+	st := stack{port: b.provider}
+	if hasLocalFallback(b.policies) {
+		fb, err := ratefallback.New(b.provider, ratefallback.Options{
+			Policies:       b.policies,
 			CommandTimeout: rl.CommandTimeout,
 			MaxSubjects:    rl.FallbackMaxSubjects,
 		})
@@ -45,12 +73,12 @@ func (c *coordination) decorate(rl config.RateLimit) (stack, error) {
 	}
 	if rl.DenialCacheMaxEntries > 0 {
 		dc, err := ratedenial.New(st.port, ratedenial.Options{
-			Policies:   rl.Policies.Policies,
-			Disabled:   rl.Policies.NoDenialCache,
-			Keys:       c.keys,
+			Policies:   b.policies,
+			Disabled:   b.noDenialCache,
+			Keys:       b.keys,
 			MaxEntries: rl.DenialCacheMaxEntries,
-			Client:     c.client,
-			Log:        c.log,
+			Client:     b.client,
+			Log:        b.log,
 		})
 		if err != nil {
 			st.close()
@@ -59,6 +87,16 @@ func (c *coordination) decorate(rl config.RateLimit) (stack, error) {
 		st.denial, st.port = dc, dc
 	}
 	return st, nil
+}
+
+// hasLocalFallback reports whether one of policies is local-fallback.
+func hasLocalFallback(policies []ratelimit.Policy) bool {
+	for _, p := range policies {
+		if p.FailurePolicy() == ratelimit.LocalFallback {
+			return true
+		}
+	}
+	return false
 }
 
 // close stops the decorators, outermost first.

@@ -98,9 +98,7 @@ func newCoordinationOver(rl config.RateLimit, client redis.UniversalClient, log 
 		return nil, fmt.Errorf("rate limit: provider: %w", err)
 	}
 	c := &coordination{provider: provider, client: client, keys: keys, log: log.With("component", "ratelimit"), redis: rl.Redis}
-	for _, p := range rl.Policies.Policies {
-		c.fallback = c.fallback || p.FailurePolicy() == ratelimit.LocalFallback
-	}
+	c.fallback = hasLocalFallback(rl.Policies.Policies)
 	provider.OnBreakerChange(func(s redisrate.BreakerState) {
 		if s == redisrate.BreakerOpen {
 			c.log.Warn("circuit breaker open: coordination redis unreachable; limited routes answer 503 (circuit_open) at once, probing in the background", "probe_interval", rl.BreakerProbeInterval)

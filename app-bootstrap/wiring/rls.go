@@ -241,12 +241,16 @@ func (s *RLSServer) stop(ctx context.Context) error {
 	return errors.Join(errs...)
 }
 
-// rlsPorts builds a Redis provider per rule generation: a client of its
-// own (redisrate.Provider.Close closes it) with the coordination client's
-// settings, the limiter's keyspace (so that `policy: login` is the HTTP
-// edge's state) and options, under the metrics decorator. The local
-// fallback and the denial cache are not applied: both keep background
-// state per provider, and every generation would start its own.
+// rlsPorts builds a decision port per rule generation: a Redis provider
+// with a client of its own (redisrate.Provider.Close closes it), the
+// coordination client's settings, the limiter's keyspace (so that
+// `policy: login` is the HTTP edge's state) and options, under the HTTP
+// edge's decorators (decorate: the local fallback when a rule names a
+// local-fallback policy, the denial cache when
+// APP_RATE_LIMIT_DENIAL_CACHE_MAX_ENTRIES is not 0) and the metrics
+// decorator. Every generation has its own decorators, started by For and
+// stopped by its Close: a new generation's denial cache starts empty, so
+// it never serves a denial of limits it does not have.
 type rlsPorts struct {
 	rl   config.RateLimit
 	keys *keyspace.Builder
@@ -273,6 +277,24 @@ func (p *rlsPorts) For(policies []ratelimit.Policy) (rls.Decider, error) {
 		_ = client.Close()
 		return nil, fmt.Errorf("provider: %w", err)
 	}
+	mine := make(map[ratelimit.PolicyID]bool, len(policies))
+	for _, pol := range policies {
+		mine[pol.ID()] = true
+	}
+	var off []ratelimit.PolicyID
+	for _, id := range rl.Policies.NoDenialCache {
+		if mine[id] {
+			off = append(off, id)
+		}
+	}
+	st, err := decorate(rl, below{provider: provider, client: client, keys: p.keys, log: p.log, policies: policies, noDenialCache: off})
+	if err != nil {
+		_ = provider.Close()
+		return nil, err
+	}
+	if st.denial != nil {
+		_ = st.denial.Start(context.Background()) // never fails: it retries by itself
+	}
 	ids := make([]ratelimit.PolicyID, 0, len(rl.Policies.Policies)+len(policies))
 	for _, pol := range rl.Policies.Policies {
 		ids = append(ids, pol.ID())
@@ -280,17 +302,23 @@ func (p *rlsPorts) For(policies []ratelimit.Policy) (rls.Decider, error) {
 	for _, pol := range policies {
 		ids = append(ids, pol.ID())
 	}
-	return rlsDecider{Edge: p.m.InstrumentEdge(provider, ids), provider: provider}, nil
+	return &rlsDecider{Edge: p.m.InstrumentEdge(st.port, ids), st: st, provider: provider}, nil
 }
 
-// rlsDecider is one generation's instrumented provider.
+// rlsDecider is one generation's decorated, instrumented provider.
 type rlsDecider struct {
 	*metrics.Edge
+	st       stack
 	provider *redisrate.Provider
 }
 
-// Close closes the provider and its client.
-func (d rlsDecider) Close() error { return d.provider.Close() }
+// Close stops the generation's decorators (the denial cache's
+// subscription, the fallback's background pass), then closes the
+// provider and its client.
+func (d *rlsDecider) Close() error {
+	d.st.close()
+	return d.provider.Close()
+}
 
 // rlsMetrics adapts metrics.RLS to rls.Metrics.
 type rlsMetrics struct{ r *metrics.RLS }

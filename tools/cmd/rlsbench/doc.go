@@ -17,7 +17,8 @@
 // It prints a table of medians and the ratios ours/reference of the same
 // repetition, and writes it into docs/performance.md between
 // "<!-- rls-bench:begin -->" and "<!-- rls-bench:end -->" (not with
-// -smoke or -ref-only). Nothing in it is a pass/fail assertion: the targets
+// -smoke, -ref-only or -flood-only; -flood-only runs the flood phase
+// alone and prints its rows). Nothing in it is a pass/fail assertion: the targets
 // are printed next to what was measured.
 //
 // Usage (from tools/, as `make bench-rls` does):

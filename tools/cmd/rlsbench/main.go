@@ -60,6 +60,9 @@ type options struct {
 	values   int
 	smoke    bool
 	refOnly  bool
+	// floodOnly runs the flood phase alone (no throughput, no memory):
+	// its rows are printed, nothing is written.
+	floodOnly bool
 }
 
 func main() {
@@ -79,6 +82,7 @@ func parse(args []string) (options, error) {
 	fs.IntVar(&o.values, "values", 20000, "distinct descriptor values for the memory measure")
 	fs.BoolVar(&o.smoke, "smoke", false, "one short repetition, writes nothing (a shape check)")
 	fs.BoolVar(&o.refOnly, "ref-only", false, "run the reference alone (no ratios; writes nothing)")
+	fs.BoolVar(&o.floodOnly, "flood-only", false, "run the flood phase alone (prints its rows; writes nothing)")
 	if err := fs.Parse(args); err != nil {
 		return o, err
 	}
@@ -125,8 +129,8 @@ func run(args []string, stdout io.Writer) error {
 	table := render(res, o)
 	fmt.Fprintln(stdout)
 	fmt.Fprint(stdout, table)
-	if o.smoke || o.refOnly {
-		fmt.Fprintln(stdout, "(smoke or -ref-only: docs not written)")
+	if o.smoke || o.refOnly || o.floodOnly {
+		fmt.Fprintln(stdout, "(smoke, -ref-only or -flood-only: docs not written)")
 		return nil
 	}
 	if err := writeDoc(o.doc, table); err != nil {

@@ -35,8 +35,13 @@ func TestRenderShape(t *testing.T) {
 		}
 	}
 	table := render(res, options{})
-	assert.Equal(t, 2+6+6+4+4, strings.Count(table, "\n|"), table)
+	assert.Equal(t, 2+6+6+4+6, strings.Count(table, "\n|"), table)
 	assert.Contains(t, table, "| throughput, 1 descriptor, c=1 | 150/s | 100/s | 1.500x (1.00-2.00) | >= 0.95x | yes |")
+	res.samples[floodKey(nameOurs)] = []float64{20, 10}
+	res.samples[floodKey(nameRefLC)] = []float64{10, 10}
+	flood := render(res, options{floodOnly: true})
+	assert.Equal(t, 2+2, strings.Count(flood, "\n|"), "-flood-only: the flood rows with samples alone\n%s", flood)
+	assert.NotContains(t, flood, "throughput")
 
 	doc := filepath.Join(t.TempDir(), "p.md")
 	require.NoError(t, os.WriteFile(doc, []byte("a\n"+beginMarker+"\nold\n"+endMarker+"\nb\n"), 0o600))

@@ -86,6 +86,9 @@ func measure(ctx context.Context, s *services, o options, out io.Writer) (*resul
 	for rep := range o.reps {
 		fmt.Fprintf(out, "repetition %d/%d\n", rep+1, o.reps)
 		order := rotate(targets, rep)
+		if o.floodOnly {
+			order = nil
+		}
 		for _, shape := range shapes {
 			for _, c := range concurrencies {
 				for _, tg := range order {
@@ -114,6 +117,10 @@ func measure(ctx context.Context, s *services, o options, out io.Writer) (*resul
 			}
 		}
 		for _, tg := range rotate(floodTargets, rep) {
+			cpu0, rcpu0, err := cpuNow(ctx, s, tg)
+			if err != nil {
+				return nil, err
+			}
 			// Load's warm-up call spends the limit of 1; everything after
 			// is denied.
 			lr, err := envoyrls.Load(ctx, tg.addr, floodConc, o.duration, func(int) *rlsv3.RateLimitRequest {
@@ -125,11 +132,23 @@ func measure(ctx context.Context, s *services, o options, out io.Writer) (*resul
 			if lr.Errors > 0 || lr.OK > 0 {
 				return nil, fmt.Errorf("%s, flood: %d errors (first: %v), %d admitted over a spent limit", tg.name, lr.Errors, lr.FirstErr, lr.OK)
 			}
+			cpu1, rcpu1, err := cpuNow(ctx, s, tg)
+			if err != nil {
+				return nil, err
+			}
 			res.add(floodKey(tg.name), lr.OverPerSecond())
+			// Per denial, in µs: what a denial costs each process, whatever
+			// the client's share of the cores.
+			res.add(cpuKey("svc", "flood", floodConc, tg.name), float64(cpu1-cpu0)/float64(time.Microsecond)/float64(lr.Calls()))
+			res.add(cpuKey("redis", "flood", floodConc, tg.name), (rcpu1-rcpu0)*1e6/float64(lr.Calls()))
 			fmt.Fprintf(out, "  %-22s flood c=%d %9.0f denials/s\n", tg.name, floodConc, lr.OverPerSecond())
 		}
 	}
-	for rep := range min(o.reps, memReps) {
+	memRuns := min(o.reps, memReps)
+	if o.floodOnly {
+		memRuns = 0
+	}
+	for rep := range memRuns {
 		for _, tg := range rotate(targets, rep) {
 			used, usage, keys, err := memory(ctx, s, tg, o.values, fmt.Sprintf("%d", rep))
 			if err != nil {

@@ -100,6 +100,27 @@ func render(res *results, o options) string {
 		time.Now().UTC().Format("2006-01-02"), gitDescribe(o.root), res.version, res.redisVersion, runtime.GOOS, runtime.GOARCH, runtime.NumCPU(), cpuModel(), runtime.Version(),
 		res.reps, res.duration, 16)
 	b.WriteString("| measure | ours | reference | ours / reference | target | met |\n|---|---|---|---|---|---|\n")
+	rows := mainRows(res)
+	if o.floodOnly {
+		rows = nil
+	}
+	rows = append(rows, floodRows(res)...)
+	rows = append(rows, memoryRows(res)...)
+	for _, r := range rows {
+		if o.floodOnly && len(r.ours)+len(r.ref) == 0 {
+			continue
+		}
+		b.WriteString(r.format(res))
+	}
+	if !o.floodOnly {
+		fmt.Fprintf(&b, "\nKeys per descriptor value: ours %.2f, reference %.2f.\n",
+			median(res.samples[memKey("keys", nameOurs)]), median(res.samples[memKey("keys", nameRef)]))
+	}
+	return b.String()
+}
+
+// mainRows are the throughput, latency and CPU rows.
+func mainRows(res *results) []row {
 	var rows []row
 	for _, shape := range shapes {
 		for _, c := range concurrencies {
@@ -127,22 +148,31 @@ func render(res *results, o options) string {
 				ours: res.samples[cpuKey(kind, shape, 16, nameOurs)], ref: res.samples[cpuKey(kind, shape, 16, nameRef)], context: true})
 		}
 	}
-	rows = append(rows,
-		row{measure: fmt.Sprintf("flood: one over-limit descriptor, c=%d, denials/s (reference with LOCAL_CACHE_SIZE_IN_BYTES=%d)", floodConc, localCacheBytes), unit: "/s",
+	return rows
+}
+
+// floodRows are the flood phase's rows.
+func floodRows(res *results) []row {
+	return []row{
+		{measure: fmt.Sprintf("flood: one over-limit descriptor, c=%d, denials/s (reference with LOCAL_CACHE_SIZE_IN_BYTES=%d)", floodConc, localCacheBytes), unit: "/s",
 			ours: res.samples[floodKey(nameOurs)], ref: res.samples[floodKey(nameRefLC)], target: 10, atLeast: true},
-		row{measure: fmt.Sprintf("flood, reference without local cache (context), c=%d, denials/s", floodConc), unit: "/s",
+		{measure: fmt.Sprintf("flood, reference without local cache (context), c=%d, denials/s", floodConc), unit: "/s",
 			ours: res.samples[floodKey(nameOurs)], ref: res.samples[floodKey(nameRef)], context: true},
-		row{measure: fmt.Sprintf("Redis memory per descriptor value, used_memory growth over %d values", res.values), unit: "B",
-			ours: res.samples[memKey("used", nameOurs)], ref: res.samples[memKey("used", nameRef)], target: 1.0},
-		row{measure: "Redis memory per descriptor value, MEMORY USAGE of its keys", unit: "B",
-			ours: res.samples[memKey("usage", nameOurs)], ref: res.samples[memKey("usage", nameRef)], target: 1.0},
-	)
-	for _, r := range rows {
-		b.WriteString(r.format(res))
+		{measure: fmt.Sprintf("flood: service process CPU per denial, c=%d (reference with its local cache)", floodConc), unit: "µs",
+			ours: res.samples[cpuKey("svc", "flood", floodConc, nameOurs)], ref: res.samples[cpuKey("svc", "flood", floodConc, nameRefLC)], context: true},
+		{measure: fmt.Sprintf("flood: redis-server CPU per denial, c=%d (reference with its local cache)", floodConc), unit: "µs",
+			ours: res.samples[cpuKey("redis", "flood", floodConc, nameOurs)], ref: res.samples[cpuKey("redis", "flood", floodConc, nameRefLC)], context: true},
 	}
-	fmt.Fprintf(&b, "\nKeys per descriptor value: ours %.2f, reference %.2f.\n",
-		median(res.samples[memKey("keys", nameOurs)]), median(res.samples[memKey("keys", nameRef)]))
-	return b.String()
+}
+
+// memoryRows are the memory phase's rows.
+func memoryRows(res *results) []row {
+	return []row{
+		{measure: fmt.Sprintf("Redis memory per descriptor value, used_memory growth over %d values", res.values), unit: "B",
+			ours: res.samples[memKey("used", nameOurs)], ref: res.samples[memKey("used", nameRef)], target: 1.0},
+		{measure: "Redis memory per descriptor value, MEMORY USAGE of its keys", unit: "B",
+			ours: res.samples[memKey("usage", nameOurs)], ref: res.samples[memKey("usage", nameRef)], target: 1.0},
+	}
 }
 
 // gitDescribe names the measured tree: its commit, "-dirty" when the work
