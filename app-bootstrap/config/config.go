@@ -288,7 +288,7 @@ func (c Config) String() string {
 	fmt.Fprintf(&b, "} rls{enabled=%v", c.RLS.Enabled())
 	if r := c.RLS; r.Enabled() {
 		fmt.Fprintf(&b, " addr=%s http_addr=%s config_dir=%s undecided=%s shadow_mode=%v tls=%v mtls=%v",
-			r.Addr, r.HTTPAddr, r.ConfigDir, r.Undecided, r.ShadowMode, r.tlsConfig != nil, r.TLSClientCAFile != "")
+			r.Addr, r.HTTPAddr, r.ConfigDir, r.Undecided, r.ShadowMode, r.TLS(), r.TLSClientCAFile != "")
 	}
 	fmt.Fprintf(&b, "} log{format=%s level=%s} shutdown_timeout=%v", c.Log.Format, c.Log.Level, c.ShutdownTimeout)
 	return b.String()

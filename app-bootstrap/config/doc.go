@@ -9,13 +9,12 @@
 //
 // It reads the environment map and files it is pointed at, nothing else: it
 // opens no connection and starts no goroutine. It imports no adapter (ADR
-// 0036; the arch rule config-imports-no-adapter, whose one remaining debt
-// is rls): where an adapter checks the same value, config states the bound
+// 0036; the arch rule config-imports-no-adapter, tests included): where an adapter checks the same value, config states the bound
 // again (MaxRateLimitPool is redisrate.MaxPoolSize) and wiring's
 // TestConfigBounds pins the two equal, so that start-up rejects what an
 // adapter would, naming the variable; what only an adapter's rules decide
-// (the API keys file's digests, the trusted header's name) the wiring
-// checks (wiring.CheckIdentity), naming the variable as config does. It
+// (the API keys file's digests, the trusted header's name, the RLS TLS
+// files) the wiring checks (wiring.CheckIdentity, wiring.CheckRLS), naming the variable as config does. It
 // must never construct an adapter or a Redis client, nor import fx.
 // app-bootstrap's wiring package turns a Config into clients and modules.
 //

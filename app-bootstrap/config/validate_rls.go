@@ -1,12 +1,16 @@
 package config
 
 import (
-	"crypto/tls"
 	"net"
 	"os"
-
-	"github.com/tech-log/tech-log-backend/adapter-inbound-grpc/rls"
+	"slices"
 )
+
+// RLSUndecided lists APP_RLS_UNDECIDED's values: fail closed (OVER_LIMIT,
+// the default) or a gRPC UNAVAILABLE that leaves it to Envoy's failure
+// mode. The wiring maps them to the RLS adapter's (its test pins the two
+// lists equal).
+var RLSUndecided = []string{"fail-closed", "error"}
 
 // envRLSGroup prefixes the Envoy rate-limit service's variables.
 const envRLSGroup = Prefix + "RLS_"
@@ -22,28 +26,23 @@ type RLS struct {
 	// HTTPAddr is the POST /json and GET /healthcheck listener
 	// (APP_RLS_HTTP_ADDR); "" is off.
 	HTTPAddr string
-	// Undecided is the answer to an undecided outcome (APP_RLS_UNDECIDED).
-	Undecided rls.Undecided
+	// Undecided is the answer to an undecided outcome (APP_RLS_UNDECIDED),
+	// one of RLSUndecided.
+	Undecided string
 	// ShadowMode decides and counts every rule, never enforcing
 	// (APP_RLS_SHADOW_MODE).
 	ShadowMode bool
-	// TLS settings as configured (file paths).
+	// TLS settings as configured (file paths), paired as TLS needs them;
+	// the wiring loads them (wiring.CheckRLS, ADR 0036). No cert file
+	// means plaintext.
 	TLSCertFile, TLSKeyFile, TLSClientCAFile string
-	// tlsConfig is built from the files; nil means plaintext.
-	tlsConfig *tls.Config
 }
 
 // Enabled reports whether the service is on (APP_RLS_ADDR set).
 func (r RLS) Enabled() bool { return r.Addr != "" }
 
-// TLSConfig returns a copy of the server TLS configuration, or nil when
-// TLS is off.
-func (r RLS) TLSConfig() *tls.Config {
-	if r.tlsConfig == nil {
-		return nil
-	}
-	return r.tlsConfig.Clone()
-}
+// TLS reports whether the gRPC listener serves TLS (a cert and a key).
+func (r RLS) TLS() bool { return r.TLSCertFile != "" }
 
 type rawRLS struct {
 	Addr            string `env:"ADDR"`
@@ -66,8 +65,10 @@ func (v *errs) rls(r rawRLS, rl RateLimit, web rawWeb) RLS {
 		}
 		return RLS{}
 	}
-	out := RLS{Addr: r.Addr, ShadowMode: r.ShadowMode,
-		TLSCertFile: r.TLSCertFile, TLSKeyFile: r.TLSKeyFile, TLSClientCAFile: r.TLSClientCAFile}
+	out := RLS{Addr: r.Addr, ShadowMode: r.ShadowMode}
+	if r.TLSCertFile != "" && r.TLSKeyFile != "" {
+		out.TLSCertFile, out.TLSKeyFile, out.TLSClientCAFile = r.TLSCertFile, r.TLSKeyFile, r.TLSClientCAFile
+	}
 	if !rl.Enabled {
 		v.add(g+"ADDR", ErrConflict, "the rate-limit service decides with the Redis limiter: set %sENABLED=true (%sPROVIDER=%s)", envRateLimitGroup, envRateLimitGroup, ProviderRedis)
 	}
@@ -88,25 +89,14 @@ func (v *errs) rls(r rawRLS, rl RateLimit, web rawWeb) RLS {
 	default:
 		out.ConfigDir = r.ConfigDir
 	}
-	if u, err := rls.ParseUndecided(r.Undecided); err != nil {
-		v.add(g+"UNDECIDED", ErrUnsupported, "%q: want fail-closed or error", bounded(r.Undecided))
+	if slices.Contains(RLSUndecided, r.Undecided) {
+		out.Undecided = r.Undecided
 	} else {
-		out.Undecided = u
+		v.add(g+"UNDECIDED", ErrUnsupported, "%q: want fail-closed or error", bounded(r.Undecided))
 	}
 	switch {
 	case r.TLSCertFile != "" && r.TLSKeyFile != "":
-		cfg, err := rls.LoadTLS(r.TLSCertFile, r.TLSKeyFile, r.TLSClientCAFile)
-		if err != nil {
-			name := g + "TLS_CERT_FILE"
-			if r.TLSClientCAFile != "" {
-				if _, ca := tls.LoadX509KeyPair(r.TLSCertFile, r.TLSKeyFile); ca == nil {
-					name = g + "TLS_CLIENT_CA_FILE" // the pair loads: the CA file is at fault
-				}
-			}
-			v.add(name, ErrInvalid, "%w", err)
-		} else {
-			out.tlsConfig = cfg
-		}
+		// Loaded and checked by the wiring (wiring.CheckRLS).
 	case r.TLSCertFile != "":
 		v.add(g+"TLS_KEY_FILE", ErrRequired, "%sTLS_CERT_FILE is set", g)
 	case r.TLSKeyFile != "":

@@ -23,7 +23,8 @@
 // topology.go (byTopology, the one topology switch of both Redis clients);
 // apikeys.go (API keys and their reload); identity.go (CheckIdentity: the
 // identity values config read, checked by the web adapter's rules and
-// reported as config's errors, ADR 0036); health.go (health and ready
+// reported as config's errors, ADR 0036); rlscheck.go (CheckRLS: the RLS
+// TLS files and undecided answer, the same way); health.go (health and ready
 // handlers); readiness.go (ReadinessCheck); readydetail.go (the detailed
 // /readyz); serverpolicy.go (server-policy warnings and gauges); connerr.go
 // (ConnError, the operator's hint on a failed connection); web.go (the web

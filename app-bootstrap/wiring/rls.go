@@ -2,6 +2,7 @@ package wiring
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -54,6 +55,7 @@ type RLSServer struct {
 	down  fx.Shutdowner
 	svc   *rls.Service
 	stats *metrics.RLS
+	tls   *tls.Config // the gRPC listener's (CheckRLS); nil: plaintext
 
 	grpc   *grpc.Server
 	health *health.Server
@@ -77,9 +79,13 @@ func newRLSServer(lc fx.Lifecycle, cfg config.Config, log *slog.Logger, m *metri
 	if err != nil {
 		return nil, fmt.Errorf("rls: keyspace: %w", err)
 	}
+	tlsCfg, undecided, err := CheckRLS(cfg.RLS)
+	if err != nil {
+		return nil, fmt.Errorf("rls: %w", err)
+	}
 	stats := m.RegisterRLS()
 	svc, err := rls.New(&rlsPorts{rl: cfg.RateLimit, keys: keys, m: m, log: log}, pseud, rls.Options{
-		Undecided:  cfg.RLS.Undecided,
+		Undecided:  undecided,
 		ShadowMode: cfg.RLS.ShadowMode,
 		Metrics:    rlsMetrics{stats},
 		Log:        log,
@@ -87,7 +93,7 @@ func newRLSServer(lc fx.Lifecycle, cfg config.Config, log *slog.Logger, m *metri
 	if err != nil {
 		return nil, fmt.Errorf("rls: %w", err)
 	}
-	s := &RLSServer{cfg: cfg, log: log, down: down, svc: svc, stats: stats}
+	s := &RLSServer{cfg: cfg, log: log, down: down, svc: svc, stats: stats, tls: tlsCfg}
 	lc.Append(fx.Hook{OnStart: s.start, OnStop: s.stop})
 	return s, nil
 }
@@ -161,7 +167,7 @@ func (s *RLSServer) start(ctx context.Context) error {
 			return fmt.Errorf("rls: listen on %s (%s): %w", r.HTTPAddr, envRLSHTTPAddr, err)
 		}
 	}
-	s.grpc, s.health = rls.NewGRPCServer(s.svc, rls.ServerOptions{TLS: r.TLSConfig()})
+	s.grpc, s.health = rls.NewGRPCServer(s.svc, rls.ServerOptions{TLS: s.tls})
 	if err := w.Start(context.WithoutCancel(ctx)); err != nil {
 		_ = ln.Close()
 		if hln != nil {
@@ -175,7 +181,7 @@ func (s *RLSServer) start(ctx context.Context) error {
 	s.addr = ln.Addr().String()
 	s.mu.Unlock()
 	s.goServe("grpc", func() error { return s.grpc.Serve(ln) }, grpc.ErrServerStopped)
-	s.log.Info("rls listening", "addr", ln.Addr().String(), "tls", r.TLSConfig() != nil, "undecided", r.Undecided.String(), "shadow_mode", r.ShadowMode)
+	s.log.Info("rls listening", "addr", ln.Addr().String(), "tls", s.tls != nil, "undecided", r.Undecided, "shadow_mode", r.ShadowMode)
 	if hln != nil {
 		s.http = newHTTPServer(rls.JSONHandler(s.svc, 0), s.log)
 		s.mu.Lock()

@@ -50,6 +50,9 @@ func run(args, environ []string, stderr io.Writer) int {
 		// as config's errors are.
 		_, err = wiring.CheckIdentity(cfg.Web)
 	}
+	if err == nil {
+		_, _, err = wiring.CheckRLS(cfg.RLS)
+	}
 	if err != nil {
 		printConfigError(stderr, err)
 		return exitUsage

@@ -154,6 +154,9 @@ func loadConfig(environ []string) (config.Config, error) {
 	if err == nil {
 		_, err = wiring.CheckIdentity(cfg.Web)
 	}
+	if err == nil {
+		_, _, err = wiring.CheckRLS(cfg.RLS)
+	}
 	if err != nil {
 		var lines []string
 		for _, ve := range config.VarErrors(err) {

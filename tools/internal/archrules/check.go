@@ -103,7 +103,7 @@ func (c Checker) CheckImport(pkg Package, importPath string, test bool) (Violati
 		if len(e.From) > 0 && !slices.Contains(e.From, pkg.Module) {
 			continue
 		}
-		if !c.contains(e.To, importPath) || c.contains(e.Allow, importPath) {
+		if !c.contains(e.To, importPath) {
 			continue
 		}
 		if len(e.Only) > 0 && !slices.ContainsFunc(e.Only, func(s Site) bool { return s.contains(pkg.Module, pkg.Path) }) {

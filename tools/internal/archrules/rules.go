@@ -58,7 +58,7 @@ type PackageRule struct {
 
 // EdgeRule forbids imports of To from the modules in From (every module when
 // From is empty) or, when Only is set, from the sites in Only, except from
-// the sites in Except and except the imports in Allow.
+// the sites in Except.
 type EdgeRule struct {
 	// Name is printed with every violation ("rule <Name>").
 	Name string
@@ -73,9 +73,6 @@ type EdgeRule struct {
 	// Only, when set, narrows the importers to these sites (packages of
 	// the From modules).
 	Only []Site
-	// Allow lists imports of To still let through: a debt the rule names
-	// (docs/architecture.md), to shrink to nothing.
-	Allow Set
 }
 
 // Site is a module, or some packages of a module.
@@ -210,7 +207,6 @@ func (t Table) Validate() error {
 		for _, s := range e.Only {
 			checkSite(where+" only", s)
 		}
-		checkSet(where+" allow", e.Allow)
 	}
 	return errors.Join(errs...)
 }

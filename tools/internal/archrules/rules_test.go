@@ -128,7 +128,7 @@ var importCases = []importCase{
 	{"config imports redisrate in tests", AppBootstrap, "config", pRedis, true, "config-imports-no-adapter"},
 	{"config imports localimit", AppBootstrap, "config", ProjectPrefix + WebAdapter + "/localimit", false, "config-imports-no-adapter"},
 	{"config imports subject", AppBootstrap, "config", ProjectPrefix + WebAdapter + "/subject", false, "config-imports-no-adapter"},
-	{"config's tolerated debt", AppBootstrap, "config", ProjectPrefix + GrpcAdapter + "/rls", false, ""},
+	{"config imports the rls adapter", AppBootstrap, "config", ProjectPrefix + GrpcAdapter + "/rls", false, "config-imports-no-adapter"},
 	{"wiring imports the edge", AppBootstrap, "wiring", pWeb, false, ""},
 	{"config imports the contract", AppBootstrap, "config", ProjectPrefix + SharedContract + "/route", false, ""},
 	{"boot prometheus", AppBootstrap, "metrics", promPkg + "/promhttp", false, ""},

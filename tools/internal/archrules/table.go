@@ -160,12 +160,6 @@ func Project() Table {
 				From: []string{AppBootstrap},
 				Only: []Site{{Module: AppBootstrap, Package: "config/..."}},
 				To:   Set{Modules: []string{WebAdapter, RedisAdapter, GrpcAdapter}},
-				// The debt left by ADR 0033, shrunk by ADR 0036: rls's
-				// TLS loader and undecided mode, whose consumer
-				// (wiring/rls.go) is under rework. Nothing may be added.
-				Allow: Set{Paths: []string{
-					ProjectPrefix + GrpcAdapter + "/rls",
-				}},
 			},
 			{
 				Name:   "prometheus-only-in-app-bootstrap",
