@@ -57,17 +57,11 @@ type step struct {
 	descs []envoyrls.Descriptor
 	hits  *uint64
 	want  []rlsv3.RateLimitResponse_Code // overall, then each descriptor
-	// oursWant, when set, is our service's answer where docs/rls.md
-	// ("What differs from envoyproxy/ratelimit") documents a difference;
-	// why names it.
-	oursWant []rlsv3.RateLimitResponse_Code
-	why      string
 }
 
 const (
-	ok      = rlsv3.RateLimitResponse_OK
-	over    = rlsv3.RateLimitResponse_OVER_LIMIT
-	unknown = rlsv3.RateLimitResponse_UNKNOWN
+	ok   = rlsv3.RateLimitResponse_OK
+	over = rlsv3.RateLimitResponse_OVER_LIMIT
 )
 
 func u64(v uint64) *uint64 { return &v }
@@ -106,9 +100,7 @@ func diffSequence(run string) []step {
 	// and the fresh one is not charged (the reference with
 	// STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT; ours all or nothing), so
 	// its whole limit is left.
-	s = append(s, step{name: "exhausted fixed + fresh fixed", descs: []envoyrls.Descriptor{fixed, fresh}, want: []rlsv3.RateLimitResponse_Code{over, over, ok},
-		oursWant: []rlsv3.RateLimitResponse_Code{over, over, unknown},
-		why:      "ADR 0031 §1: all or nothing; descriptors after the first denial are not asked (UNKNOWN)"})
+	s = append(s, step{name: "exhausted fixed + fresh fixed", descs: []envoyrls.Descriptor{fixed, fresh}, want: []rlsv3.RateLimitResponse_Code{over, over, ok}})
 	for i := 1; i <= 4; i++ {
 		w := []rlsv3.RateLimitResponse_Code{ok, ok}
 		if i > 3 {
@@ -200,20 +192,16 @@ func runPass(t *testing.T, clientBin string, targets []target, viaCmd bool) map[
 }
 
 // checkPass compares every target's codes with the script, step by step:
-// the reference's with want, ours with want too unless the step names a
-// documented difference (oursWant, logged with its reason).
+// the reference's and ours with want: on these steps the two answer alike
+// (ours all or nothing: a denied request consumes nothing, the
+// reference's STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT does the same here).
 func checkPass(t *testing.T, pass string, targets []target, got map[string][][]rlsv3.RateLimitResponse_Code) {
 	t.Helper()
 	seq := diffSequence("")
 	for _, tg := range targets {
 		require.Len(t, got[tg.name], len(seq), "%s %s", pass, tg.name)
 		for i, st := range seq {
-			want := st.want
-			if tg.name == "ours" && st.oursWant != nil {
-				want = st.oursWant
-				t.Logf("%s: step %q: ours %v where the reference says %v, as documented: %s", pass, st.name, st.oursWant, st.want, st.why)
-			}
-			require.Equal(t, want, got[tg.name][i], "%s: %s, step %q: codes (overall, then each descriptor)", pass, tg.name, st.name)
+			require.Equal(t, st.want, got[tg.name][i], "%s: %s, step %q: codes (overall, then each descriptor)", pass, tg.name, st.name)
 		}
 	}
 }
@@ -223,8 +211,7 @@ func checkPass(t *testing.T, pass string, targets []target, got map[string][][]r
 // STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT=true) and to our service, both
 // loading diffYAML, each on its own private redis-server: once through the
 // reference's client_cmd, once through a Go gRPC client. The
-// OK/OVER_LIMIT codes must be the script's, equal between the two except
-// where docs/rls.md documents a difference (each such step says which).
+// OK/OVER_LIMIT codes must be the script's, equal between the two.
 func TestDifferentialFixedWindow(t *testing.T) {
 	root, bins := needBinaries(t)
 	configs := map[string]string{"diff.yaml": diffYAML}
