@@ -2,7 +2,6 @@ package rls
 
 import (
 	"context"
-	"sync"
 	"time"
 
 	"github.com/tech-log/tech-log-backend/shared-contract/ratelimit"
@@ -13,36 +12,40 @@ type failure struct {
 	outcome ratelimit.Outcome
 }
 
-// decide runs plans against d, all or nothing: every charge and check is
-// asked at once (concurrently when there are several, so that the provider
-// sends them together: one round trip), then read in descriptor order; an
-// enforced denial or undecided outcome refuses the request, and every
-// admission made is given back. Checks (hits_addend 0) are a one-unit
-// admission given back at once. Negative hits are applied only when the
-// request is admitted. It returns the first enforced undecided outcome in
-// descriptor order (nil when none).
+// decide runs plans against d, all or nothing: charges and checks in
+// descriptor order; the first enforced denial or undecided outcome stops
+// the charging, and every admission made so far is given back. Checks
+// (hits_addend 0) are a one-unit admission given back at once. Negative
+// hits are applied only when the request is admitted. It returns the first
+// enforced undecided outcome (nil when none).
 func (s *Service) decide(ctx context.Context, d Decider, plans []*plan, deadline time.Time) *failure {
 	var fail *failure
 	stopped := false
-	ask(ctx, d, plans, deadline)
 	for _, p := range plans {
 		if p.kind != kindCharge && p.kind != kindCheck {
 			continue
 		}
-		if p.outcome == nil {
-			// Above its MaxCost: never admissible, denied without asking,
-			// nothing consumed.
+		if stopped {
+			continue // not asked: the request is already refused
+		}
+		cost := p.cost
+		if cost > p.policy.MaxCost() {
+			// Never admissible: denied without asking, nothing consumed.
 			p.over = true
-			stopped = stopped || !p.shadow
+			if !p.shadow {
+				stopped = true
+			}
 			continue
 		}
-		ev, ok := p.outcome.(ratelimit.Evaluated)
+		out := d.Evaluate(ctx, ratelimit.Request{PolicyID: p.policy.ID(), SubjectDigest: p.subject, Cost: cost, Deadline: deadline})
+		p.outcome = out
+		ev, ok := out.(ratelimit.Evaluated)
 		if !ok {
 			p.undecide = true
-			if !p.shadow && fail == nil {
-				fail = &failure{outcome: p.outcome}
+			if !p.shadow {
+				stopped = true
+				fail = &failure{outcome: out}
 			}
-			stopped = stopped || !p.shadow
 			continue
 		}
 		p.decided, p.dec = true, ev.Decision
@@ -56,7 +59,9 @@ func (s *Service) decide(ctx context.Context, d Decider, plans []*plan, deadline
 			continue
 		}
 		p.over = true
-		stopped = stopped || !p.shadow
+		if !p.shadow {
+			stopped = true
+		}
 	}
 	refundCtx, cancel := context.WithDeadline(context.WithoutCancel(ctx), deadline)
 	defer cancel()
@@ -96,31 +101,6 @@ func (s *Service) decide(ctx context.Context, d Decider, plans []*plan, deadline
 		}
 	}
 	return nil
-}
-
-// ask evaluates the charge and check plans within their MaxCost and
-// stores each outcome in its plan: on the caller's goroutine when there is
-// one, else one goroutine each, all sent at once (the provider sends
-// concurrent calls together or pipelines them), waiting for all.
-func ask(ctx context.Context, d Decider, plans []*plan, deadline time.Time) {
-	asked := make([]*plan, 0, len(plans))
-	for _, p := range plans {
-		if (p.kind == kindCharge || p.kind == kindCheck) && p.cost <= p.policy.MaxCost() {
-			asked = append(asked, p)
-		}
-	}
-	evaluate := func(p *plan) {
-		p.outcome = d.Evaluate(ctx, ratelimit.Request{PolicyID: p.policy.ID(), SubjectDigest: p.subject, Cost: p.cost, Deadline: deadline})
-	}
-	if len(asked) == 1 {
-		evaluate(asked[0])
-		return
-	}
-	var wg sync.WaitGroup
-	for _, p := range asked {
-		wg.Go(func() { evaluate(p) })
-	}
-	wg.Wait()
 }
 
 func ruleKey(p *plan) string {

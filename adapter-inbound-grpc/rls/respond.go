@@ -71,6 +71,10 @@ func (s *Service) respond(domain string, plans []*plan, fail *failure) (*pb.Rate
 			} else {
 				retry = max(retry, time.Duration(p.policy.WindowMillis())*time.Millisecond)
 			}
+		case (p.kind == kindCharge || p.kind == kindCheck) && p.outcome == nil:
+			// Not asked: an earlier descriptor refused the request.
+			st.Code = pb.RateLimitResponse_UNKNOWN
+			result = ResultRolledBack
 		case p.kind == kindCheck:
 			result = ResultCheckOnly
 		case p.refund && refused:

@@ -24,9 +24,9 @@ import (
 // shutdown. It is safe for concurrent use.
 //
 // A request is decided all or nothing: every descriptor whose rule has a
-// policy is charged, all at once (one round trip); when one is denied or
-// undecided, those admitted are refunded, so a denied request consumes
-// nothing (ADR 0031).
+// policy is charged in order; when one is denied or undecided, those
+// already admitted are refunded and later ones are not asked, so a denied
+// request consumes nothing (ADR 0031).
 type Service struct {
 	pb.UnimplementedRateLimitServiceServer
 

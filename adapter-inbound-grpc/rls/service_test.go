@@ -67,14 +67,10 @@ func TestDeniedRequestConsumesNothingFromAnyDescriptor(t *testing.T) {
 	if got := f.ports.st.get("rls.web.path", digest("/login")); got != 1 {
 		t.Fatalf("path used = %d, want 1 (the denied requests were refunded)", got)
 	}
-	// Denied first: the wide one, asked at the same time, is charged and
-	// given back, and answers OK with its budget as it stands.
-	resp := f.must(t, request("web", desc("user", "alice"), desc("path", "/login")))
+	// Denied first, the wide one is not even asked: nothing to refund.
+	f.must(t, request("web", desc("user", "alice"), desc("path", "/login")))
 	if got := f.ports.st.get("rls.web.path", digest("/login")); got != 1 {
 		t.Fatalf("path used = %d, want 1", got)
-	}
-	if st := resp.GetStatuses(); st[0].GetCode() != pb.RateLimitResponse_OVER_LIMIT || st[1].GetCode() != pb.RateLimitResponse_OK || st[1].GetLimitRemaining() != 9 {
-		t.Fatalf("statuses %v, want OVER_LIMIT then OK with 9 left (rolled back)", st)
 	}
 	if got := f.metrics.get("web|web.path|rolled_back"); got < 2 {
 		t.Fatalf("rolled_back counted %d times, want >= 2", got)
