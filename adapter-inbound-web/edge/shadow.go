@@ -39,9 +39,6 @@ import (
 // first) and ends at deadline. It returns at once. The cost of each is
 // m.cost's for that policy, read here, on the request's goroutine.
 func (m *Middleware) startShadows(r *http.Request, t *target, digest ratelimit.SubjectDigest, deadline time.Time) {
-	if len(t.shadows) == 0 {
-		return
-	}
 	base := context.WithoutCancel(r.Context())
 	for _, id := range t.shadows {
 		cost := int64(1)
