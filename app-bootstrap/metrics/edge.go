@@ -35,7 +35,10 @@ func (e *Edge) Evaluate(ctx context.Context, req ratelimit.Request) ratelimit.Ou
 	start := e.now()
 	out := e.inner.Evaluate(ctx, req)
 	e.observe(req.PolicyID, out, e.now().Sub(start))
-	e.observeShadow(req.PolicyID, out)
+	if _, ok := e.shadows[req.PolicyID]; ok {
+		// A shadow policy's (shadow.go: off the request path of others).
+		e.countShadow(req.PolicyID, out)
+	}
 	return out
 }
 

@@ -72,9 +72,7 @@ func (e *Edge) CountShadow(policies []ratelimit.Policy) *Edge {
 	return &c
 }
 
-// observeShadow counts out when id is one of e's shadow policies.
-func (e *Edge) observeShadow(id ratelimit.PolicyID, out ratelimit.Outcome) {
-	if _, ok := e.shadows[id]; ok {
-		e.m.shadow.WithLabelValues(policyLabel(id, e.known), ShadowResult(out)).Inc()
-	}
+// countShadow counts out, the outcome of the shadow policy id.
+func (e *Edge) countShadow(id ratelimit.PolicyID, out ratelimit.Outcome) {
+	e.m.shadow.WithLabelValues(policyLabel(id, e.known), ShadowResult(out)).Inc()
 }
