@@ -193,7 +193,8 @@ func TestShadowOnlyRouteAlwaysRunsTheHandler(t *testing.T) {
 func TestShadowDoesNotDelayTheResponse(t *testing.T) {
 	inShadow, shadowDone := make(chan struct{}), make(chan struct{})
 	var shadowCtxDeadline time.Time
-	port := &fakePort{fn: byPolicy(nil)}
+	port := &fakePort{}
+	port.once.Do(func() {}) // the kit's Fake answers with the Func below
 	port.fake.Func = func(ctx context.Context, r ratelimit.Request) ratelimit.Outcome {
 		if r.PolicyID != "dark" {
 			return byPolicy(nil)(r)
@@ -204,7 +205,6 @@ func TestShadowDoesNotDelayTheResponse(t *testing.T) {
 		<-ctx.Done() // a provider that takes its whole deadline
 		return ratelimit.Indeterminate{PolicyID: "dark", Category: ratelimit.CategoryTimeout}
 	}
-	port.once.Do(func() {}) // keep the Func above
 	cfg := shadowConfig(t, port)
 	cfg.Routes = []Route{{Pattern: "GET /api/v1/ping", Policy: "per-second"}, {Pattern: "GET /api/v1/ping", Policy: "dark"}}
 	cfg.Now = time.Now
