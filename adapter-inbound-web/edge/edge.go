@@ -56,7 +56,11 @@ type Config struct {
 	// 0027): the request is evaluated against all of them, all or nothing,
 	// through Port.EvaluateSet, members in the order given (at most
 	// ratelimit.MaxSetMembers, none with a dedup window, all among
-	// Policies); the same pattern twice for one policy is an error.
+	// Policies); the same pattern twice for one policy is an error. A
+	// policy that Policies gives as ratelimit.Shadow never joins the set:
+	// it is decided on its own beside it, and never changes the response
+	// (ADR 0037, shadow.go); a pattern of shadow policies only always runs
+	// the handler.
 	Routes []Route
 	// Exempt patterns bypass the limiter (for example "GET /healthz").
 	// They take part in the same precedence as Routes.
@@ -120,6 +124,11 @@ func (c Config) Validate() error {
 		}
 	}
 	checkPolicy("DefaultPolicy", c.DefaultPolicy)
+	for _, p := range c.Policies {
+		if p.ID() == c.DefaultPolicy && p.Shadow() {
+			fail("DefaultPolicy: policy %q is a shadow policy, which never refuses a request: requests no route matches would be unlimited", p.ID())
+		}
+	}
 	if len(c.Routes)+len(c.Exempt) > MaxRoutes {
 		fail("Routes and Exempt have %d patterns, max %d", len(c.Routes)+len(c.Exempt), MaxRoutes)
 	}
@@ -187,12 +196,16 @@ func New(cfg Config) (*Middleware, error) {
 	byPattern := map[string]*target{}
 	for i, r := range cfg.Routes {
 		if t := byPattern[r.Pattern]; t != nil {
-			if field, err := m.addMember(t, r.Policy, policies); err != nil {
+			if field, err := m.addPolicy(t, r.Policy, policies, windows, dedup); err != nil {
 				errs = append(errs, fmt.Errorf("%w: Routes[%d].%s: %w", ErrInvalidConfig, i, field, err))
 			}
 			continue
 		}
-		t := &target{policy: r.Policy, window: windows[r.Policy], dedup: dedup[r.Policy]}
+		t := &target{}
+		if field, err := m.addPolicy(t, r.Policy, policies, windows, dedup); err != nil {
+			errs = append(errs, fmt.Errorf("%w: Routes[%d].%s: %w", ErrInvalidConfig, i, field, err))
+			continue
+		}
 		if err := m.routes.Handle(r.Pattern, t); err != nil {
 			errs = append(errs, fmt.Errorf("%w: Routes[%d].Pattern: %w", ErrInvalidConfig, i, err))
 			continue

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
 
 	"github.com/tech-log/tech-log-backend/adapter-inbound-web/internal/fields"
 	"github.com/tech-log/tech-log-backend/shared-contract/ratelimit"
@@ -25,7 +26,14 @@ type target struct {
 	// RateLimit-Policy list, rendered once.
 	members     []ratelimit.PolicyID
 	policyField string
+	// shadows are the route's shadow policies (ADR 0037), each decided on
+	// its own beside the enforced policy or set (shadow.go); nil for none.
+	// A route with shadows only has no policy: it always runs the handler.
+	shadows []ratelimit.PolicyID
 }
+
+// shadowOnly reports whether t is a route whose only policies are shadow.
+func (t *target) shadowOnly() bool { return t.policy == "" && len(t.shadows) > 0 }
 
 // addMember makes t, a route already mapped to a policy, a policy set
 // with id as its next member (Config.Routes: the same pattern for several
@@ -54,6 +62,8 @@ func (m *Middleware) addMember(t *target, id ratelimit.PolicyID, policies map[ra
 		}
 		// The contract's rule (ratelimit.CanJoinSet); the edge's words.
 		switch err := ratelimit.CanJoinSet(p); {
+		case errors.Is(err, ratelimit.ErrSetMemberShadow):
+			return "Policy", fmt.Errorf("set member %q is a shadow policy; it is decided beside the set, never in it (ADR 0037): %w", member, err)
 		case errors.Is(err, ratelimit.ErrSetMemberDedup):
 			return "Policy", fmt.Errorf("set member %q has a dedup window; a policy set cannot replay one evaluation: %w", member, err)
 		case errors.Is(err, ratelimit.ErrSetMemberQueue):
@@ -95,4 +105,27 @@ func (m *Middleware) targetFor(r *http.Request) *target {
 		}
 	}
 	return m.deflt
+}
+
+// addPolicy adds the policy id of Config.Routes to t, its pattern's
+// target: a shadow policy (among policies) to t's shadows, at most
+// ratelimit.MaxSetMembers of them; an enforced one as t's policy when it
+// has none yet, else as the next member of its policy set (addMember).
+// The error's field is Pattern or Policy.
+func (m *Middleware) addPolicy(t *target, id ratelimit.PolicyID, policies map[ratelimit.PolicyID]ratelimit.Policy, windows map[ratelimit.PolicyID]int64, dedup map[ratelimit.PolicyID]bool) (field string, err error) {
+	if p, ok := policies[id]; ok && p.Shadow() {
+		if slices.Contains(t.shadows, id) {
+			return "Pattern", fmt.Errorf("policy %q is already mapped to this pattern", id)
+		}
+		if len(t.shadows) == ratelimit.MaxSetMembers {
+			return "Policy", fmt.Errorf("a pattern has at most %d shadow policies", ratelimit.MaxSetMembers)
+		}
+		t.shadows = append(t.shadows, id)
+		return "", nil
+	}
+	if t.policy == "" {
+		t.policy, t.window, t.dedup = id, windows[id], dedup[id]
+		return "", nil
+	}
+	return m.addMember(t, id, policies)
 }

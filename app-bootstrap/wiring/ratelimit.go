@@ -236,7 +236,7 @@ func newEdgePort(lc fx.Lifecycle, c *coordination, m *metrics.Metrics, cfg confi
 	}
 	m.SetMaxInFlight(cfg.RateLimit.MaxInFlight)
 	m.RegisterServerStatus(c.serverGauges)
-	return m.InstrumentEdge(port, ids), nil
+	return m.InstrumentEdge(port, ids).CountShadow(cfg.RateLimit.Policies.Policies), nil
 }
 
 func newCoordinationReadiness(c *coordination) ReadinessCheck {

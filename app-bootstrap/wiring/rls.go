@@ -314,7 +314,7 @@ func (p *rlsPorts) For(policies []ratelimit.Policy) (rls.Decider, error) {
 	for _, pol := range policies {
 		ids = append(ids, pol.ID())
 	}
-	return &rlsDecider{Edge: p.m.InstrumentEdge(st.port, ids), st: st, provider: provider, caches: p.caches}, nil
+	return &rlsDecider{Edge: p.m.InstrumentEdge(st.port, ids).CountShadow(policies), st: st, provider: provider, caches: p.caches}, nil
 }
 
 // rlsDecider is one generation's decorated, instrumented provider.
