@@ -26,14 +26,31 @@ type target struct {
 	// RateLimit-Policy list, rendered once.
 	members     []ratelimit.PolicyID
 	policyField string
-	// shadows are the route's shadow policies (ADR 0037), each decided on
-	// its own beside the enforced policy or set (shadow.go); nil for none.
-	// A route with shadows only has no policy: it always runs the handler.
-	shadows []ratelimit.PolicyID
 }
 
-// shadowOnly reports whether t is a route whose only policies are shadow.
-func (t *target) shadowOnly() bool { return t.policy == "" && len(t.shadows) > 0 }
+// shadows is what a pattern of the shadow table maps to (ADR 0037): the
+// shadow policies a request matching it is also decided by, each on its
+// own (shadow.go). It is registered as a handler only so that ServeMux's
+// matching picks it, in a table of its own: a shadow pattern never changes
+// which enforced policy decides a request.
+type shadows struct{ ids []ratelimit.PolicyID }
+
+// ServeHTTP is never called: the table only matches.
+func (*shadows) ServeHTTP(http.ResponseWriter, *http.Request) {}
+
+// shadowsFor is the shadow policies of the most specific shadow pattern r
+// matches; nil for none.
+func (m *Middleware) shadowsFor(r *http.Request) []ratelimit.PolicyID {
+	if m.shadowRoutes == nil {
+		return nil
+	}
+	if h := m.shadowRoutes.Handler(r); h != nil {
+		if s, ok := h.(*shadows); ok {
+			return s.ids
+		}
+	}
+	return nil
+}
 
 // addMember makes t, a route already mapped to a policy, a policy set
 // with id as its next member (Config.Routes: the same pattern for several
@@ -107,22 +124,25 @@ func (m *Middleware) targetFor(r *http.Request) *target {
 	return m.deflt
 }
 
-// addPolicy adds the policy id of Config.Routes to t, its pattern's
-// target: a shadow policy (among policies) to t's shadows, at most
-// ratelimit.MaxSetMembers of them; an enforced one as t's policy when it
-// has none yet, else as the next member of its policy set (addMember).
-// The error's field is Pattern or Policy.
-func (m *Middleware) addPolicy(t *target, id ratelimit.PolicyID, policies map[ratelimit.PolicyID]ratelimit.Policy, windows map[ratelimit.PolicyID]int64, dedup map[ratelimit.PolicyID]bool) (field string, err error) {
-	if p, ok := policies[id]; ok && p.Shadow() {
-		if slices.Contains(t.shadows, id) {
-			return "Pattern", fmt.Errorf("policy %q is already mapped to this pattern", id)
-		}
-		if len(t.shadows) == ratelimit.MaxSetMembers {
-			return "Policy", fmt.Errorf("a pattern has at most %d shadow policies", ratelimit.MaxSetMembers)
-		}
-		t.shadows = append(t.shadows, id)
-		return "", nil
+// addShadow adds the shadow policy id of Config.Routes to s, its
+// pattern's entry in the shadow table: at most ratelimit.MaxSetMembers per
+// pattern, none twice. The error's field is Pattern or Policy.
+func addShadow(s *shadows, id ratelimit.PolicyID) (field string, err error) {
+	if slices.Contains(s.ids, id) {
+		return "Pattern", fmt.Errorf("policy %q is already mapped to this pattern", id)
 	}
+	if len(s.ids) == ratelimit.MaxSetMembers {
+		return "Policy", fmt.Errorf("a pattern has at most %d shadow policies", ratelimit.MaxSetMembers)
+	}
+	s.ids = append(s.ids, id)
+	return "", nil
+}
+
+// addPolicy adds the enforced policy id of Config.Routes to t, its
+// pattern's target: as t's policy when it has none yet, else as the next
+// member of its policy set (addMember). The error's field is Pattern or
+// Policy.
+func (m *Middleware) addPolicy(t *target, id ratelimit.PolicyID, policies map[ratelimit.PolicyID]ratelimit.Policy, windows map[ratelimit.PolicyID]int64, dedup map[ratelimit.PolicyID]bool) (field string, err error) {
 	if t.policy == "" {
 		t.policy, t.window, t.dedup = id, windows[id], dedup[id]
 		return "", nil

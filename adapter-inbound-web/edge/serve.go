@@ -28,10 +28,6 @@ func (m *Middleware) serve(w http.ResponseWriter, r *http.Request, next http.Han
 		next.ServeHTTP(w, r)
 		return
 	}
-	if t.shadowOnly() {
-		m.serveShadowOnly(w, r, t, next)
-		return
-	}
 	id, err := m.subjects.Identify(r)
 	if err != nil {
 		m.refuseIdentity(w, t, err)
@@ -68,11 +64,11 @@ func (m *Middleware) serve(w http.ResponseWriter, r *http.Request, next http.Han
 	// contract's one rule (Request.EffectiveDeadline).
 	req := ratelimit.Request{PolicyID: t.policy, SubjectDigest: digest, Cost: cost, EvaluationID: evalID, Deadline: now.Add(m.timeout)}
 	req.Deadline = req.EffectiveDeadline(r.Context())
-	if t.shadows != nil {
-		// The route's shadow policies start beside the enforced call,
+	if ids := m.shadowsFor(r); ids != nil {
+		// The request's shadow policies start beside the enforced call,
 		// each on its own; their outcomes never reach this response
-		// (shadow.go: not on the request path of a route without them).
-		m.startShadows(r, t, digest, req.Deadline)
+		// (shadow.go: not on the request path without them).
+		m.startShadows(r, ids, digest, req.Deadline)
 	}
 	var out ratelimit.Outcome
 	if t.members == nil {

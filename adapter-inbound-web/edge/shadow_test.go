@@ -27,7 +27,8 @@ func shadowPolicy(t *testing.T, id ratelimit.PolicyID, limit int64, e ratelimit.
 
 // shadowConfig has "GET /api/v1/search" limited by the enforced set
 // per-second + per-day beside the shadow "dark"; "GET /api/v1/ping" by
-// per-second beside "dark" and "dark2"; "GET /api/v1/new" by "dark" only.
+// per-second beside "dark" and "dark2"; "GET /api/v1/new" by "dark" only
+// (so by the default policy, api, besides).
 // Costs are 2 for the shadow policies and 3 otherwise.
 func shadowConfig(t *testing.T, port ratelimit.EdgePort) Config {
 	cfg := setConfig(t, port)
@@ -158,30 +159,46 @@ func TestShadowNeverJoinsTheSet(t *testing.T) {
 	assert.Equal(t, Observation{Policy: "per-second", Admitted: true}, got.obs[0], "observed as the set, the shadow not at all")
 }
 
-// TestShadowOnlyRouteAlwaysRunsTheHandler: a route whose only policy is
-// shadow passes every request on, denied or undecided, without a field
-// or an observation; a request whose identity cannot be read is passed on
-// without a shadow call.
-func TestShadowOnlyRouteAlwaysRunsTheHandler(t *testing.T) {
+// TestShadowPatternKeepsTheEnforcedPolicy: a pattern only a shadow policy
+// names ("GET /api/v1/new": "dark") takes no request out of enforcement:
+// the request is decided by the policy that decides it without the shadow
+// route (here the default policy, api), its denial is a 429 whatever the
+// shadow answers, and the shadow is asked beside it; a request whose
+// identity cannot be read is refused as the enforced path refuses it,
+// with no shadow call.
+func TestShadowPatternKeepsTheEnforcedPolicy(t *testing.T) {
 	for name, shadow := range undecided {
 		t.Run(name, func(t *testing.T) {
 			port := &fakePort{fn: byPolicy(map[ratelimit.PolicyID]ratelimit.Outcome{"dark": shadow})}
 			got := serveOnce(t, shadowConfig(t, port), "/api/v1/new")
 			assert.True(t, got.ran)
 			assert.Equal(t, http.StatusOK, got.rec.Code)
-			assert.Empty(t, got.rec.Header())
-			assert.Empty(t, got.obs)
-			assert.Equal(t, int64(2), waitCalls(t, port, 1)["dark"].Cost)
+			assert.Contains(t, got.rec.Header().Get("RateLimit"), `"api"`, "the default policy's field")
+			require.Len(t, got.obs, 1)
+			assert.Equal(t, ratelimit.PolicyID("api"), got.obs[0].Policy)
+			calls := waitCalls(t, port, 2)
+			assert.Equal(t, int64(2), calls["dark"].Cost)
+			assert.Equal(t, int64(3), calls["api"].Cost)
 		})
 	}
+	t.Run("enforced denial", func(t *testing.T) {
+		port := &fakePort{fn: byPolicy(map[ratelimit.PolicyID]ratelimit.Outcome{
+			"api": ratelimit.Evaluated{Decision: member("api", false, 10, 0, time.Second)},
+		})}
+		got := serveOnce(t, shadowConfig(t, port), "/api/v1/new")
+		assert.False(t, got.ran, "the shadow admits, the enforced default denies")
+		assert.Equal(t, http.StatusTooManyRequests, got.rec.Code)
+		waitCalls(t, port, 2)
+	})
 	t.Run("identity unreadable", func(t *testing.T) {
 		port := &fakePort{fn: byPolicy(nil)}
 		cfg := shadowConfig(t, port)
 		cfg.Subjects = subject.IdentifierFunc(func(*http.Request) (subject.Identity, error) { return subject.Identity{}, errors.New("no identity") })
+		want := serveOnce(t, cfg, "/api/v1/ping")
 		got := serveOnce(t, cfg, "/api/v1/new")
-		assert.True(t, got.ran)
-		assert.Equal(t, http.StatusOK, got.rec.Code)
-		assert.Empty(t, port.requests(), "no subject, no shadow call")
+		assert.False(t, got.ran)
+		assert.Equal(t, want.rec.Code, got.rec.Code, "refused as a request of an enforced route")
+		assert.Empty(t, port.requests(), "no subject, no call")
 	})
 }
 

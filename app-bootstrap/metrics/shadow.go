@@ -25,6 +25,10 @@ const (
 	// ShadowUndecided: no decision (Unavailable, Indeterminate,
 	// Incompatible); enforced, it would fail closed (503).
 	ShadowUndecided = "undecided"
+	// ShadowSkippedResult: no call was made, since the edge's bound on
+	// shadow calls in flight was reached (a quarter of
+	// APP_RATE_LIMIT_MAX_IN_FLIGHT); not counted in ShadowResults' rates.
+	ShadowSkippedResult = "skipped"
 )
 
 // ShadowResults are the result label's values.
@@ -70,6 +74,13 @@ func (e *Edge) CountShadow(policies []ratelimit.Policy) *Edge {
 		}
 	}
 	return &c
+}
+
+// ShadowSkipped counts a call of the shadow policy id that the edge did
+// not make (its bound on shadow calls in flight was reached); known bounds
+// the policy label.
+func (m *Metrics) ShadowSkipped(id ratelimit.PolicyID, known map[ratelimit.PolicyID]struct{}) {
+	m.shadow.WithLabelValues(policyLabel(id, known), ShadowSkippedResult).Inc()
 }
 
 // countShadow counts out, the outcome of the shadow policy id.

@@ -57,3 +57,17 @@ func TestCountShadow(t *testing.T) {
 	assert.Equal(t, 2.0, testutil.ToFloat64(m.outcomes.WithLabelValues("dark", string(ratelimit.KindEvaluated), noCategory, DecisionDenied)),
 		"a shadow policy's outcomes are counted as every policy's too")
 }
+
+// TestShadowSkipped: a shadow call the edge did not make is counted
+// skipped under its policy, and an unknown policy folds into the bounded
+// label.
+func TestShadowSkipped(t *testing.T) {
+	m := New()
+	known := KnownPolicies([]ratelimit.PolicyID{"dark"})
+	m.ShadowSkipped("dark", known)
+	m.ShadowSkipped("dark", known)
+	m.ShadowSkipped("not-in-the-file", known)
+	assert.InDelta(t, 2.0, testutil.ToFloat64(m.shadow.WithLabelValues("dark", ShadowSkippedResult)), 0)
+	assert.InDelta(t, 1.0, testutil.ToFloat64(m.shadow.WithLabelValues(policyLabel("not-in-the-file", known), ShadowSkippedResult)), 0)
+	assert.NotEqual(t, "not-in-the-file", policyLabel("not-in-the-file", known))
+}

@@ -92,6 +92,7 @@ func NewHandler(p HandlerParams) (http.Handler, error) {
 			ids = append(ids, pol.ID())
 		}
 		known := metrics.KnownPolicies(ids)
+		ec.ShadowSkipped = func(id ratelimit.PolicyID) { p.Metrics.ShadowSkipped(id, known) }
 		ec.Observer = edge.ObserverFunc(func(o edge.Observation) {
 			p.Metrics.EdgeResponse(o.Policy, known, o.Admitted, o.Status)
 			if o.Delay > 0 {
@@ -202,6 +203,9 @@ func EdgeConfig(cfg config.Config, port ratelimit.EdgePort, subjects subject.Ide
 		Routes:           routes,
 		Timeout:          w.EvaluationTimeout,
 		Policies:         rl.Policies.Policies,
+		// Shadow calls take at most a quarter of the in-flight bound
+		// (ADR 0037).
+		ShadowMaxInFlight: max(1, rl.MaxInFlight/4),
 	}, nil
 }
 
