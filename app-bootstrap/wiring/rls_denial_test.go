@@ -197,7 +197,10 @@ func TestRLSDenialCache(t *testing.T) {
 	require.Equal(t, pb.RateLimitResponse_OK, resp.GetOverallCode(), "the raised limit, not the cached denial")
 	assert.Equal(t, uint32(5), resp.GetStatuses()[0].GetCurrentLimit().GetRequestsPerUnit())
 	assert.GreaterOrEqual(t, gathered(t, m, metrics.RLSDenialCacheHitsTotal), hits, "a reload never lowers a counter")
-	assert.Equal(t, 1.0, gathered(t, m, metrics.RLSDenialCacheLive), "the new generation's cache serves")
+	// The new generation's subscription is confirmed asynchronously:
+	// bounded wait.
+	assert.Eventually(t, func() bool { return gathered(t, m, metrics.RLSDenialCacheLive) == 1 }, 5*time.Second, 10*time.Millisecond,
+		"the new generation's cache serves")
 }
 
 // gathered is the value of the unlabelled metric name in m's registry.
