@@ -36,6 +36,8 @@ func Options(cfg config.Config, logger *slog.Logger) fx.Option {
 	}
 	if cfg.RateLimit.Enabled {
 		opts = append(opts, RateLimitModule())
+	} else {
+		opts = append(opts, fx.Invoke(noPolicyReload))
 	}
 	if cfg.Cache.Enabled {
 		opts = append(opts, CacheModule())
