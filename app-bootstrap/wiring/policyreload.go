@@ -149,6 +149,16 @@ func (p *Policies) start(ctx context.Context) error {
 	if err := p.current().start(ctx); err != nil {
 		return err
 	}
+	if err := p.watch(ctx); err != nil {
+		// fx runs no OnStop for a hook whose OnStart failed.
+		_ = p.current().close()
+		return err
+	}
+	return nil
+}
+
+// watch counts the start-up load and starts the file watch and SIGHUP.
+func (p *Policies) watch(ctx context.Context) error {
 	p.stats.Loaded(revisions(p.current().cfg.RateLimit.Policies), time.Now())
 	p.hup = make(chan os.Signal, 1)
 	path := p.current().cfg.RateLimit.PoliciesSource
