@@ -30,8 +30,8 @@ func TestRetireWaitsForItsRequests(t *testing.T) {
 	retired := make(chan error, 1)
 	go func() { retired <- g.retire(5 * time.Second) }()
 	select {
-	case <-retired:
-		t.Fatal("retired while a request held the generation")
+	case err := <-retired:
+		t.Fatalf("retired (%v) while a request held the generation", err)
 	case <-time.After(100 * time.Millisecond):
 	}
 	g.mu.RUnlock()
