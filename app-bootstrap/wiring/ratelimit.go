@@ -35,10 +35,11 @@ func RateLimitModule() fx.Option {
 	)
 }
 
-// coordination owns the Provider's lifecycle: OnStart runs the version and
-// script checks, OnStop closes the client. A transport failure at start does
-// not stop the service (it serves fail-closed and is not ready); Ready
-// retries the checks until they pass.
+// coordination is one Provider and its start-up checks (start: the version
+// and script checks, run by its policy generation's start); its
+// generation closes the provider and with it the client. A transport
+// failure at start does not stop the service (it serves fail-closed and is
+// not ready); Ready retries the checks until they pass.
 type coordination struct {
 	provider *redisrate.Provider
 	// client is the provider's client; the denial cache subscribes to
