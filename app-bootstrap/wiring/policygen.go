@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
-	"slices"
+	"reflect"
 	"sync"
 	"time"
 
@@ -127,13 +127,13 @@ func (g *policyGen) close() error {
 	return err
 }
 
-// sameServing reports whether a and b serve alike: the same policies
-// (every parameter), routes, denial-cache opt-outs, default policy and
-// evaluation timeout. A reload that changes none of them is unchanged.
+// sameServing reports whether a and b serve alike: the same policy set
+// (every policy and parameter, route, denial-cache opt-out, and whatever
+// else the file's PolicySet comes to hold: compared whole, so a field
+// added there is never missed), default policy and evaluation timeout. A
+// reload that changes none of them is unchanged.
 func sameServing(a, b config.Config) bool {
-	pa, pb := a.RateLimit.Policies, b.RateLimit.Policies
-	return slices.Equal(pa.Policies, pb.Policies) && slices.Equal(pa.Routes, pb.Routes) &&
-		slices.Equal(pa.NoDenialCache, pb.NoDenialCache) &&
+	return reflect.DeepEqual(a.RateLimit.Policies, b.RateLimit.Policies) &&
 		a.RateLimit.DefaultPolicy == b.RateLimit.DefaultPolicy &&
 		a.Web.EvaluationTimeout == b.Web.EvaluationTimeout
 }

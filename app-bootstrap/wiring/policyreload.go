@@ -74,8 +74,12 @@ type Policies struct {
 // policies too (the RLS's `rate_limit: {policy: X}` rules). Check runs
 // before a reload is applied and may refuse it; Follow runs after.
 type PolicyFollower struct {
-	Name   string
-	Check  func(config.PolicySet) error
+	// Name says who refused, in the refusal's error.
+	Name string
+	// Check, when not nil, returns an error when the follower cannot
+	// serve the new set; the reload is then refused whole.
+	Check func(config.PolicySet) error
+	// Follow, when not nil, runs once the new set serves.
 	Follow func(config.PolicySet)
 }
 

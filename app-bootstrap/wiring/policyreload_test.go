@@ -103,7 +103,8 @@ const (
 // limit under a new revision is served within a second, with no restart:
 // the subject denied under the old limit is admitted again (the new
 // revision is a new state key), counted applied, and the revision gauge
-// follows. The same file swapped in again is unchanged.
+// follows. The same file swapped in again, or the same policies in other
+// bytes, is unchanged.
 func TestPolicyReloadConfigMapSwap(t *testing.T) {
 	noLeaks(t)
 	b := newReloadBench(t, reloadPolicy(2, 1))
@@ -123,7 +124,10 @@ func TestPolicyReloadConfigMapSwap(t *testing.T) {
 
 	b.swap(reloadPolicy(5, 2))
 	b.waitFor("the same file counted unchanged", effective, func() bool { return b.metric(unchangedByFile) == 1 })
+	b.swap("\n" + reloadPolicy(5, 2) + "\n")
+	b.waitFor("other bytes, the same policies, counted unchanged", effective, func() bool { return b.metric(unchangedByFile) == 2 })
 	assert.Equal(t, 1.0, b.metric(appliedByFile), "an unchanged file is not applied again")
+	assert.Equal(t, http.StatusTooManyRequests, b.get(), "and the subject's count goes on")
 }
 
 // TestPolicyReloadBrokenFileKeepsServing: a swap to a file that does not
