@@ -59,7 +59,7 @@ func (p *Policies) apply(old *policyGen, path string) (string, error) {
 	}
 	set := next.RateLimit.Policies
 	if err := checkRevisions(old.cfg.RateLimit.Policies, set); err != nil {
-		return reloadRefused, fmt.Errorf("%s: %s: %w", envPoliciesFile, path, err)
+		return reloadRefused, err // reload names the file and the variable
 	}
 	if sameServing(old.cfg, next) {
 		p.digest = digest
