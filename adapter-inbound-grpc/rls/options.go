@@ -77,7 +77,8 @@ type Options struct {
 	// UndecidedFailClosed.
 	Undecided Undecided
 	// ShadowMode makes every rule a shadow rule: decided and counted,
-	// never enforced.
+	// never enforced. A single rule is one with shadow_mode: true, or
+	// when it names a shadow policy (ratelimit.Shadow, ADR 0037).
 	ShadowMode bool
 	// NoHeaders leaves response_headers_to_add empty (no RateLimit,
 	// RateLimit-Policy, Retry-After fields).

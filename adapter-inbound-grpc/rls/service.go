@@ -266,7 +266,9 @@ func (s *Service) plan(g *generation, req *pb.RateLimitRequest) ([]*plan, error)
 			continue
 		}
 		p.policy = pol
-		p.shadow = rl.ShadowMode || s.opt.ShadowMode
+		// A rule naming a shadow policy (the policy file's "enforce":
+		// "shadow") is a shadow rule, as shadow_mode makes one (ADR 0037).
+		p.shadow = rl.ShadowMode || s.opt.ShadowMode || pol.Shadow()
 		hits := uint64(req.GetHitsAddend())
 		if hits == 0 {
 			hits = 1

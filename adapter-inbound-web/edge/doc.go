@@ -27,6 +27,10 @@
 //     cause's text (problem.go; the writer is internal/problem, shared with
 //     the local limiter and the identity gate).
 //
+// A route's shadow policies (ADR 0037: ratelimit.Shadow, known from
+// Config.Policies) are decided each on its own beside the enforced call
+// and never change the response (shadow.go).
+//
 // HTTP metrics (responses, queue delays) are left to the caller through
 // the Observer hook; the port's outcomes are counted on the port, by a
 // decorator, once (ADR 0033). See

@@ -56,7 +56,12 @@ type Config struct {
 	// 0027): the request is evaluated against all of them, all or nothing,
 	// through Port.EvaluateSet, members in the order given (at most
 	// ratelimit.MaxSetMembers, none with a dedup window, all among
-	// Policies); the same pattern twice for one policy is an error.
+	// Policies); the same pattern twice for one policy is an error. A
+	// policy that Policies gives as ratelimit.Shadow never joins a set and
+	// never decides a request: its patterns are matched in a table of
+	// their own, and a request matching one is decided as without it and
+	// by the shadow policy besides, which never changes the response (ADR
+	// 0037, shadow.go).
 	Routes []Route
 	// Exempt patterns bypass the limiter (for example "GET /healthz").
 	// They take part in the same precedence as Routes.
@@ -72,6 +77,14 @@ type Config struct {
 	Policies []ratelimit.Policy
 	// Cost, optional, prices a request; nil means 1.
 	Cost CostFunc
+	// ShadowMaxInFlight bounds the shadow calls in flight at once (ADR
+	// 0037): a shadow call that would exceed it is not made, so that
+	// shadow policies never take more of the port's in-flight bound than
+	// this; 0 means DefaultShadowMaxInFlight, at most MaxShadowInFlight.
+	ShadowMaxInFlight int
+	// ShadowSkipped, optional, is told about every shadow call not made
+	// because ShadowMaxInFlight were in flight.
+	ShadowSkipped func(policy ratelimit.PolicyID)
 	// OmitLegacyFields drops RateLimit-Limit, RateLimit-Remaining and
 	// RateLimit-Reset (the fields of the drafts up to -06), leaving the
 	// RateLimit and RateLimit-Policy pair of the current draft.
@@ -92,6 +105,9 @@ func (c Config) Validate() error {
 	}
 	if c.Port == nil {
 		fail("Port is required")
+	}
+	if c.ShadowMaxInFlight < 0 || c.ShadowMaxInFlight > MaxShadowInFlight {
+		fail("ShadowMaxInFlight %d is not in 0..%d", c.ShadowMaxInFlight, MaxShadowInFlight)
 	}
 	if c.Subjects == nil {
 		fail("Subjects is required")
@@ -120,6 +136,11 @@ func (c Config) Validate() error {
 		}
 	}
 	checkPolicy("DefaultPolicy", c.DefaultPolicy)
+	for _, p := range c.Policies {
+		if p.ID() == c.DefaultPolicy && p.Shadow() {
+			fail("DefaultPolicy: policy %q is a shadow policy, which never refuses a request: requests no route matches would be unlimited", p.ID())
+		}
+	}
 	if len(c.Routes)+len(c.Exempt) > MaxRoutes {
 		fail("Routes and Exempt have %d patterns, max %d", len(c.Routes)+len(c.Exempt), MaxRoutes)
 	}
@@ -148,11 +169,18 @@ type Middleware struct {
 	subjects subject.Identifier
 	pseudo   *subject.Pseudonymizer
 	routes   *route.Table // pattern -> *target; never serves
-	deflt    *target
-	timeout  time.Duration
-	cost     CostFunc
-	observer Observer
-	now      func() time.Time
+	// shadowRoutes maps the shadow policies' patterns (pattern ->
+	// *shadows; ADR 0037), nil when there are none; never serves.
+	shadowRoutes *route.Table
+	// shadowSlots holds one token per shadow call in flight, at most
+	// Config.ShadowMaxInFlight; nil when there is no shadow route.
+	shadowSlots   chan struct{}
+	shadowSkipped func(ratelimit.PolicyID)
+	deflt         *target
+	timeout       time.Duration
+	cost          CostFunc
+	observer      Observer
+	now           func() time.Time
 }
 
 // New validates cfg, builds the route table and returns the middleware.
@@ -169,30 +197,42 @@ func New(cfg Config) (*Middleware, error) {
 		policies[p.ID()] = p
 	}
 	m := &Middleware{
-		port:     cfg.Port,
-		subjects: cfg.Subjects,
-		pseudo:   cfg.Pseudonymizer,
-		routes:   route.NewTable(),
-		deflt:    &target{policy: cfg.DefaultPolicy, window: windows[cfg.DefaultPolicy], dedup: dedup[cfg.DefaultPolicy]},
-		timeout:  cfg.Timeout,
-		cost:     cfg.Cost,
-		observer: cfg.Observer,
-		now:      cfg.Now,
-		legacy:   !cfg.OmitLegacyFields,
+		port:          cfg.Port,
+		subjects:      cfg.Subjects,
+		pseudo:        cfg.Pseudonymizer,
+		routes:        route.NewTable(),
+		deflt:         &target{policy: cfg.DefaultPolicy, window: windows[cfg.DefaultPolicy], dedup: dedup[cfg.DefaultPolicy]},
+		timeout:       cfg.Timeout,
+		cost:          cfg.Cost,
+		shadowSkipped: cfg.ShadowSkipped,
+		observer:      cfg.Observer,
+		now:           cfg.Now,
+		legacy:        !cfg.OmitLegacyFields,
 	}
 	if m.now == nil {
 		m.now = time.Now
 	}
 	var errs []error
 	byPattern := map[string]*target{}
+	byShadowPattern := map[string]*shadows{}
 	for i, r := range cfg.Routes {
+		if p, ok := policies[r.Policy]; ok && p.Shadow() {
+			if err := m.addShadowRoute(byShadowPattern, r); err != nil {
+				errs = append(errs, fmt.Errorf("%w: Routes[%d].%w", ErrInvalidConfig, i, err))
+			}
+			continue
+		}
 		if t := byPattern[r.Pattern]; t != nil {
-			if field, err := m.addMember(t, r.Policy, policies); err != nil {
+			if field, err := m.addPolicy(t, r.Policy, policies, windows, dedup); err != nil {
 				errs = append(errs, fmt.Errorf("%w: Routes[%d].%s: %w", ErrInvalidConfig, i, field, err))
 			}
 			continue
 		}
-		t := &target{policy: r.Policy, window: windows[r.Policy], dedup: dedup[r.Policy]}
+		t := &target{}
+		if field, err := m.addPolicy(t, r.Policy, policies, windows, dedup); err != nil {
+			errs = append(errs, fmt.Errorf("%w: Routes[%d].%s: %w", ErrInvalidConfig, i, field, err))
+			continue
+		}
 		if err := m.routes.Handle(r.Pattern, t); err != nil {
 			errs = append(errs, fmt.Errorf("%w: Routes[%d].Pattern: %w", ErrInvalidConfig, i, err))
 			continue
@@ -207,5 +247,33 @@ func New(cfg Config) (*Middleware, error) {
 	if err := errors.Join(errs...); err != nil {
 		return nil, err
 	}
+	if m.shadowRoutes != nil {
+		n := cfg.ShadowMaxInFlight
+		if n == 0 {
+			n = DefaultShadowMaxInFlight
+		}
+		m.shadowSlots = make(chan struct{}, n)
+	}
 	return m, nil
+}
+
+// addShadowRoute maps r, a route of a shadow policy, in the shadow table
+// (byPattern: its entries so far, by pattern). The error starts with the
+// field at fault.
+func (m *Middleware) addShadowRoute(byPattern map[string]*shadows, r Route) error {
+	if s := byPattern[r.Pattern]; s != nil {
+		if field, err := addShadow(s, r.Policy); err != nil {
+			return fmt.Errorf("%s: %w", field, err)
+		}
+		return nil
+	}
+	s := &shadows{ids: []ratelimit.PolicyID{r.Policy}}
+	if m.shadowRoutes == nil {
+		m.shadowRoutes = route.NewTable()
+	}
+	if err := m.shadowRoutes.Handle(r.Pattern, s); err != nil {
+		return fmt.Errorf("Pattern: %w", err)
+	}
+	byPattern[r.Pattern] = s
+	return nil
 }

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
 
 	"github.com/tech-log/tech-log-backend/adapter-inbound-web/internal/fields"
 	"github.com/tech-log/tech-log-backend/shared-contract/ratelimit"
@@ -25,6 +26,30 @@ type target struct {
 	// RateLimit-Policy list, rendered once.
 	members     []ratelimit.PolicyID
 	policyField string
+}
+
+// shadows is what a pattern of the shadow table maps to (ADR 0037): the
+// shadow policies a request matching it is also decided by, each on its
+// own (shadow.go). It is registered as a handler only so that ServeMux's
+// matching picks it, in a table of its own: a shadow pattern never changes
+// which enforced policy decides a request.
+type shadows struct{ ids []ratelimit.PolicyID }
+
+// ServeHTTP is never called: the table only matches.
+func (*shadows) ServeHTTP(http.ResponseWriter, *http.Request) {}
+
+// shadowsFor is the shadow policies of the most specific shadow pattern r
+// matches; nil for none.
+func (m *Middleware) shadowsFor(r *http.Request) []ratelimit.PolicyID {
+	if m.shadowRoutes == nil {
+		return nil
+	}
+	if h := m.shadowRoutes.Handler(r); h != nil {
+		if s, ok := h.(*shadows); ok {
+			return s.ids
+		}
+	}
+	return nil
 }
 
 // addMember makes t, a route already mapped to a policy, a policy set
@@ -54,6 +79,8 @@ func (m *Middleware) addMember(t *target, id ratelimit.PolicyID, policies map[ra
 		}
 		// The contract's rule (ratelimit.CanJoinSet); the edge's words.
 		switch err := ratelimit.CanJoinSet(p); {
+		case errors.Is(err, ratelimit.ErrSetMemberShadow):
+			return "Policy", fmt.Errorf("set member %q is a shadow policy; it is decided beside the set, never in it (ADR 0037): %w", member, err)
 		case errors.Is(err, ratelimit.ErrSetMemberDedup):
 			return "Policy", fmt.Errorf("set member %q has a dedup window; a policy set cannot replay one evaluation: %w", member, err)
 		case errors.Is(err, ratelimit.ErrSetMemberQueue):
@@ -95,4 +122,30 @@ func (m *Middleware) targetFor(r *http.Request) *target {
 		}
 	}
 	return m.deflt
+}
+
+// addShadow adds the shadow policy id of Config.Routes to s, its
+// pattern's entry in the shadow table: at most ratelimit.MaxSetMembers per
+// pattern, none twice. The error's field is Pattern or Policy.
+func addShadow(s *shadows, id ratelimit.PolicyID) (field string, err error) {
+	if slices.Contains(s.ids, id) {
+		return "Pattern", fmt.Errorf("policy %q is already mapped to this pattern", id)
+	}
+	if len(s.ids) == ratelimit.MaxSetMembers {
+		return "Policy", fmt.Errorf("a pattern has at most %d shadow policies", ratelimit.MaxSetMembers)
+	}
+	s.ids = append(s.ids, id)
+	return "", nil
+}
+
+// addPolicy adds the enforced policy id of Config.Routes to t, its
+// pattern's target: as t's policy when it has none yet, else as the next
+// member of its policy set (addMember). The error's field is Pattern or
+// Policy.
+func (m *Middleware) addPolicy(t *target, id ratelimit.PolicyID, policies map[ratelimit.PolicyID]ratelimit.Policy, windows map[ratelimit.PolicyID]int64, dedup map[ratelimit.PolicyID]bool) (field string, err error) {
+	if t.policy == "" {
+		t.policy, t.window, t.dedup = id, windows[id], dedup[id]
+		return "", nil
+	}
+	return m.addMember(t, id, policies)
 }

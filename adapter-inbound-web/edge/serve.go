@@ -64,6 +64,12 @@ func (m *Middleware) serve(w http.ResponseWriter, r *http.Request, next http.Han
 	// contract's one rule (Request.EffectiveDeadline).
 	req := ratelimit.Request{PolicyID: t.policy, SubjectDigest: digest, Cost: cost, EvaluationID: evalID, Deadline: now.Add(m.timeout)}
 	req.Deadline = req.EffectiveDeadline(r.Context())
+	if ids := m.shadowsFor(r); ids != nil {
+		// The request's shadow policies start beside the enforced call,
+		// each on its own; their outcomes never reach this response
+		// (shadow.go: not on the request path without them).
+		m.startShadows(r, ids, digest, req.Deadline)
+	}
 	var out ratelimit.Outcome
 	if t.members == nil {
 		out = m.port.Evaluate(r.Context(), req)

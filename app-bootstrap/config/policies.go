@@ -243,13 +243,14 @@ func (b *setBuilder) add(where string, d PolicyDef) {
 	}
 	for _, pattern := range d.Routes {
 		if members, seen := b.routes[pattern]; seen {
-			// A policy set (ADR 0027): every policy naming the pattern
-			// applies, all or nothing.
+			// A policy set (ADR 0027): every enforced policy naming the
+			// pattern applies, all or nothing; a shadow one is decided on
+			// its own beside them (ADR 0037).
 			if slices.Contains(members, spec.ID) {
 				b.fail(where, "route %q is already mapped to policy %q", bounded(pattern), spec.ID)
 				continue
 			}
-			if problem := setMemberProblem(members, policy, b.byID); problem != "" {
+			if problem := b.memberProblem(members, policy); problem != "" {
 				b.fail(where, "route %q %s", bounded(pattern), problem)
 				continue
 			}
@@ -280,6 +281,29 @@ func (b *setBuilder) finish() (PolicySet, error) {
 		return b.byID[set.Routes[i].Policy].Scope() < b.byID[set.Routes[j].Policy].Scope()
 	})
 	return set, nil
+}
+
+// memberProblem says why policy p cannot name a route that members (the
+// policies already naming it) name, or "" when it can: a shadow policy
+// never joins their set, so only the number of shadow policies on one
+// route is bounded (ratelimit.MaxSetMembers, as a set's members are); an
+// enforced one joins the enforced members' set (setMemberProblem).
+func (b *setBuilder) memberProblem(members []ratelimit.PolicyID, p ratelimit.Policy) string {
+	var enforced, shadows []ratelimit.PolicyID
+	for _, id := range members {
+		if b.byID[id].Shadow() {
+			shadows = append(shadows, id)
+		} else {
+			enforced = append(enforced, id)
+		}
+	}
+	if p.Shadow() {
+		if len(shadows) == ratelimit.MaxSetMembers {
+			return fmt.Sprintf("is already named by %d shadow policies, at most %d on one route", len(shadows), ratelimit.MaxSetMembers)
+		}
+		return ""
+	}
+	return setMemberProblem(enforced, p, b.byID)
 }
 
 // setMemberProblem says why policy p cannot join the policy set members

@@ -41,6 +41,7 @@ type policyFields struct {
 	DedupMaxReplays    *int64    `json:"dedupMaxReplays"`
 	DenialCache        *bool     `json:"denialCache"`
 	Scope              *string   `json:"scope"`
+	Enforce            *string   `json:"enforce"`
 	Routes             []string  `json:"routes"`
 }
 
@@ -202,6 +203,14 @@ func (p policyJSON) spec() (ratelimit.PolicySpec, []error) {
 			problems = append(problems, fmt.Errorf("scope: %w", err))
 		} else {
 			spec.Scope = sc
+		}
+	}
+	if p.Enforce != nil {
+		// Optional: absent means "enforce" (ADR 0037).
+		if e, err := ratelimit.ParseEnforcement(*p.Enforce); err != nil {
+			problems = append(problems, fmt.Errorf("enforce: %w", err))
+		} else {
+			spec.Enforcement = e
 		}
 	}
 	if p.Algorithm == nil {

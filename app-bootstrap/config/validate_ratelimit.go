@@ -135,8 +135,13 @@ func (v *errs) policyRules(out *RateLimit, breakerUnset bool, defaultPolicy stri
 		// checked.
 	default:
 		id := ratelimit.PolicyID(defaultPolicy)
-		if _, ok := set.Policy(id); !ok {
+		switch p, ok := set.Policy(id); {
+		case !ok:
 			v.add(g+"DEFAULT_POLICY", ErrInvalid, "%q is not defined in %s (defined: %s)", bounded(defaultPolicy), out.PoliciesSource, strings.Join(set.IDs(), ", "))
+		case p.Shadow():
+			// A shadow default would leave every request no route matches
+			// unlimited (ADR 0037).
+			v.add(g+"DEFAULT_POLICY", ErrInvalid, "%q is a shadow policy (\"enforce\": \"shadow\"), which never refuses a request: requests no route matches would be unlimited; name an enforced policy", bounded(defaultPolicy))
 		}
 		out.DefaultPolicy = id
 	}

@@ -34,3 +34,18 @@ func TestDenialCacheExported(t *testing.T) {
 	assert.Contains(t, text, DenialCacheLive+" 0\n")
 	assert.Contains(t, text, DenialCacheHitsTotal+" 9\n")
 }
+
+// TestRLSDenialCacheExported: the RLS generations' caches have names of
+// their own, beside the edge's.
+func TestRLSDenialCacheExported(t *testing.T) {
+	m := New()
+	m.RegisterDenialCache(func() DenialCacheStats { return DenialCacheStats{Hits: 1} })
+	m.RegisterRLSDenialCache(func() DenialCacheStats { return DenialCacheStats{Hits: 5, Entries: 2, MaxEntries: 8, Live: true} })
+	rec := httptest.NewRecorder()
+	m.Handler().ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
+	body, _ := io.ReadAll(rec.Body)
+	for _, want := range []string{DenialCacheHitsTotal + " 1", RLSDenialCacheHitsTotal + " 5", RLSDenialCacheEntries + " 2",
+		RLSDenialCacheMaxEntries + " 8", RLSDenialCacheLive + " 1", RLSDenialCacheInvalidationsTotal + " 0", RLSDenialCacheEvictedTotal + " 0"} {
+		assert.Contains(t, string(body), want+"\n")
+	}
+}

@@ -16,7 +16,8 @@
 // outcome labels), reports.go (what the provider and its decorators report
 // at scrape time: the breaker, dedup retries, the pipeline, the local
 // fallback, the denial cache), breakers.go (a breaker gauge per target),
-// server.go (the coordination server's status gauges), policyreload.go
-// (the policy file's reloads by trigger and result, the serving revisions
-// and load time).
+// server.go (the coordination server's status gauges), shadow.go (the
+// shadow policies' would-allow, would-deny and undecided counter, ADR
+// 0037), policyreload.go (the policy file's reloads by trigger and result,
+// the serving revisions and load time).
 package metrics

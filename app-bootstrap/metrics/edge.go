@@ -22,6 +22,8 @@ type Edge struct {
 	m     *Metrics
 	known map[ratelimit.PolicyID]struct{}
 	now   func() time.Time
+	// shadows are the shadow policies CountShadow counts; nil for none.
+	shadows map[ratelimit.PolicyID]struct{}
 }
 
 var _ ratelimit.EdgePort = (*Edge)(nil)
@@ -33,6 +35,10 @@ func (e *Edge) Evaluate(ctx context.Context, req ratelimit.Request) ratelimit.Ou
 	start := e.now()
 	out := e.inner.Evaluate(ctx, req)
 	e.observe(req.PolicyID, out, e.now().Sub(start))
+	if _, ok := e.shadows[req.PolicyID]; ok {
+		// A shadow policy's (shadow.go: off the request path of others).
+		e.countShadow(req.PolicyID, out)
+	}
 	return out
 }
 

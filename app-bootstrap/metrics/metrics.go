@@ -141,6 +141,7 @@ type Metrics struct {
 	refunded *prometheus.CounterVec
 	delayed  *prometheus.CounterVec
 	delays   *prometheus.HistogramVec
+	shadow   *prometheus.CounterVec
 }
 
 // New returns Metrics with its own registry holding the Go runtime and
@@ -211,7 +212,9 @@ func New() *Metrics {
 		Help:    "Delays the leaky-bucket queues gave the requests the edge held, by policy.",
 		Buckets: []float64{.01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 20},
 	}, []string{"policy"})
+	m.shadow = newShadowDecisions()
 	m.registry.MustRegister(
+		m.shadow,
 		m.fallback, m.dedup, m.refunds, m.refunded, m.delayed, m.delays,
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),

@@ -115,14 +115,33 @@ type DenialCacheStats struct {
 // DenialCacheMaxEntries, DenialCacheInvalidationsTotal,
 // DenialCacheEvictedTotal, DenialCacheLive.
 func (m *Metrics) RegisterDenialCache(stats func() DenialCacheStats) {
-	m.registry.MustRegister(&denialCollector{stats: stats,
-		hits:    prometheus.NewDesc(DenialCacheHitsTotal, "Requests answered by the local denial cache (a denial the server gave, not yet past its retry-after).", nil, nil),
-		entries: prometheus.NewDesc(DenialCacheEntries, "Denials in the local denial cache's table.", nil, nil),
-		max:     prometheus.NewDesc(DenialCacheMaxEntries, "Bound of the local denial cache's table (APP_RATE_LIMIT_DENIAL_CACHE_MAX_ENTRIES).", nil, nil),
-		inval:   prometheus.NewDesc(DenialCacheInvalidationsTotal, "Invalidations the local denial cache received (tlbctl reset publishes one).", nil, nil),
-		evicted: prometheus.NewDesc(DenialCacheEvictedTotal, "Live denials dropped from the full table to make room.", nil, nil),
-		live:    prometheus.NewDesc(DenialCacheLive, "1 while the local denial cache serves (subscribed to invalidations), else 0.", nil, nil),
-	})
+	m.registry.MustRegister(newDenialCollector(stats, [6]string{DenialCacheHitsTotal, DenialCacheEntries, DenialCacheMaxEntries,
+		DenialCacheInvalidationsTotal, DenialCacheEvictedTotal, DenialCacheLive}, "the local denial cache"))
+}
+
+// RegisterRLSDenialCache exports the denial caches of the rate-limit
+// service's rule generations, read from stats at scrape time (counters
+// summed over every generation, gauges of the newest):
+// RLSDenialCacheHitsTotal, RLSDenialCacheEntries, RLSDenialCacheMaxEntries,
+// RLSDenialCacheInvalidationsTotal, RLSDenialCacheEvictedTotal,
+// RLSDenialCacheLive. Call it once.
+func (m *Metrics) RegisterRLSDenialCache(stats func() DenialCacheStats) {
+	m.registry.MustRegister(newDenialCollector(stats, [6]string{RLSDenialCacheHitsTotal, RLSDenialCacheEntries, RLSDenialCacheMaxEntries,
+		RLSDenialCacheInvalidationsTotal, RLSDenialCacheEvictedTotal, RLSDenialCacheLive}, "the rate-limit service's denial cache"))
+}
+
+// newDenialCollector describes a denial cache's six metrics under names
+// (hits, entries, max, invalidations, evicted, live); what names the cache
+// in their help.
+func newDenialCollector(stats func() DenialCacheStats, names [6]string, what string) *denialCollector {
+	return &denialCollector{stats: stats,
+		hits:    prometheus.NewDesc(names[0], "Requests answered by "+what+" (a denial the server gave, not yet past its retry-after).", nil, nil),
+		entries: prometheus.NewDesc(names[1], "Denials in the table of "+what+".", nil, nil),
+		max:     prometheus.NewDesc(names[2], "Bound of the table of "+what+" (APP_RATE_LIMIT_DENIAL_CACHE_MAX_ENTRIES).", nil, nil),
+		inval:   prometheus.NewDesc(names[3], "Invalidations "+what+" received (tlbctl reset publishes one).", nil, nil),
+		evicted: prometheus.NewDesc(names[4], "Live denials dropped from the full table of "+what+" to make room.", nil, nil),
+		live:    prometheus.NewDesc(names[5], "1 while "+what+" serves (subscribed to invalidations), else 0.", nil, nil),
+	}
 }
 
 // denialCollector reads DenialCacheStats once per scrape.

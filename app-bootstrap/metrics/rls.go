@@ -23,6 +23,16 @@ const (
 	// RLSReloadsTotal counts configuration reloads by result (applied,
 	// refused).
 	RLSReloadsTotal = "tlb_rls_reloads_total"
+	// RLSDenialCacheHitsTotal and the five below are the denial cache's
+	// metrics (as DenialCacheHitsTotal and its neighbours) for the rule
+	// generations' caches: counters summed over every generation, gauges
+	// of the newest.
+	RLSDenialCacheHitsTotal          = "tlb_rls_denial_cache_hits_total"
+	RLSDenialCacheEntries            = "tlb_rls_denial_cache_entries"
+	RLSDenialCacheMaxEntries         = "tlb_rls_denial_cache_max_entries"
+	RLSDenialCacheInvalidationsTotal = "tlb_rls_denial_cache_invalidations_total"
+	RLSDenialCacheEvictedTotal       = "tlb_rls_denial_cache_evicted_total"
+	RLSDenialCacheLive               = "tlb_rls_denial_cache_live"
 )
 
 // RLS holds the rate-limit service's collectors, registered in m's

@@ -100,7 +100,7 @@ func FromPolicy(p ratelimit.Policy) Limit {
 		Revision: p.Revision(), Algorithm: p.Algorithm(), Params: p.Params(), MaxCost: p.MaxCost(),
 		CleanupGrace: p.CleanupGrace(), MaxClockRegression: p.MaxClockRegression(),
 		FailurePolicy: p.FailurePolicy(), FallbackInstances: p.FallbackInstances(),
-		DedupWindow: p.DedupWindow(), Scope: p.Scope(),
+		DedupWindow: p.DedupWindow(), Scope: p.Scope(), Enforcement: p.Enforcement(),
 	}
 	if spec.DedupWindow > 0 {
 		spec.DedupMaxReplays = &replays
@@ -141,6 +141,15 @@ func (l Limit) WithDedup(window time.Duration) Limit { l.spec.DedupWindow = wind
 
 // Global makes the policy one budget for every subject (ADR 0027).
 func (l Limit) Global() Limit { l.spec.Scope = ratelimit.ScopeGlobal; return l }
+
+// WithShadow makes the policy a shadow policy, as the policy file's
+// "enforce": "shadow" (ADR 0037): Middleware decides it on its routes and
+// counts it, but never refuses a request for it, never sends its
+// RateLimit fields and never makes it a policy-set member, so it can run
+// beside an enforced policy on the same route (a dark launch of a new
+// limit). Allow and AllowN answer its decisions as they are: a direct
+// caller chooses what a denial means. It cannot be DefaultPolicy.
+func (l Limit) WithShadow() Limit { l.spec.Enforcement = ratelimit.Shadow; return l }
 
 // WithRoutes names the ServeMux patterns Middleware limits with this
 // policy; a pattern named by several policies makes them a policy set

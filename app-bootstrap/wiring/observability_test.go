@@ -40,7 +40,8 @@ var targetLabels = map[string]bool{"job": true, "instance": true}
 // TestObservabilityMetricsExist: every tlb_ metric name the dashboard and the
 // alert rules use exists in the running service's /metrics, and every label
 // they select on exists on that metric. The service runs in-process with the
-// Redis limiter on (a private redis-server) and the local limiter on, and
+// Redis limiter on (a private redis-server), a shadow policy beside the
+// enforced one (testdata/shadow-policies.json) and the local limiter on, and
 // gets one admitted request, a local-limiter 429 and a /readyz probe so that
 // every labelled series they use has appeared.
 func TestObservabilityMetricsExist(t *testing.T) {
@@ -50,7 +51,10 @@ func TestObservabilityMetricsExist(t *testing.T) {
 	rs := redistest.Start(t)
 	kv := append(enabledKV(rs.Addr()),
 		"APP_WEB_LOCAL_LIMIT_ENABLED", "true", "APP_WEB_LOCAL_LIMIT_BURST", "2",
-		"APP_WEB_LOCAL_LIMIT_RATE", "0.1", "APP_WEB_LOCAL_LIMIT_IDLE_TTL", "1m")
+		"APP_WEB_LOCAL_LIMIT_RATE", "0.1", "APP_WEB_LOCAL_LIMIT_IDLE_TTL", "1m",
+		// A shadow policy beside "api", so that the shadow decisions'
+		// series (ADR 0037) exist too.
+		"APP_RATE_LIMIT_POLICIES_FILE", "testdata/shadow-policies.json")
 	cfg := loadConfig(t, kv...)
 	var srv *Server
 	app := fxtest.New(t, Options(cfg, quietLogger()), fx.Populate(&srv))

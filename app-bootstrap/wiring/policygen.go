@@ -57,7 +57,8 @@ func newPolicyGen(cfg config.Config, log *slog.Logger, m *metrics.Metrics) (*pol
 		_ = c.provider.Close()
 		return nil, err
 	}
-	return &policyGen{cfg: cfg, c: c, st: st, edge: m.InstrumentEdge(st.port, policyIDs(rl.Policies))}, nil
+	// Shadow policies are counted as at start (ADR 0037).
+	return &policyGen{cfg: cfg, c: c, st: st, edge: m.InstrumentEdge(st.port, policyIDs(rl.Policies)).CountShadow(rl.Policies.Policies)}, nil
 }
 
 // policyIDs are the IDs of set's policies, in file order.
@@ -147,14 +148,34 @@ var ErrChangedWithoutRevision = errors.New("changed without a new revision")
 // checkRevisions refuses every policy of next that keeps its ID and
 // revision in prev but changes anything else (any parameter, algorithm,
 // failure policy or bound: every field of ratelimit.Policy, which is what
-// its programs are built from). Each error names the policy.
+// its programs are built from) but its enforcement. Each error names the
+// policy.
 func checkRevisions(prev, next config.PolicySet) error {
 	var errs []error
 	for _, p := range next.Policies {
 		old, ok := prev.Policy(p.ID())
-		if ok && old.Revision() == p.Revision() && old != p {
+		if ok && old.Revision() == p.Revision() && !sameButEnforcement(old, p) {
 			errs = append(errs, fmt.Errorf("policy %q: %w (revision %d); give it a new revision", p.ID(), ErrChangedWithoutRevision, p.Revision()))
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// sameButEnforcement reports whether a and b are equal in every field but
+// their enforcement: promoting a shadow policy to enforced (or back) needs
+// no new revision, since enforcement changes no key, program or decision
+// (ADR 0037), and a new revision would hand every subject a fresh budget.
+// The fields are compared by reflection so that one added to
+// ratelimit.Policy is compared too.
+func sameButEnforcement(a, b ratelimit.Policy) bool {
+	va, vb := reflect.ValueOf(a), reflect.ValueOf(b)
+	for i := range va.NumField() {
+		if va.Type().Field(i).Name == "enforcement" {
+			continue
+		}
+		if !va.Field(i).Equal(vb.Field(i)) {
+			return false
+		}
+	}
+	return true
 }

@@ -60,8 +60,8 @@ func TestRetireIsBounded(t *testing.T) {
 }
 
 // TestCheckRevisions: a changed policy under its serving revision is
-// refused, naming it; a new revision, an unchanged policy, a new policy
-// and a removed one are not.
+// refused, naming it; a new revision, an unchanged policy, a new policy,
+// a removed one and a shadow policy promoted to enforced are not.
 func TestCheckRevisions(t *testing.T) {
 	set := func(limit, revision int64, extra bool) config.PolicySet {
 		defs := []config.PolicyDef{{Spec: ratelimit.PolicySpec{ID: "api", Revision: revision, Algorithm: ratelimit.AlgorithmFixedWindow, Params: ratelimit.FixedWindow{Limit: limit, Window: time.Minute}, MaxCost: 1, CleanupGrace: time.Minute, FailurePolicy: ratelimit.FailClosed}}}
@@ -75,6 +75,14 @@ func TestCheckRevisions(t *testing.T) {
 	require.NoError(t, checkRevisions(set(5, 1, false), set(5, 1, true)), "unchanged, one added")
 	require.NoError(t, checkRevisions(set(5, 1, true), set(5, 1, false)), "one removed")
 	require.NoError(t, checkRevisions(set(5, 1, false), set(6, 2, false)), "a new revision")
+	shadow := func(s config.PolicySet) config.PolicySet {
+		spec := ratelimit.PolicySpec{ID: "api", Revision: 1, Algorithm: ratelimit.AlgorithmFixedWindow, Params: ratelimit.FixedWindow{Limit: 5, Window: time.Minute}, MaxCost: 1, CleanupGrace: time.Minute, FailurePolicy: ratelimit.FailClosed, Enforcement: ratelimit.Shadow}
+		out, err := config.NewPolicySet([]config.PolicyDef{{Spec: spec}})
+		require.NoError(t, err)
+		return out
+	}
+	require.NoError(t, checkRevisions(shadow(config.PolicySet{}), set(5, 1, false)), "a shadow policy promoted under its revision")
+	require.Error(t, checkRevisions(shadow(config.PolicySet{}), set(6, 1, false)), "promoted with another limit")
 	err := checkRevisions(set(5, 1, false), set(6, 1, false))
 	require.ErrorIs(t, err, ErrChangedWithoutRevision)
 	assert.Contains(t, err.Error(), `policy "api": changed without a new revision (revision 1)`)

@@ -84,7 +84,11 @@ func newRLSServer(lc fx.Lifecycle, cfg config.Config, log *slog.Logger, m *metri
 		return nil, fmt.Errorf("rls: %w", err)
 	}
 	stats := m.RegisterRLS()
-	ports := &rlsPorts{rl: cfg.RateLimit, keys: keys, m: m, log: log,
+	caches := &generationCaches{}
+	if cfg.RateLimit.DenialCacheMaxEntries > 0 {
+		m.RegisterRLSDenialCache(caches.stats)
+	}
+	ports := &rlsPorts{rl: cfg.RateLimit, keys: keys, m: m, log: log, caches: caches,
 		policies: func() config.PolicySet { return pol.Config().RateLimit.Policies }}
 	svc, err := rls.New(ports, pseud, rls.Options{
 		Undecided:  undecided,
@@ -270,10 +274,11 @@ func (s *RLSServer) stop(ctx context.Context) error {
 // stopped by its Close: a new generation's denial cache starts empty, so
 // it never serves a denial of limits it does not have.
 type rlsPorts struct {
-	rl   config.RateLimit
-	keys *keyspace.Builder
-	m    *metrics.Metrics
-	log  *slog.Logger
+	rl     config.RateLimit
+	keys   *keyspace.Builder
+	m      *metrics.Metrics
+	log    *slog.Logger
+	caches *generationCaches // the generations' denial caches, for metrics
 	// policies is the policy file's set serving now (Policies): a rule
 	// generation built after a policy reload has the reloaded policies.
 	policies func() config.PolicySet
@@ -316,6 +321,7 @@ func (p *rlsPorts) For(policies []ratelimit.Policy) (rls.Decider, error) {
 	}
 	if st.denial != nil {
 		_ = st.denial.Start(context.Background()) // never fails: it retries by itself
+		p.caches.add(st.denial)
 	}
 	ids := make([]ratelimit.PolicyID, 0, len(rl.Policies.Policies)+len(policies))
 	for _, pol := range rl.Policies.Policies {
@@ -324,7 +330,7 @@ func (p *rlsPorts) For(policies []ratelimit.Policy) (rls.Decider, error) {
 	for _, pol := range policies {
 		ids = append(ids, pol.ID())
 	}
-	return &rlsDecider{Edge: p.m.InstrumentEdge(st.port, ids), st: st, provider: provider}, nil
+	return &rlsDecider{Edge: p.m.InstrumentEdge(st.port, ids).CountShadow(policies), st: st, provider: provider, caches: p.caches}, nil
 }
 
 // rlsDecider is one generation's decorated, instrumented provider.
@@ -332,6 +338,7 @@ type rlsDecider struct {
 	*metrics.Edge
 	st       stack
 	provider *redisrate.Provider
+	caches   *generationCaches
 }
 
 // Close stops the generation's decorators (the denial cache's
@@ -339,6 +346,9 @@ type rlsDecider struct {
 // provider and its client.
 func (d *rlsDecider) Close() error {
 	d.st.close()
+	if d.st.denial != nil {
+		d.caches.retire(d.st.denial)
+	}
 	return d.provider.Close()
 }
 

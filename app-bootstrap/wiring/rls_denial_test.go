@@ -22,6 +22,7 @@ import (
 	"github.com/tech-log/tech-log-backend/adapter-outbound-cache-redis/ratedenial"
 	"github.com/tech-log/tech-log-backend/adapter-outbound-cache-redis/redisrate"
 	"github.com/tech-log/tech-log-backend/adapter-outbound-cache-redis/redistest"
+	"github.com/tech-log/tech-log-backend/app-bootstrap/metrics"
 	"github.com/tech-log/tech-log-backend/shared-contract/keyspace"
 )
 
@@ -112,7 +113,8 @@ func TestRLSDenialCache(t *testing.T) {
 	cfg := loadConfig(t, rlsKV(rs.Addr(), dir)...)
 	require.Positive(t, cfg.RateLimit.DenialCacheMaxEntries, "on by default")
 	var srv *RLSServer
-	app := fxtest.New(t, Options(cfg, quietLogger()), fx.Populate(&srv))
+	var m *metrics.Metrics
+	app := fxtest.New(t, Options(cfg, quietLogger()), fx.Populate(&srv, &m))
 	app.RequireStart()
 	defer app.RequireStop()
 	c, closeConn := rlsConn(t, srv.Addr())
@@ -134,6 +136,11 @@ func TestRLSDenialCache(t *testing.T) {
 		assert.True(t, wait > 0 && wait <= time.Hour, "flood %d: duration_until_reset %v within the hour window", i, wait)
 	}
 	assert.Equal(t, before, scriptCalls(t, rs), "20 denials without a program run")
+	hits := gathered(t, m, metrics.RLSDenialCacheHitsTotal)
+	assert.GreaterOrEqual(t, hits, 21.0, "the flood's denials counted as the RLS cache's hits")
+	assert.Equal(t, 1.0, gathered(t, m, metrics.RLSDenialCacheLive))
+	assert.Positive(t, gathered(t, m, metrics.RLSDenialCacheEntries))
+	assert.Zero(t, gathered(t, m, metrics.DenialCacheHitsTotal), "the edge's cache is another one")
 
 	// All or nothing: 192.0.2.2 is charged first, then the cached denial
 	// refuses the request, and the charge is given back.
@@ -189,6 +196,27 @@ func TestRLSDenialCache(t *testing.T) {
 	resp := rlsAsk(t, c, "remote_address", "192.0.2.1")
 	require.Equal(t, pb.RateLimitResponse_OK, resp.GetOverallCode(), "the raised limit, not the cached denial")
 	assert.Equal(t, uint32(5), resp.GetStatuses()[0].GetCurrentLimit().GetRequestsPerUnit())
+	assert.GreaterOrEqual(t, gathered(t, m, metrics.RLSDenialCacheHitsTotal), hits, "a reload never lowers a counter")
+	assert.Equal(t, 1.0, gathered(t, m, metrics.RLSDenialCacheLive), "the new generation's cache serves")
+}
+
+// gathered is the value of the unlabelled metric name in m's registry.
+func gathered(t *testing.T, m *metrics.Metrics, name string) float64 {
+	t.Helper()
+	families, err := m.Registry().Gather()
+	require.NoError(t, err)
+	for _, f := range families {
+		if f.GetName() != name {
+			continue
+		}
+		require.Len(t, f.GetMetric(), 1, name)
+		if c := f.GetMetric()[0].GetCounter(); c != nil {
+			return c.GetValue()
+		}
+		return f.GetMetric()[0].GetGauge().GetValue()
+	}
+	t.Fatalf("%s is not registered", name)
+	return 0
 }
 
 // TestRLSLocalFallback: a rule naming a local-fallback policy of the

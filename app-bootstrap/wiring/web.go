@@ -136,6 +136,7 @@ func edgeHandler(p HandlerParams, cfg config.Config, port ratelimit.EdgePort, su
 		return nil, err
 	}
 	known := metrics.KnownPolicies(policyIDs(cfg.RateLimit.Policies))
+	ec.ShadowSkipped = func(id ratelimit.PolicyID) { p.Metrics.ShadowSkipped(id, known) }
 	ec.Observer = edge.ObserverFunc(func(o edge.Observation) {
 		p.Metrics.EdgeResponse(o.Policy, known, o.Admitted, o.Status)
 		if o.Delay > 0 {
@@ -221,6 +222,9 @@ func EdgeConfig(cfg config.Config, port ratelimit.EdgePort, subjects subject.Ide
 		Routes:           routes,
 		Timeout:          w.EvaluationTimeout,
 		Policies:         rl.Policies.Policies,
+		// Shadow calls take at most a quarter of the in-flight bound
+		// (ADR 0037).
+		ShadowMaxInFlight: max(1, rl.MaxInFlight/4),
 	}, nil
 }
 

@@ -17,7 +17,8 @@
 // request.go (Request, its ID types, Validate, EffectiveDeadline,
 // MaxEvaluationTimeout); policy.go (Policy, PolicySpec, NewPolicy, the
 // accessors and the construction errors); failurepolicy.go
-// (FailurePolicy, MaxFallbackInstances); algorithm.go (the
+// (FailurePolicy, MaxFallbackInstances); enforcement.go (Enforcement:
+// enforced or shadow, ADR 0037); algorithm.go (the
 // Algorithm enum, the registry of AlgorithmSpec, one line per algorithm,
 // and the policy-file field table ParamField; ADR 0034); alg_<name>.go (one
 // per algorithm: its parameter type, its AlgorithmSpec, its numbers, the

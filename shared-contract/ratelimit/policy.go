@@ -80,6 +80,10 @@ type PolicySpec struct {
 	// every subject; ADR 0027). A global policy cannot have a dedup window
 	// (its records are per subject, in the subject's slot).
 	Scope Scope
+	// Enforcement is Enforce (a denial refuses the request) or Shadow
+	// (decided and counted, never refusing; ADR 0037). The zero value
+	// means Enforce. It changes no key, program or decision.
+	Enforcement Enforcement
 }
 
 // DefaultDedupMaxReplays is a dedup policy's DedupMaxReplays when the spec
@@ -110,6 +114,7 @@ type Policy struct {
 	dedupWindowMs      int64
 	dedupMaxReplays    int64
 	scope              Scope
+	enforcement        Enforcement
 }
 
 // NewPolicy validates spec and freezes it. It returns every violation joined
@@ -177,6 +182,14 @@ func NewPolicy(spec PolicySpec) (Policy, error) {
 	default:
 		v.fail("Scope", ErrUnsupported, "%d is not ScopeSubject or ScopeGlobal", int(spec.Scope))
 	}
+	enforcement := spec.Enforcement
+	switch enforcement {
+	case 0:
+		enforcement = Enforce
+	case Enforce, Shadow:
+	default:
+		v.fail("Enforcement", ErrUnsupported, "%v is not Enforce or Shadow", spec.Enforcement)
+	}
 	v.positive("MaxCost", spec.MaxCost)
 	if !spec.Algorithm.Valid() {
 		v.fail("Algorithm", ErrUnsupported, "%v is not %s", spec.Algorithm, algorithmList(func(s *AlgorithmSpec) string { return s.Name }))
@@ -221,6 +234,7 @@ func NewPolicy(spec PolicySpec) (Policy, error) {
 		dedupWindowMs:      dedup,
 		dedupMaxReplays:    replays,
 		scope:              spec.Scope,
+		enforcement:        enforcement,
 	}, nil
 }
 
@@ -257,6 +271,14 @@ func (p Policy) Subject(d SubjectDigest) SubjectDigest {
 	}
 	return d
 }
+
+// Enforcement is Enforce or Shadow for a valid policy (0 for the zero
+// Policy): whether a caller refuses a request this policy denies.
+func (p Policy) Enforcement() Enforcement { return p.enforcement }
+
+// Shadow reports whether the policy is a shadow policy: decided and
+// counted, never refusing a request (ADR 0037).
+func (p Policy) Shadow() bool { return p.enforcement == Shadow }
 
 // MaxCost is the largest accepted Request.Cost.
 func (p Policy) MaxCost() int64 { return p.maxCost }
@@ -321,7 +343,7 @@ func (p Policy) FallbackPolicy() (Policy, error) {
 	spec := PolicySpec{
 		ID: p.ID(), Revision: p.Revision(), Algorithm: p.Algorithm(),
 		MaxCost: min(p.MaxCost(), share), CleanupGrace: p.CleanupGrace(), MaxClockRegression: p.MaxClockRegression(),
-		FailurePolicy: FailClosed,
+		FailurePolicy: FailClosed, Enforcement: p.enforcement,
 	}
 	for i, params := range candidates {
 		spec.Params = params
@@ -349,5 +371,9 @@ func (p Policy) String() string {
 	if p.IsZero() {
 		return "Policy(invalid)"
 	}
-	return fmt.Sprintf("Policy(%s rev %d %v %+v maxCost=%d)", p.id, p.revision, p.Algorithm(), p.params, p.maxCost)
+	shadow := ""
+	if p.Shadow() {
+		shadow = " shadow"
+	}
+	return fmt.Sprintf("Policy(%s rev %d %v %+v maxCost=%d%s)", p.id, p.revision, p.Algorithm(), p.params, p.maxCost, shadow)
 }

@@ -89,11 +89,16 @@ var (
 	// ErrSetMemberQueue: a member cannot be a queue (a leaky bucket): a held
 	// request would hold every member's admission (ADR 0028).
 	ErrSetMemberQueue = errors.New("a queue (leaky bucket) cannot be a policy-set member")
+	// ErrSetMemberShadow: a shadow policy is never a member (ADR 0037): it
+	// is decided on its own beside the set, so that its denial never
+	// refuses the set. Providers do not ask it (they ignore Enforcement).
+	ErrSetMemberShadow = errors.New("a shadow policy cannot be a policy-set member")
 )
 
 // CanJoinSet is the one rule of which policy may be a policy-set member
-// (ADR 0027, ADR 0028): nil when p may, otherwise an error naming p and
-// wrapping ErrSetMemberDedup or ErrSetMemberQueue. The policy file, the
+// (ADR 0027, ADR 0028, ADR 0037): nil when p may, otherwise an error
+// naming p and wrapping ErrSetMemberDedup, ErrSetMemberQueue or
+// ErrSetMemberShadow. The policy file, the
 // edge's route table and the provider all ask it; how many members a set
 // has and that none repeats is SetRequest.Validate's (MaxSetMembers).
 func CanJoinSet(p Policy) error {
@@ -103,6 +108,9 @@ func CanJoinSet(p Policy) error {
 	}
 	if s, ok := p.Algorithm().Spec(); ok && s.NoSetMember != "" {
 		errs = append(errs, fmt.Errorf("policy %q: %w: %s", p.ID(), ErrSetMemberQueue, s.NoSetMember))
+	}
+	if p.Shadow() {
+		errs = append(errs, fmt.Errorf("policy %q: %w", p.ID(), ErrSetMemberShadow))
 	}
 	return errors.Join(errs...)
 }

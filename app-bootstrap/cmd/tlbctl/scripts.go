@@ -22,7 +22,8 @@ type sentProgram struct {
 // digest, every program the service sends for the configured policies:
 // each policy's bundle (programs.ForPolicy, rendered with its parameters
 // as constants, ADR 0035) and, when the file forms a policy set (two or
-// more policies on one route pattern, ADR 0027), the set program.
+// more enforced policies on one route pattern, ADR 0027; a shadow policy
+// never joins one, ADR 0037), the set program.
 func sentPrograms(cfg config.Config) ([]sentProgram, error) {
 	var out []sentProgram
 	seen := map[string]bool{}
@@ -44,6 +45,9 @@ func sentPrograms(cfg config.Config) ([]sentProgram, error) {
 	}
 	perPattern := map[string]int{}
 	for _, r := range set.Routes {
+		if pol, ok := set.Policy(r.Policy); ok && pol.Shadow() {
+			continue // never a set member (ADR 0037)
+		}
 		perPattern[r.Pattern]++
 		if perPattern[r.Pattern] == 2 {
 			add("(set)", programs.SetProgram())

@@ -55,3 +55,30 @@ func TestCheckLoadsThePoliciesPrograms(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, []bool{true}, exists, "check loaded the changed policy's program")
 }
+
+// TestSentProgramsSetOnlyForEnforcedPolicies: the set program is sent for
+// a pattern of two enforced policies, never for an enforced policy beside a
+// shadow one (a shadow policy never joins a set, ADR 0037).
+func TestSentProgramsSetOnlyForEnforcedPolicies(t *testing.T) {
+	file := func(secondEnforce string) string {
+		return `{"policies": [
+  {"id": "api", "revision": 1, "algorithm": "fixed_window", "limit": 5, "window": "1m", "maxCost": 1,
+   "cleanupGrace": "1m", "maxClockRegression": "2s", "failurePolicy": "fail-closed", "routes": ["GET /api/"]},
+  {"id": "api-next", "enforce": "` + secondEnforce + `", "revision": 1, "algorithm": "fixed_window", "limit": 3, "window": "1m", "maxCost": 1,
+   "cleanupGrace": "1m", "maxClockRegression": "2s", "failurePolicy": "fail-closed", "routes": ["GET /api/"]}]}`
+	}
+	hasSet := func(enforce string) bool {
+		set, err := config.ParsePolicies(strings.NewReader(file(enforce)))
+		require.NoError(t, err)
+		sent, err := sentPrograms(config.Config{RateLimit: config.RateLimit{Policies: set}})
+		require.NoError(t, err)
+		for _, s := range sent {
+			if s.policy == "(set)" {
+				return true
+			}
+		}
+		return false
+	}
+	assert.True(t, hasSet("enforce"), "two enforced policies on a pattern: a set")
+	assert.False(t, hasSet("shadow"), "an enforced policy beside a shadow one: no set")
+}
