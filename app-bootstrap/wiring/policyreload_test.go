@@ -245,3 +245,34 @@ func noLeaks(t *testing.T) {
 	opt := goleak.IgnoreCurrent()
 	t.Cleanup(func() { goleak.VerifyNone(t, opt) })
 }
+
+// shadowPair is api (enforced, 1000 an hour) and api-next (2 an hour,
+// shadow unless enforced) on every API route.
+func shadowPair(enforced bool) string {
+	enforce := "shadow"
+	if enforced {
+		enforce = "enforce"
+	}
+	return `{"policies": [
+  {"id": "api", "revision": 1, "algorithm": "fixed_window", "limit": 1000, "window": "1h", "maxCost": 1, "cleanupGrace": "1m", "maxClockRegression": "2s", "failurePolicy": "fail-closed", "routes": ["GET /api/"]},
+  {"id": "api-next", "enforce": "` + enforce + `", "revision": 1, "algorithm": "fixed_window", "limit": 2, "window": "1h", "maxCost": 1, "cleanupGrace": "1m", "maxClockRegression": "2s", "failurePolicy": "fail-closed", "routes": ["GET /api/"]}
+]}`
+}
+
+// TestPolicyReloadPromotesAShadowPolicy: a shadow policy (ADR 0037)
+// promoted to enforced under its revision is applied (enforcement changes
+// no key), and what it counted in the dark carries on: the subject it
+// would have denied is denied within a second of the swap.
+func TestPolicyReloadPromotesAShadowPolicy(t *testing.T) {
+	noLeaks(t)
+	b := newReloadBench(t, shadowPair(false))
+	require.Equal(t, []int{200, 200, 200}, []int{b.get(), b.get(), b.get()}, "api-next only counts")
+	b.waitFor("api-next's would-deny counted", effective, func() bool {
+		return b.metric(`tlb_ratelimit_shadow_decisions_total{policy="api-next",result="would_deny"}`) >= 1
+	})
+
+	b.swap(shadowPair(true))
+	b.waitFor("api-next enforced, its count carried on", effective, func() bool { return b.get() == http.StatusTooManyRequests })
+	assert.Equal(t, 1.0, b.metric(appliedByFile))
+	assert.Zero(t, b.metric(refusedByFile), "no new revision needed")
+}
