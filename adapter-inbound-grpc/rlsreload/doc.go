@@ -7,8 +7,9 @@
 // refuses) is refused whole and reported; the previous *rlsconfig.Config
 // keeps serving from an atomic pointer the server reads.
 //
-// It owns the watching, the debounce and the swap; rlsconfig owns what a
-// file means. It never calls signal.Notify (the composition root does and
+// It owns the load-validate-swap; dirwatch owns the watching and the
+// debounce (shared with the policy file's reload in app-bootstrap), and
+// rlsconfig owns what a file means. It never calls signal.Notify (the composition root does and
 // passes the channel), and it must never import go-redis, fx or another
 // module of the project but shared-contract.
 package rlsreload

@@ -9,19 +9,16 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/fsnotify/fsnotify"
-
+	"github.com/tech-log/tech-log-backend/adapter-inbound-grpc/dirwatch"
 	"github.com/tech-log/tech-log-backend/adapter-inbound-grpc/rlsconfig"
 )
 
 // DefaultDebounce is how long a Watcher gathers file events before one
-// reload: a ConfigMap swap (several events within microseconds) is one
-// reload, and a change takes effect well within a second.
-const DefaultDebounce = 100 * time.Millisecond
+// reload (dirwatch.DefaultDebounce).
+const DefaultDebounce = dirwatch.DefaultDebounce
 
-// MaxDebounce bounds Options.Debounce, so a change always takes effect
-// within about a second.
-const MaxDebounce = 500 * time.Millisecond
+// MaxDebounce bounds Options.Debounce (dirwatch.MaxDebounce).
+const MaxDebounce = dirwatch.MaxDebounce
 
 // ErrRefused wraps every refused reload: the new set did not load or
 // Validate refused it, and the previous configuration keeps serving.
@@ -56,32 +53,19 @@ type Metrics interface {
 	Reload(Result)
 }
 
-// Trigger says what started a reload.
-type Trigger int
+// Trigger says what started a reload (dirwatch.Trigger).
+type Trigger = dirwatch.Trigger
 
 // The reload triggers. The zero value is invalid.
 const (
 	// TriggerFile: a file event in the directory (write, create, remove,
 	// rename, a ConfigMap swap).
-	TriggerFile Trigger = iota + 1
+	TriggerFile = dirwatch.TriggerFile
 	// TriggerSignal: a value on Options.Signals (SIGHUP).
-	TriggerSignal
+	TriggerSignal = dirwatch.TriggerSignal
 	// TriggerCall: a call of Watcher.Reload.
-	TriggerCall
+	TriggerCall = dirwatch.TriggerCall
 )
-
-// String is "file", "signal" or "call".
-func (t Trigger) String() string {
-	switch t {
-	case TriggerFile:
-		return "file"
-	case TriggerSignal:
-		return "signal"
-	case TriggerCall:
-		return "call"
-	}
-	return fmt.Sprintf("Trigger(%d)", int(t))
-}
 
 // Options configure a Watcher. Dir is required; the rest may be zero.
 type Options struct {
@@ -126,10 +110,7 @@ type Watcher struct {
 
 	reloadMu sync.Mutex // serializes load-and-store
 
-	mu      sync.Mutex
-	started bool
-	cancel  context.CancelFunc
-	done    chan struct{}
+	dw *dirwatch.Watcher // the directory's events and the signals
 }
 
 // New loads the directory once (a set that does not load is an error: there
@@ -146,6 +127,21 @@ func New(opts Options) (*Watcher, error) {
 		opts.Debounce = DefaultDebounce
 	}
 	w := &Watcher{opts: opts, target: opts.Target}
+	dw, err := dirwatch.New(dirwatch.Options{
+		Dir:      opts.Dir,
+		Reload:   func(t dirwatch.Trigger) { _ = w.reload(t) },
+		Signals:  opts.Signals,
+		Debounce: opts.Debounce,
+		OnWatchError: func(err error) {
+			if opts.OnWatchError != nil {
+				opts.OnWatchError(fmt.Errorf("rlsreload: %w", err))
+			}
+		},
+	})
+	if err != nil {
+		return nil, fmt.Errorf("rlsreload: %w", err)
+	}
+	w.dw = dw
 	if w.target == nil {
 		w.target = new(atomic.Pointer[rlsconfig.Config])
 	}
@@ -164,82 +160,20 @@ func (w *Watcher) Config() *rlsconfig.Config { return w.target.Load() }
 // returns an error if the directory cannot be watched, or if the Watcher
 // was started before.
 func (w *Watcher) Start(ctx context.Context) error {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if w.started {
-		return errors.New("rlsreload: watcher already started")
+	if err := w.dw.Start(ctx); err != nil {
+		return fmt.Errorf("rlsreload: %w", err)
 	}
-	fw, err := fsnotify.NewWatcher()
-	if err != nil {
-		return fmt.Errorf("rlsreload: watch %q: %w", w.opts.Dir, err)
-	}
-	if err := fw.Add(w.opts.Dir); err != nil {
-		_ = fw.Close()
-		return fmt.Errorf("rlsreload: watch %q: %w", w.opts.Dir, err)
-	}
-	ctx, cancel := context.WithCancel(ctx)
-	w.started, w.cancel, w.done = true, cancel, make(chan struct{})
-	go w.run(ctx, fw)
 	return nil
 }
 
 // Stop ends watching and waits for the Watcher's goroutine to return. The
 // configuration keeps serving. Stop before Start, or twice, is a no-op.
-func (w *Watcher) Stop() {
-	w.mu.Lock()
-	cancel, done := w.cancel, w.done
-	w.mu.Unlock()
-	if cancel == nil {
-		return
-	}
-	cancel()
-	<-done
-}
+func (w *Watcher) Stop() { w.dw.Stop() }
 
 // Reload loads the directory now: on success the new configuration
 // serves and Reload returns nil; otherwise the error wraps ErrRefused and
 // the reason, and the previous configuration keeps serving.
 func (w *Watcher) Reload() error { return w.reload(TriggerCall) }
-
-func (w *Watcher) run(ctx context.Context, fw *fsnotify.Watcher) {
-	defer close(w.done)
-	defer fw.Close()
-	timer := time.NewTimer(time.Hour)
-	timer.Stop()
-	defer timer.Stop()
-	armed := false
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case ev, ok := <-fw.Events:
-			if !ok {
-				return
-			}
-			if ev.Op == fsnotify.Chmod {
-				continue
-			}
-			// The window opens at the first event and is not extended, so
-			// a steady stream of events still reloads every Debounce.
-			if !armed {
-				timer.Reset(w.opts.Debounce)
-				armed = true
-			}
-		case err, ok := <-fw.Errors:
-			if !ok {
-				return
-			}
-			if w.opts.OnWatchError != nil {
-				w.opts.OnWatchError(fmt.Errorf("rlsreload: watch %q: %w", w.opts.Dir, err))
-			}
-		case <-w.opts.Signals:
-			_ = w.reload(TriggerSignal)
-		case <-timer.C:
-			armed = false
-			_ = w.reload(TriggerFile)
-		}
-	}
-}
 
 func (w *Watcher) load() (*rlsconfig.Config, error) {
 	cfg, err := rlsconfig.LoadDir(w.opts.Dir)

@@ -172,6 +172,10 @@ type Web struct {
 	// command timeout (DedupEvaluationTimeoutFactor times it when a policy
 	// has a dedup window: room for the retry of a lost reply).
 	EvaluationTimeout time.Duration
+	// EvaluationTimeoutSet records that APP_WEB_EVALUATION_TIMEOUT was
+	// set; when it was not, ReloadPolicies derives EvaluationTimeout again
+	// from the reloaded policies.
+	EvaluationTimeoutSet bool
 	// LocalLimit is the legacy in-process limiter.
 	LocalLimit LocalLimit
 	// Identity is what the edge limits by (APP_WEB_IDENTITY); the local

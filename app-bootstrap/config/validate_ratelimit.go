@@ -82,21 +82,41 @@ func (v *errs) rateLimit(r rawRateLimit, given *PolicySet) RateLimit {
 		err = ErrRequired
 		v.add(g+"POLICIES_FILE", ErrRequired, "the Redis limiter needs a policy file (for example app-bootstrap/examples/policies.json) when %sENABLED=true", g)
 	default:
-		if set, err = readPolicyFile(r.PoliciesFile); err == nil {
-			break
-		}
-		// One line per problem, each naming the variable and the file.
-		var pfe *PolicyFileError
-		if errors.As(err, &pfe) {
-			for _, e := range pfe.Problems {
-				v.wrap(g+"POLICIES_FILE", fmt.Errorf("%s: %w", r.PoliciesFile, e))
-			}
-		} else {
-			v.wrap(g+"POLICIES_FILE", fmt.Errorf("%s: %w", r.PoliciesFile, err))
-		}
+		set, err = v.policyFile(r.PoliciesFile)
 	}
 	out.Policies = set
-	if out.BreakerThreshold == 0 && r.BreakerThreshold == 0 {
+	v.policyRules(&out, r.BreakerThreshold == 0, r.DefaultPolicy, err)
+	return out
+}
+
+// policyFile reads the policy file at path (APP_RATE_LIMIT_POLICIES_FILE),
+// adding one error per problem, each naming the variable and the file.
+func (v *errs) policyFile(path string) (PolicySet, error) {
+	const name = envRateLimitGroup + "POLICIES_FILE"
+	set, err := readPolicyFile(path)
+	if err == nil {
+		return set, nil
+	}
+	var pfe *PolicyFileError
+	if errors.As(err, &pfe) {
+		for _, e := range pfe.Problems {
+			v.wrap(name, fmt.Errorf("%s: %w", path, e))
+		}
+	} else {
+		v.wrap(name, fmt.Errorf("%s: %w", path, err))
+	}
+	return PolicySet{}, err
+}
+
+// policyRules checks what the rest of the section asks of out.Policies
+// (read with error fileErr, already reported): a local-fallback policy
+// needs the circuit breaker (breakerUnset: APP_RATE_LIMIT_BREAKER_THRESHOLD
+// is 0 as given), and the default policy (APP_RATE_LIMIT_DEFAULT_POLICY,
+// defaultPolicy) must be defined. Load and ReloadPolicies both run it.
+func (v *errs) policyRules(out *RateLimit, breakerUnset bool, defaultPolicy string, fileErr error) {
+	const g = envRateLimitGroup
+	set := out.Policies
+	if out.BreakerThreshold == 0 && breakerUnset {
 		for _, p := range set.Policies {
 			if p.FailurePolicy() == ratelimit.LocalFallback {
 				// Without the breaker every request of a subject with
@@ -108,22 +128,21 @@ func (v *errs) rateLimit(r rawRateLimit, given *PolicySet) RateLimit {
 		}
 	}
 	switch {
-	case r.DefaultPolicy == "":
+	case defaultPolicy == "":
 		v.add(g+"DEFAULT_POLICY", ErrRequired, "name the policy for API routes no policy's routes match")
-	case err != nil:
+	case fileErr != nil:
 		// The file is missing or already reported; the default cannot be
 		// checked.
 	default:
-		id := ratelimit.PolicyID(r.DefaultPolicy)
+		id := ratelimit.PolicyID(defaultPolicy)
 		switch p, ok := set.Policy(id); {
 		case !ok:
-			v.add(g+"DEFAULT_POLICY", ErrInvalid, "%q is not defined in %s (defined: %s)", bounded(r.DefaultPolicy), out.PoliciesSource, strings.Join(set.IDs(), ", "))
+			v.add(g+"DEFAULT_POLICY", ErrInvalid, "%q is not defined in %s (defined: %s)", bounded(defaultPolicy), out.PoliciesSource, strings.Join(set.IDs(), ", "))
 		case p.Shadow():
 			// A shadow default would leave every request no route matches
 			// unlimited (ADR 0037).
-			v.add(g+"DEFAULT_POLICY", ErrInvalid, "%q is a shadow policy (\"enforce\": \"shadow\"), which never refuses a request: requests no route matches would be unlimited; name an enforced policy", bounded(r.DefaultPolicy))
+			v.add(g+"DEFAULT_POLICY", ErrInvalid, "%q is a shadow policy (\"enforce\": \"shadow\"), which never refuses a request: requests no route matches would be unlimited; name an enforced policy", bounded(defaultPolicy))
 		}
 		out.DefaultPolicy = id
 	}
-	return out
 }

@@ -51,6 +51,7 @@ func (v *errs) web(w rawWeb, rl RateLimit) Web {
 	switch {
 	case w.EvaluationTimeout != nil:
 		out.EvaluationTimeout = v.duration(g+"EVALUATION_TIMEOUT", *w.EvaluationTimeout, maxWebTimeout)
+		out.EvaluationTimeoutSet = true
 	case rl.Enabled && rl.CommandTimeout > 0:
 		// Derived: room for the command plus as long again for admission
 		// and the response, and one command timeout more for the retry of

@@ -18,5 +18,6 @@
 // fallback, the denial cache), breakers.go (a breaker gauge per target),
 // server.go (the coordination server's status gauges), shadow.go (the
 // shadow policies' would-allow, would-deny and undecided counter, ADR
-// 0037).
+// 0037), policyreload.go (the policy file's reloads by trigger and result,
+// the serving revisions and load time).
 package metrics

@@ -31,9 +31,18 @@ func Options(cfg config.Config, logger *slog.Logger) fx.Option {
 		// dependency from hanging start-up or shutdown forever.
 		fx.StartTimeout(startTimeout(cfg)),
 		fx.StopTimeout(cfg.ShutdownTimeout),
+	}
+	if !cfg.RateLimit.Enabled {
+		// A module before the web one (fx runs a module's invokes, and so
+		// appends their hooks, in order): SIGHUP is handled once the
+		// service is listening, as the limiter's Policies, a dependency
+		// of the web handler, is.
+		opts = append(opts, fx.Module("policyreload", fx.Invoke(noPolicyReload)))
+	}
+	opts = append(opts,
 		MetricsModule(),
 		WebModule(),
-	}
+	)
 	if cfg.RateLimit.Enabled {
 		opts = append(opts, RateLimitModule())
 	}

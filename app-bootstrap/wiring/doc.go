@@ -2,10 +2,13 @@
 // fx application with one fx.Module per capability.
 //
 //   - metrics: the private Prometheus registry (always).
-//   - ratelimit: the Redis coordination client, the redisrate Provider and
-//     the instrumented ratelimit.EdgePort; included only when
-//     APP_RATE_LIMIT_ENABLED=true. Its OnStart runs the server version and
-//     script checks, its OnStop closes the client.
+//   - ratelimit: the policy file's generations (Policies: a coordination
+//     client, the redisrate Provider, its decorators and the web edge's
+//     handler each), reloaded without a restart on a file change or
+//     SIGHUP (ADR 0038), and the instrumented ratelimit.EdgePort of the
+//     serving one; included only when APP_RATE_LIMIT_ENABLED=true. Its
+//     OnStart runs the server version and script checks and starts the
+//     watch, its OnStop closes the last generation.
 //   - cache: the cache's own Redis client and the fail-open cache.Store;
 //     included only when APP_CACHE_ENABLED=true. It never sees the
 //     coordination client or configuration.
@@ -14,12 +17,17 @@
 //     listener (/metrics, the detailed /readyz). It takes the EdgePort as optional: in
 //     disabled mode there is no port and the edge middleware is not built.
 //
-// Disabled mode creates no Redis client, connection, goroutine or port; the
-// package's tests prove it.
+// Disabled mode creates no Redis client, connection or port, and one
+// goroutine only while started: the SIGHUP handler that logs there is no
+// policy file to reload. The package's tests prove it.
 //
 // Files: doc.go; app.go (Options, the metrics module, the logger, the
 // go-redis logger); ratelimit.go (the ratelimit module, CoordinationClient,
-// start, readiness); cache.go (the cache module, the cache client);
+// start, readiness, the serving generation's EdgePort); policygen.go (a
+// policy generation, its drain, the revision rule); policyreload.go
+// (Policies: the serving generation, its handler, the watch and SIGHUP);
+// policyapply.go (one reload: checks, build, swap); rlspolicies.go (the
+// RLS following a policy reload); cache.go (the cache module, the cache client);
 // topology.go (byTopology, the one topology switch of both Redis clients);
 // apikeys.go (API keys and their reload); identity.go (CheckIdentity: the
 // identity values config read, checked by the web adapter's rules and

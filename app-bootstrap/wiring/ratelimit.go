@@ -21,22 +21,25 @@ import (
 // so that an operator can tell them from the cache's.
 const CoordinationClientName = "tlb-coordination"
 
-// RateLimitModule is the distributed limiter: it provides
-// ratelimit.EdgePort (the instrumented redisrate Provider) and a readiness
-// check. Include it only when cfg.RateLimit.Enabled. The raw Provider is
-// private to the module, so nothing can bypass the metrics decorator.
+// RateLimitModule is the distributed limiter: it provides *Policies (the
+// policy file's generations, reloaded without a restart: the web edge
+// serves through Policies.Handler), ratelimit.EdgePort (the serving
+// generation's instrumented redisrate Provider) and a readiness check.
+// Include it only when cfg.RateLimit.Enabled. The raw Provider is private
+// to the module, so nothing can bypass the metrics decorator.
 func RateLimitModule() fx.Option {
 	return fx.Module("ratelimit",
-		fx.Provide(fx.Private, newCoordination),
+		fx.Provide(newPolicies),
 		fx.Provide(fx.Annotate(newEdgePort, fx.As(new(ratelimit.EdgePort)))),
 		fx.Provide(fx.Annotate(newCoordinationReadiness, fx.ResultTags(`group:"readiness"`))),
 	)
 }
 
-// coordination owns the Provider's lifecycle: OnStart runs the version and
-// script checks, OnStop closes the client. A transport failure at start does
-// not stop the service (it serves fail-closed and is not ready); Ready
-// retries the checks until they pass.
+// coordination is one Provider and its start-up checks (start: the version
+// and script checks, run by its policy generation's start); its
+// generation closes the provider and with it the client. A transport
+// failure at start does not stop the service (it serves fail-closed and is
+// not ready); Ready retries the checks until they pass.
 type coordination struct {
 	provider *redisrate.Provider
 	// client is the provider's client; the denial cache subscribes to
@@ -52,23 +55,6 @@ type coordination struct {
 
 	mu      sync.Mutex
 	started bool
-}
-
-func newCoordination(lc fx.Lifecycle, cfg config.Config, log *slog.Logger) (*coordination, error) {
-	client, err := coordinationClient(cfg.RateLimit)
-	if err != nil {
-		return nil, fmt.Errorf("rate limit: coordination client: %w", err)
-	}
-	c, err := newCoordinationOver(cfg.RateLimit, client, log)
-	if err != nil {
-		_ = client.Close()
-		return nil, err
-	}
-	lc.Append(fx.Hook{
-		OnStart: c.start,
-		OnStop:  func(context.Context) error { return c.provider.Close() },
-	})
-	return c, nil
 }
 
 // providerOptions are the provider's options from the configuration: one
@@ -179,38 +165,40 @@ func (breakerOpenError) ReadinessDetail() string {
 
 var errBreakerOpen error = breakerOpenError{}
 
-func newEdgePort(lc fx.Lifecycle, c *coordination, m *metrics.Metrics, cfg config.Config) (*metrics.Edge, error) {
-	m.RegisterBreaker(func() string { return string(c.provider.BreakerState()) }, c.provider.BreakerTrips)
+func newEdgePort(p *Policies, m *metrics.Metrics, cfg config.Config) ratelimit.EdgePort {
+	cur := func() *coordination { return p.current().c }
+	m.RegisterBreaker(func() string { return string(cur().provider.BreakerState()) }, func() uint64 { return cur().provider.BreakerTrips() })
 	m.RegisterTargetBreakers(func() []metrics.TargetBreaker {
 		var out []metrics.TargetBreaker
-		for _, tb := range c.provider.BreakerTargets() {
+		for _, tb := range cur().provider.BreakerTargets() {
 			out = append(out, metrics.TargetBreaker{Target: tb.Target, State: string(tb.State)})
 		}
 		return out
 	})
 	m.RegisterDedupRetries(
-		func() uint64 { d, _ := c.provider.DedupRetries(); return d },
-		func() uint64 { _, f := c.provider.DedupRetries(); return f })
+		func() uint64 { d, _ := cur().provider.DedupRetries(); return d },
+		func() uint64 { _, f := cur().provider.DedupRetries(); return f })
 	m.RegisterDedupRetryFailures(func() []metrics.DedupRetryFailure {
 		var out []metrics.DedupRetryFailure
-		for f, n := range c.provider.DedupRetryFailures() {
+		for f, n := range cur().provider.DedupRetryFailures() {
 			out = append(out, metrics.DedupRetryFailure{Kind: string(f.Kind), Category: string(f.Category), Count: n})
 		}
 		return out
 	})
 	m.RegisterPipeline(func() (int64, int64, int) {
-		st := c.provider.PipelineStats()
+		st := cur().provider.PipelineStats()
 		return st.Batches, st.Calls, st.Queued
 	})
-	st, err := c.decorate(cfg.RateLimit)
-	if err != nil {
-		return nil, err
-	}
-	if fb := st.fallback; fb != nil {
-		// Stops the background reconciliation before the provider
-		// closes (hooks stop in reverse order).
-		lc.Append(fx.Hook{OnStop: func(context.Context) error { fb.Close(); return nil }})
+	// The fallback's and denial cache's series exist when the start-up
+	// generation has them (the denial cache follows a variable, so every
+	// generation has it or none does); they read the serving generation's,
+	// zero while it has none.
+	if p.current().st.fallback != nil {
 		m.RegisterFallback(func() metrics.FallbackStats {
+			fb := p.current().st.fallback
+			if fb == nil {
+				return metrics.FallbackStats{Pending: map[string]int64{}}
+			}
 			st := fb.Stats()
 			pending := make(map[string]int64, len(st.Pending))
 			for id, n := range st.Pending {
@@ -219,28 +207,55 @@ func newEdgePort(lc fx.Lifecycle, c *coordination, m *metrics.Metrics, cfg confi
 			return metrics.FallbackStats{Pending: pending, Subjects: st.Subjects, MaxSubjects: st.MaxSubjects, Dropped: st.Dropped, ChargeFailures: st.ChargeFailures}
 		})
 	}
-	if dc := st.denial; dc != nil {
-		// Subscribes to invalidations at start; stops the subscription
-		// before the provider closes the client (hooks stop in reverse
-		// order).
-		lc.Append(fx.Hook{OnStart: dc.Start, OnStop: func(context.Context) error { dc.Close(); return nil }})
+	if p.current().st.denial != nil {
 		m.RegisterDenialCache(func() metrics.DenialCacheStats {
-			st := dc.Stats()
+			st := p.current().st.denial.Stats()
 			return metrics.DenialCacheStats{Hits: st.Hits, Invalidations: st.Invalidations, Evicted: st.Evicted, Entries: st.Entries, MaxEntries: st.MaxEntries, Live: st.Live}
 		})
 	}
-	port := st.port
-	ids := make([]ratelimit.PolicyID, 0, len(cfg.RateLimit.Policies.Policies))
-	for _, p := range cfg.RateLimit.Policies.Policies {
-		ids = append(ids, p.ID())
-	}
 	m.SetMaxInFlight(cfg.RateLimit.MaxInFlight)
-	m.RegisterServerStatus(c.serverGauges)
-	return m.InstrumentEdge(port, ids).CountShadow(cfg.RateLimit.Policies.Policies), nil
+	m.RegisterServerStatus(func() (metrics.ServerGauges, bool) { return cur().serverGauges() })
+	return generationPort{p}
 }
 
-func newCoordinationReadiness(c *coordination) ReadinessCheck {
-	return ReadinessCheck{Name: "ratelimit", Check: c.Ready, Server: c.serverDetail, Breakers: c.breakerDetail}
+// generationPort is the EdgePort of the serving generation, for callers
+// outside the web edge: each call runs on the generation current when it
+// starts. A refund's receipt from an earlier generation is refunded
+// through the current one (a receipt carries its policy's revision, so a
+// receipt of a changed policy refunds nothing).
+type generationPort struct{ p *Policies }
+
+var _ ratelimit.EdgePort = generationPort{}
+
+// Evaluate implements ratelimit.EdgePort.
+func (gp generationPort) Evaluate(ctx context.Context, req ratelimit.Request) ratelimit.Outcome {
+	g := gp.p.acquire()
+	defer g.mu.RUnlock()
+	return g.edge.Evaluate(ctx, req)
+}
+
+// EvaluateSet implements ratelimit.EdgePort.
+func (gp generationPort) EvaluateSet(ctx context.Context, req ratelimit.SetRequest) ratelimit.Outcome {
+	g := gp.p.acquire()
+	defer g.mu.RUnlock()
+	return g.edge.EvaluateSet(ctx, req)
+}
+
+// Refund implements ratelimit.EdgePort.
+func (gp generationPort) Refund(ctx context.Context, req ratelimit.Request, r ratelimit.Receipt) ratelimit.Outcome {
+	g := gp.p.acquire()
+	defer g.mu.RUnlock()
+	return g.edge.Refund(ctx, req, r)
+}
+
+func newCoordinationReadiness(p *Policies) ReadinessCheck {
+	cur := func() *coordination { return p.current().c }
+	return ReadinessCheck{
+		Name:     "ratelimit",
+		Check:    func(ctx context.Context) error { return cur().Ready(ctx) },
+		Server:   func() (ServerDetail, bool) { return cur().serverDetail() },
+		Breakers: func() []BreakerDetail { return cur().breakerDetail() },
+	}
 }
 
 // coordinationClient is the service's coordination client

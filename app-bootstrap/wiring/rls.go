@@ -69,7 +69,7 @@ type RLSServer struct {
 	done     []chan struct{}
 }
 
-func newRLSServer(lc fx.Lifecycle, cfg config.Config, log *slog.Logger, m *metrics.Metrics, down fx.Shutdowner) (*RLSServer, error) {
+func newRLSServer(lc fx.Lifecycle, cfg config.Config, log *slog.Logger, m *metrics.Metrics, down fx.Shutdowner, pol *Policies) (*RLSServer, error) {
 	log = log.With("component", "rls")
 	pseud, err := rlsPseudonymizer(cfg.Web.SubjectSecret)
 	if err != nil {
@@ -88,7 +88,9 @@ func newRLSServer(lc fx.Lifecycle, cfg config.Config, log *slog.Logger, m *metri
 	if cfg.RateLimit.DenialCacheMaxEntries > 0 {
 		m.RegisterRLSDenialCache(caches.stats)
 	}
-	svc, err := rls.New(&rlsPorts{rl: cfg.RateLimit, keys: keys, m: m, log: log, caches: caches}, pseud, rls.Options{
+	ports := &rlsPorts{rl: cfg.RateLimit, keys: keys, m: m, log: log, caches: caches,
+		policies: func() config.PolicySet { return pol.Config().RateLimit.Policies }}
+	svc, err := rls.New(ports, pseud, rls.Options{
 		Undecided:  undecided,
 		ShadowMode: cfg.RLS.ShadowMode,
 		Metrics:    rlsMetrics{stats},
@@ -99,6 +101,7 @@ func newRLSServer(lc fx.Lifecycle, cfg config.Config, log *slog.Logger, m *metri
 	}
 	s := &RLSServer{cfg: cfg, log: log, down: down, svc: svc, stats: stats, tls: tlsCfg}
 	lc.Append(fx.Hook{OnStart: s.start, OnStop: s.stop})
+	pol.Follow(PolicyFollower{Name: "rls (" + envRLSDir + ")", Check: s.checkPolicies, Follow: s.followPolicies})
 	return s, nil
 }
 
@@ -135,7 +138,14 @@ func (s *RLSServer) HTTPAddr() string {
 }
 
 // Reload reloads the rule directory now (as SIGHUP does).
-func (s *RLSServer) Reload() error { return s.w.Reload() }
+func (s *RLSServer) Reload() error { return s.watcher().Reload() }
+
+// watcher is the rule directory's watcher; nil before start.
+func (s *RLSServer) watcher() *rlsreload.Watcher {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.w
+}
 
 func (s *RLSServer) start(ctx context.Context) error {
 	r := s.cfg.RLS
@@ -157,7 +167,9 @@ func (s *RLSServer) start(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("rls: rules (%s): %w", envRLSDir, err)
 	}
+	s.mu.Lock()
 	s.w = w
+	s.mu.Unlock()
 	ln, err := net.Listen("tcp", r.Addr)
 	if err != nil {
 		_ = s.svc.Close()
@@ -217,8 +229,8 @@ func (s *RLSServer) goServe(name string, serve func() error, stopped error) {
 // (then close what is left), and close the last generation.
 func (s *RLSServer) stop(ctx context.Context) error {
 	signal.Stop(s.hup)
-	if s.w != nil {
-		s.w.Stop()
+	if w := s.watcher(); w != nil {
+		w.Stop()
 	}
 	if s.health != nil {
 		s.health.Shutdown()
@@ -267,18 +279,22 @@ type rlsPorts struct {
 	m      *metrics.Metrics
 	log    *slog.Logger
 	caches *generationCaches // the generations' denial caches, for metrics
+	// policies is the policy file's set serving now (Policies): a rule
+	// generation built after a policy reload has the reloaded policies.
+	policies func() config.PolicySet
 }
 
 var _ rls.Ports = (*rlsPorts)(nil)
 
 // Policy implements rls.Ports with the policy file.
 func (p *rlsPorts) Policy(id ratelimit.PolicyID) (ratelimit.Policy, bool) {
-	return p.rl.Policies.Policy(id)
+	return p.policies().Policy(id)
 }
 
 // For implements rls.Ports.
 func (p *rlsPorts) For(policies []ratelimit.Policy) (rls.Decider, error) {
 	rl := p.rl
+	rl.Policies = p.policies()
 	client, err := coordinationClient(rl)
 	if err != nil {
 		return nil, fmt.Errorf("coordination client: %w", err)

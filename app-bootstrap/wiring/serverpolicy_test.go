@@ -17,6 +17,7 @@ import (
 
 	"github.com/tech-log/tech-log-backend/adapter-outbound-cache-redis/redisrate"
 	"github.com/tech-log/tech-log-backend/adapter-outbound-cache-redis/redistest"
+	"github.com/tech-log/tech-log-backend/app-bootstrap/metrics"
 )
 
 // startGraph runs the whole graph on kv and returns the server and the log.
@@ -56,8 +57,9 @@ func (l *lockedBuffer) String() string {
 func readyErr(t *testing.T, kv ...string) error {
 	t.Helper()
 	lc := fxtest.NewLifecycle(t)
-	c, err := newCoordination(lc, loadConfig(t, kv...), quietLogger())
+	p, err := newPolicies(lc, loadConfig(t, kv...), quietLogger(), metrics.New())
 	require.NoError(t, err)
+	c := p.current().c
 	lc.RequireStart()
 	t.Cleanup(lc.RequireStop)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)

@@ -119,14 +119,14 @@ func TestTLSFailuresNameTheVariable(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			cfg := loadConfig(t, append(append([]string(nil), base...), tc.kv...)...)
 			lc := fxtest.NewLifecycle(t)
-			c, err := newCoordination(lc, cfg, quietLogger())
+			p, err := newPolicies(lc, cfg, quietLogger(), metrics.New())
 			require.NoError(t, err)
 			lc.RequireStart() // a connection failure at start is not fatal
 			defer lc.RequireStop()
 
 			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 			defer cancel()
-			err = c.Ready(ctx)
+			err = p.current().c.Ready(ctx)
 			require.Error(t, err)
 			var ce *ConnError
 			require.ErrorAs(t, err, &ce, "%v", err)
@@ -135,7 +135,7 @@ func TestTLSFailuresNameTheVariable(t *testing.T) {
 			assert.Contains(t, err.Error(), tc.wantVar+": ")
 			assert.NotContains(t, err.Error(), "rate-test-pass")
 
-			out := c.provider.Evaluate(ctx, ratelimit.Request{PolicyID: "api", SubjectDigest: "tls-failure-subject-0001", Cost: 1, Deadline: time.Now().Add(3 * time.Second)})
+			out := p.current().c.provider.Evaluate(ctx, ratelimit.Request{PolicyID: "api", SubjectDigest: "tls-failure-subject-0001", Cost: 1, Deadline: time.Now().Add(3 * time.Second)})
 			assert.False(t, ratelimit.Admitted(out), "%v", out)
 			assert.Equal(t, ratelimit.KindUnavailable, out.Kind(), "%v", out)
 			assert.Equal(t, ratelimit.CategoryConnection, ratelimit.CategoryOf(out), "%v", out)

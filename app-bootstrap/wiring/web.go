@@ -55,6 +55,10 @@ type HandlerParams struct {
 	Health  *health.Handlers
 	// Edge is present only when the rate-limit module is included.
 	Edge ratelimit.EdgePort `optional:"true"`
+	// Policies, present with the rate-limit module, serves the edge
+	// through the policy file's current generation (reloaded without a
+	// restart); without it the edge is built once over Edge.
+	Policies *Policies `optional:"true"`
 	// APIKeys is the reloadable key set of APP_WEB_IDENTITY=api-key (see
 	// NewAPIKeys); nil builds a fixed one from Config.Web.APIKeysFile.
 	APIKeys *subject.APIKeys `optional:"true"`
@@ -81,29 +85,22 @@ func NewHandler(p HandlerParams) (http.Handler, error) {
 	resolver, gate := id.IPs, id.Gate
 
 	var api http.Handler = apiRoutes()
-	if p.Edge != nil {
-		ec, err := EdgeConfig(p.Config, p.Edge, id.Subjects)
+	switch {
+	case p.Policies != nil:
+		routes := api
+		h, err := p.Policies.Handler(func(cfg config.Config, port ratelimit.EdgePort) (http.Handler, error) {
+			return edgeHandler(p, cfg, port, id.Subjects, routes)
+		})
 		if err != nil {
 			return nil, err
 		}
-		rl := p.Config.RateLimit
-		ids := make([]ratelimit.PolicyID, 0, len(rl.Policies.Policies))
-		for _, pol := range rl.Policies.Policies {
-			ids = append(ids, pol.ID())
-		}
-		known := metrics.KnownPolicies(ids)
-		ec.ShadowSkipped = func(id ratelimit.PolicyID) { p.Metrics.ShadowSkipped(id, known) }
-		ec.Observer = edge.ObserverFunc(func(o edge.Observation) {
-			p.Metrics.EdgeResponse(o.Policy, known, o.Admitted, o.Status)
-			if o.Delay > 0 {
-				p.Metrics.EdgeDelay(o.Policy, known, o.Delay, o.Abandoned, o.Refunded)
-			}
-		})
-		mw, err := edge.New(ec)
+		api = h
+	case p.Edge != nil:
+		h, err := edgeHandler(p, p.Config, p.Edge, id.Subjects, api)
 		if err != nil {
-			return nil, fmt.Errorf("web: edge middleware: %w", err)
+			return nil, err
 		}
-		api = mw.Wrap(api)
+		api = h
 	}
 	// The gate runs behind the per-IP guard: a flood of invented keys from
 	// one address is answered 429 once over its budget, without a SHA-256
@@ -129,6 +126,28 @@ func NewHandler(p HandlerParams) (http.Handler, error) {
 	p.Health.Register(root)
 	root.Handle("GET "+PathMetrics, p.Metrics.Handler())
 	return root, nil
+}
+
+// edgeHandler is the edge middleware of cfg's policies over port in
+// front of next, observed into p.Metrics.
+func edgeHandler(p HandlerParams, cfg config.Config, port ratelimit.EdgePort, subjects subject.Identifier, next http.Handler) (http.Handler, error) {
+	ec, err := EdgeConfig(cfg, port, subjects)
+	if err != nil {
+		return nil, err
+	}
+	known := metrics.KnownPolicies(policyIDs(cfg.RateLimit.Policies))
+	ec.ShadowSkipped = func(id ratelimit.PolicyID) { p.Metrics.ShadowSkipped(id, known) }
+	ec.Observer = edge.ObserverFunc(func(o edge.Observation) {
+		p.Metrics.EdgeResponse(o.Policy, known, o.Admitted, o.Status)
+		if o.Delay > 0 {
+			p.Metrics.EdgeDelay(o.Policy, known, o.Delay, o.Abandoned, o.Refunded)
+		}
+	})
+	mw, err := edge.New(ec)
+	if err != nil {
+		return nil, fmt.Errorf("web: edge middleware: %w", err)
+	}
+	return mw.Wrap(next), nil
 }
 
 // Identity is the client identity of the service's edge
