@@ -4,9 +4,6 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"os"
-	"os/signal"
-	"syscall"
 
 	"go.uber.org/fx"
 
@@ -37,37 +34,11 @@ func NewAPIKeys(lc fx.Lifecycle, cfg config.Config, log *slog.Logger) (*subject.
 		return nil, fmt.Errorf("web: api keys (%s): %w", envAPIKeysFile, err)
 	}
 	log = log.With("component", "api-keys")
-	hup := make(chan os.Signal, 1)
-	done := make(chan struct{})
-	stopped := make(chan struct{})
-	lc.Append(fx.Hook{
-		OnStart: func(context.Context) error {
-			signal.Notify(hup, syscall.SIGHUP)
-			go func() {
-				defer close(stopped)
-				for {
-					select {
-					case <-hup:
-						reloadAPIKeys(keys, w.APIKeysFile, log)
-					case <-done:
-						return
-					}
-				}
-			}()
-			log.Info("api keys loaded", "keys", keys.Len(), "reload", "SIGHUP")
-			return nil
-		},
-		OnStop: func(ctx context.Context) error {
-			signal.Stop(hup)
-			close(done)
-			select {
-			case <-stopped:
-				return nil
-			case <-ctx.Done():
-				return ctx.Err()
-			}
-		},
-	})
+	onSIGHUP(lc, func() { reloadAPIKeys(keys, w.APIKeysFile, log) })
+	lc.Append(fx.Hook{OnStart: func(context.Context) error {
+		log.Info("api keys loaded", "keys", keys.Len(), "reload", "SIGHUP")
+		return nil
+	}})
 	return keys, nil
 }
 

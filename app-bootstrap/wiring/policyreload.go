@@ -225,29 +225,7 @@ func revisions(set config.PolicySet) map[string]int64 {
 // noPolicyReload is the SIGHUP handler of a service without the Redis
 // limiter (no policy file): it logs that there is nothing to reload.
 func noPolicyReload(lc fx.Lifecycle, log *slog.Logger) {
-	hup := make(chan os.Signal, 1)
-	done, stopped := make(chan struct{}), make(chan struct{})
-	lc.Append(fx.Hook{
-		OnStart: func(context.Context) error {
-			signal.Notify(hup, syscall.SIGHUP)
-			go func() {
-				defer close(stopped)
-				for {
-					select {
-					case <-hup:
-						log.Info("SIGHUP: no policy file to reload (the Redis limiter is off)", "var", envPoliciesFile)
-					case <-done:
-						return
-					}
-				}
-			}()
-			return nil
-		},
-		OnStop: func(context.Context) error {
-			signal.Stop(hup)
-			close(done)
-			<-stopped
-			return nil
-		},
+	onSIGHUP(lc, func() {
+		log.Info("SIGHUP: no policy file to reload (the Redis limiter is off)", "var", envPoliciesFile)
 	})
 }
