@@ -29,7 +29,10 @@
 // policyapply.go (one reload: checks, build, swap); rlspolicies.go (the
 // RLS following a policy reload); cache.go (the cache module, the cache client);
 // topology.go (byTopology, the one topology switch of both Redis clients);
-// apikeys.go (API keys and their reload); identity.go (CheckIdentity: the
+// apikeys.go (API keys and their reload); sighup.go (onSIGHUP, the one
+// SIGHUP hook); compose.go (the decorator stack, Limiter); rls.go,
+// rlsdenial.go (the RLS module, its generations' denial-cache metrics);
+// identity.go (CheckIdentity: the
 // identity values config read, checked by the web adapter's rules and
 // reported as config's errors, ADR 0036); rlscheck.go (CheckRLS: the RLS
 // TLS files and undecided answer, the same way); health.go (health and ready
