@@ -79,13 +79,15 @@ func runPerMember(t *testing.T, port ratelimit.EdgePort) {
 				t.Fatal("c-fixed alone: not admitted")
 			}
 		}
-		out := askPerMember(port, member{"c-fixed", s1, 1}, member{"c-fixed", s2, 1})
+		// Cost 2 for subject 1: in a cluster its slot group may admit
+		// first and be given back, its own cost and no other.
+		out := askPerMember(port, member{"c-fixed", s1, 2}, member{"c-fixed", s2, 1})
 		if d := evaluated(t, out, "set"); d.Allowed {
 			t.Fatalf("set: %v, want denied by subject 2's c-fixed", d)
 		}
 		ms := out.(ratelimit.Evaluated).Members
-		if len(ms) != 2 || !ms[0].Allowed || ms[0].Remaining != 4 || ms[1].Allowed {
-			t.Errorf("members %v, want subject 1 as it answered (would admit, remaining 4) then subject 2 denied", ms)
+		if len(ms) != 2 || !ms[0].Allowed || ms[0].Remaining != 3 || ms[1].Allowed {
+			t.Errorf("members %v, want subject 1 as it answered (would admit, remaining 3) then subject 2 denied", ms)
 		}
 		if got := remaining(t, port, "c-fixed", s1); got != 5 {
 			t.Errorf("c-fixed of subject 1 after the denied set: %d left, want 5 (nothing consumed)", got)
