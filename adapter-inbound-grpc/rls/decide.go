@@ -12,17 +12,22 @@ type failure struct {
 	outcome ratelimit.Outcome
 }
 
-// decide runs plans against d, all or nothing: charges and checks in
-// descriptor order; the first enforced denial or undecided outcome stops
-// the charging, and every admission made so far is given back. Checks
-// (hits_addend 0) are a one-unit admission given back at once. Negative
-// hits are applied only when the request is admitted. It returns the first
-// enforced undecided outcome (nil when none).
+// decide runs plans against d, all or nothing. The enforced charges and
+// checks go in one EvaluateSet when they can form a set (setMembers), else
+// in descriptor order, the first enforced denial or undecided outcome
+// stopping the charging and every admission made so far given back; shadow
+// plans are asked on their own, in order, while nothing has refused the
+// request. Checks (hits_addend 0) are a one-unit admission given back at
+// once. Negative hits are applied only when the request is admitted. It
+// returns the first enforced undecided outcome (nil when none).
 func (s *Service) decide(ctx context.Context, d Decider, plans []*plan, deadline time.Time) *failure {
 	var fail *failure
 	stopped := false
+	if set := setMembers(plans); set != nil {
+		fail, stopped = decideSet(ctx, d, set, deadline)
+	}
 	for _, p := range plans {
-		if p.kind != kindCharge && p.kind != kindCheck {
+		if p.kind != kindCharge && p.kind != kindCheck || p.setMember {
 			continue
 		}
 		if stopped {

@@ -13,8 +13,9 @@
 // descriptor's values are its subject, pseudonymized through the injected
 // Pseudonymizer (the HTTP edge's principal digest, so `user=alice` and the
 // trusted-header principal alice are one subject); and every descriptor of
-// a request is decided all or nothing, refunding the admissions of a
-// request that another descriptor refuses.
+// a request is decided all or nothing: in one policy-set call when its
+// descriptors can form a set (setMembers), else in order, refunding the
+// admissions of a request that another descriptor refuses.
 //
 // Why Ports is an interface with For: the Redis provider takes its
 // policies at construction and has no way to add one, so each

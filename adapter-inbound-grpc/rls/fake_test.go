@@ -39,9 +39,9 @@ func (s *store) get(id ratelimit.PolicyID, d ratelimit.SubjectDigest) int64 {
 }
 
 // fakeDecider is a conformant in-memory Decider over its policies, with an
-// optional scripted failure per policy.
+// optional scripted failure per policy (of a set: per member).
 type fakeDecider struct {
-	ratelimittest.Fake // sets: the zero Fake's refusal (RLS decides single requests)
+	ratelimittest.Fake // only for what a Decider needs and RLS never calls
 	st                 *store
 	policies           map[ratelimit.PolicyID]ratelimit.Policy
 	fail               func(req ratelimit.Request) ratelimit.Outcome // nil: decide
@@ -49,6 +49,7 @@ type fakeDecider struct {
 	mu      sync.Mutex
 	evals   int
 	refunds int
+	sets    int
 	closed  bool
 }
 

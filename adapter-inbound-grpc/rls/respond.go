@@ -77,7 +77,9 @@ func (s *Service) respond(domain string, plans []*plan, fail *failure) (*pb.Rate
 			result = ResultRolledBack
 		case p.kind == kindCheck:
 			result = ResultCheckOnly
-		case p.refund && refused:
+		case p.refund && refused, p.setMember && refused:
+			// Admitted and given back, or a member of a refused set
+			// (nothing taken).
 			result = ResultRolledBack
 		}
 		s.opt.Metrics.Decision(domain, p.metric, result)

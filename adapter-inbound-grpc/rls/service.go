@@ -23,10 +23,12 @@ import (
 // generation, Register on a grpc.Server (or JSONHandler), and Close at
 // shutdown. It is safe for concurrent use.
 //
-// A request is decided all or nothing: every descriptor whose rule has a
-// policy is charged in order; when one is denied or undecided, those
-// already admitted are refunded and later ones are not asked, so a denied
-// request consumes nothing (ADR 0031).
+// A request is decided all or nothing (ADR 0031): its enforced
+// descriptors in one policy-set call (EdgePort.EvaluateSet) when they can
+// form a set, which takes nothing unless every one admits; otherwise
+// charged in order, and when one is denied or undecided, those already
+// admitted are refunded and later ones are not asked. Either way a denied
+// request consumes nothing.
 type Service struct {
 	pb.UnimplementedRateLimitServiceServer
 
@@ -144,6 +146,8 @@ type plan struct {
 	refund   bool // dec.Receipt is to be given back at the end
 	outcome  ratelimit.Outcome
 	undecide bool
+	// setMember: decided by the request's one EvaluateSet (setMembers).
+	setMember bool
 }
 
 // ShouldRateLimit implements pb.RateLimitServiceServer.

@@ -65,9 +65,9 @@ func TestDeniedRequestConsumesNothingFromAnyDescriptor(t *testing.T) {
 	}
 	// Only the admitted request is charged on the wide rule.
 	if got := f.ports.st.get("rls.web.path", digest("/login")); got != 1 {
-		t.Fatalf("path used = %d, want 1 (the denied requests were refunded)", got)
+		t.Fatalf("path used = %d, want 1 (the denied requests took nothing)", got)
 	}
-	// Denied first, the wide one is not even asked: nothing to refund.
+	// Denied first: the set takes nothing of the wide one.
 	f.must(t, request("web", desc("user", "alice"), desc("path", "/login")))
 	if got := f.ports.st.get("rls.web.path", digest("/login")); got != 1 {
 		t.Fatalf("path used = %d, want 1", got)

@@ -82,6 +82,23 @@ func NewSetMember(p ratelimit.Policy) (SetMember, bool) {
 // member is the zero SetMember. The prepared parts are shared, never
 // written: concurrent calls may use the same members.
 func AppendSetArgs(dst []any, members []SetMember, cost int64) []any {
+	return appendSetArgs(dst, members, cost, nil)
+}
+
+// AppendSetArgsCosts is AppendSetArgs with a cost per member (costs[i]
+// for members[i], in KEYS order): each member's ARGV carries its own
+// cost, so the set program's text is the same. nil also when costs does
+// not have one cost per member.
+func AppendSetArgsCosts(dst []any, members []SetMember, costs []int64) []any {
+	if len(costs) != len(members) {
+		return nil
+	}
+	return appendSetArgs(dst, members, 0, costs)
+}
+
+// appendSetArgs is AppendSetArgs with costs[i] for member i when costs
+// is not nil, else cost for every member.
+func appendSetArgs(dst []any, members []SetMember, cost int64, costs []int64) []any {
 	if len(members) < 1 || len(members) > SetMaxMembers {
 		return nil
 	}
@@ -94,9 +111,12 @@ func AppendSetArgs(dst []any, members []SetMember, cost int64) []any {
 	}
 	dst = append(slices.Grow(dst, need), int64(len(members)))
 	c := any(cost)
-	for _, m := range members {
+	for i, m := range members {
 		n := len(dst)
 		dst = append(dst, m.args...)
+		if costs != nil {
+			c = costs[i]
+		}
 		dst[n+1+ArgCost] = c // after the member's algorithm code
 	}
 	return dst

@@ -218,7 +218,8 @@ func TestRedisSetProgram(t *testing.T) {
 // TestAppendSetArgsIsSetArgs: the prepared members put together per call
 // are SetArgs exactly, for every set algorithm's extreme policies, every
 // count and several costs, and the prepared parts are never written (a
-// second call with another cost leaves the first one's result intact).
+// second call with another cost leaves the first one's result intact); with a
+// cost per member (AppendSetArgsCosts), each member's part carries its own.
 func TestAppendSetArgsIsSetArgs(t *testing.T) {
 	pols := setPolicies(t)
 	extreme := extremePolicies(t)
@@ -253,7 +254,17 @@ func TestAppendSetArgsIsSetArgs(t *testing.T) {
 		again := AppendSetArgs(make([]any, 0, 4), parts, cost+7)
 		require.Equal(t, SetArgs(members, cost+7), again)
 		require.Equal(t, SetArgs(members, cost), got, "the first call's ARGV is intact")
+		// A cost per member: each member's part is SetArgs of it alone
+		// with its own cost.
+		costs, want := make([]int64, n), []any{int64(n)}
+		for i := range costs {
+			costs[i] = int64(1 + rng.IntN(5))
+			want = append(want, SetArgs(members[i:i+1], costs[i])[1:]...)
+		}
+		require.Equal(t, want, AppendSetArgsCosts(nil, parts, costs), "members %v costs %v", idx, costs)
+		require.Equal(t, SetArgs(members, cost), got, "the first call's ARGV is intact")
 	}
+	require.Nil(t, AppendSetArgsCosts(nil, prepared[:2], []int64{1}), "a cost short")
 	require.Nil(t, AppendSetArgs(nil, nil, 1), "no member")
 	require.Nil(t, AppendSetArgs(nil, make([]SetMember, SetMaxMembers+1), 1), "too many")
 	require.Nil(t, AppendSetArgs(nil, []SetMember{{}}, 1), "the zero SetMember")

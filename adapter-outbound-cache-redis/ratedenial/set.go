@@ -2,6 +2,7 @@ package ratedenial
 
 import (
 	"context"
+	"slices"
 
 	"github.com/tech-log/tech-log-backend/adapter-outbound-cache-redis/redisrate"
 	"github.com/tech-log/tech-log-backend/shared-contract/ratelimit"
@@ -15,15 +16,17 @@ import (
 // nothing, so the local answer is the server's. Otherwise the set goes to
 // the decorated port, and each member that denied is recorded as a single
 // denial is: a denied set wrote nothing, so each denying member alone
-// would be denied until its retry-after. It never panics and never
-// returns nil.
+// would be denied until its retry-after. A set in which a policy repeats
+// (for other subjects) always goes to the decorated port: a cached
+// answer of one member could not say which of them it is. It never
+// panics and never returns nil.
 func (c *Cache) EvaluateSet(ctx context.Context, req ratelimit.SetRequest) (out ratelimit.Outcome) {
 	defer ratelimit.Recover(&out, req.FirstMember(), "ratedenial")
 	if ctx == nil || req.Validate() != nil {
 		return c.inner.EvaluateSet(ctx, req) // its precheck answers the bad request
 	}
 	t0 := c.now()
-	if c.n.Load() > 0 {
+	if c.n.Load() > 0 && !repeats(req.Members) {
 		for i, id := range req.Members {
 			pc := c.policies[id]
 			if pc == nil || !pc.on {
@@ -42,18 +45,42 @@ func (c *Cache) EvaluateSet(ctx context.Context, req ratelimit.SetRequest) (out 
 	if !ok || ev.Decision.Allowed {
 		return out
 	}
-	for _, d := range ev.Members {
+	for j, d := range ev.Members {
 		pc := c.policies[d.PolicyID]
 		if d.Allowed || pc == nil || !pc.on {
 			continue
 		}
-		for i, id := range req.Members {
-			if id == d.PolicyID {
-				c.record(pc, req.Member(i).ScopedTo(pc.policy), d, t0, g)
-			}
+		if i := memberOf(req.Members, ev.Members, j); i >= 0 {
+			c.record(pc, req.Member(i).ScopedTo(pc.policy), d, t0, g)
 		}
 	}
 	return out
+}
+
+// repeats reports whether a policy ID occurs twice in ids.
+func repeats(ids []ratelimit.PolicyID) bool {
+	for i, id := range ids {
+		if slices.Contains(ids[:i], id) {
+			return true
+		}
+	}
+	return false
+}
+
+// memberOf is the index of the member whose decision is decided[j], or -1
+// when it cannot be told: Members are in member order, one per member
+// when none is missing; with a member missing (not asked), the one member
+// of that policy (a policy that repeats cannot be told then).
+func memberOf(ids []ratelimit.PolicyID, decided []ratelimit.Decision, j int) int {
+	if len(decided) == len(ids) {
+		return j
+	}
+	id := decided[j].PolicyID
+	i := slices.Index(ids, id)
+	if i < 0 || slices.Contains(ids[i+1:], id) {
+		return -1
+	}
+	return i
 }
 
 // Refund implements ratelimit.EdgePort over the decorated port's (ADR

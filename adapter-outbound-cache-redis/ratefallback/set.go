@@ -76,15 +76,21 @@ func localCase(out ratelimit.Outcome) (ratelimit.Unavailable, bool) {
 	return u, ok && (u.Category == ratelimit.CategoryConnection || u.Category == ratelimit.CategoryCircuitOpen)
 }
 
-// decideSet decides req on the members' local shares, all or nothing (the
-// states are written only when every member admits); u stands when a
+// decideSet decides req on the members' local shares, each member with
+// its own subject and cost, all or nothing (the states are written only
+// when every member admits); u stands when a
 // member is not a local-fallback policy or cannot be decided locally.
 func (f *Fallback) decideSet(req ratelimit.SetRequest, u ratelimit.Unavailable) ratelimit.Outcome {
 	lps := make([]*localPolicy, len(req.Members))
+	globals := make([]ratelimit.Policy, len(req.Members))
 	for i, id := range req.Members {
-		if lps[i] = f.local[id]; lps[i] == nil || req.Cost > lps[i].share.Limit() {
+		if lps[i] = f.local[id]; lps[i] == nil || req.Member(i).Cost > lps[i].share.Limit() {
 			return u
 		}
+		globals[i] = lps[i].global
+	}
+	if err := req.ValidateScoped(globals); err != nil {
+		return ratelimit.Unavailable{PolicyID: req.FirstMember(), Category: ratelimit.CategoryInvalidRequest, Cause: err}
 	}
 	nowT := f.now()
 	f.mu.Lock()
@@ -93,7 +99,7 @@ func (f *Fallback) decideSet(req ratelimit.SetRequest, u ratelimit.Unavailable) 
 	all := true
 	for i, lp := range lps {
 		m := req.Member(i).ScopedTo(lp.global)
-		t, refused := f.try(lp, entryKey(m), m.SubjectDigest, req.Cost, nowT, u)
+		t, refused := f.try(lp, entryKey(m), m.SubjectDigest, m.Cost, nowT, u)
 		if refused != nil {
 			return refused
 		}
@@ -104,8 +110,9 @@ func (f *Fallback) decideSet(req ratelimit.SetRequest, u ratelimit.Unavailable) 
 	for i, t := range trials {
 		members[i] = t.decision()
 		if all {
-			t.commit(nowT.UnixMilli(), req.Cost)
-			members[i].Receipt = t.receipt(req.Cost)
+			cost := req.Member(i).Cost
+			t.commit(nowT.UnixMilli(), cost)
+			members[i].Receipt = t.receipt(cost)
 		}
 	}
 	return ratelimit.Evaluated{Decision: members[ratelimit.Deciding(members)], Members: members}

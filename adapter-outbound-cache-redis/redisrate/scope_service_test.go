@@ -51,3 +51,31 @@ func TestServiceGlobalScopeIsOneBudget(t *testing.T) {
 	sk1, _ := StateKey(keys, subject, subjects[1])
 	assert.NotEqual(t, sk0, sk1)
 }
+
+// TestServiceSetGlobalPolicyTwiceIsRefused: two members of one global
+// policy name one key whatever their subjects (SetRequest.ValidateScoped):
+// the set program would read it twice before either write and admit
+// twice, so the set is refused before sending and consumes nothing; the
+// same policy of subject scope may repeat for two subjects.
+func TestServiceSetGlobalPolicyTwiceIsRefused(t *testing.T) {
+	srv := redistest.Start(t)
+	keys := randomKeys(t)
+	global := mustPolicy(t, ratelimit.PolicySpec{ID: "backend", Params: ratelimit.FixedWindow{Limit: 3, Window: time.Hour}, Scope: ratelimit.ScopeGlobal})
+	subject := fixedPolicy(t, "per-client", 3, time.Hour)
+	p := serviceProvider(t, srv, keys, []ratelimit.Policy{global, subject}, nil)
+	ratelimittest.ClearOfWindowEnd(t, time.Hour, 5*time.Second)
+
+	s1, s2 := randomSubject(t), randomSubject(t)
+	set := func(id ratelimit.PolicyID) ratelimit.Outcome {
+		return p.EvaluateSet(t.Context(), ratelimit.SetRequest{Members: []ratelimit.PolicyID{id, id},
+			Subjects: []ratelimit.SubjectDigest{s1, s2}, Costs: []int64{1, 1}, Deadline: time.Now().Add(time.Minute)})
+	}
+	out := set("backend")
+	require.Equal(t, ratelimit.CategoryInvalidRequest, ratelimit.CategoryOf(out), "%v", out)
+	require.ErrorIs(t, out.(ratelimit.Unavailable).Cause, ratelimit.ErrSetMemberRepeats)
+	ev, ok := ask(p, "backend", s1, 1).(ratelimit.Evaluated)
+	require.True(t, ok)
+	assert.Equal(t, int64(2), ev.Decision.Remaining, "the refused set took nothing")
+
+	require.True(t, ratelimit.Admitted(set("per-client")), "a subject policy for two subjects")
+}

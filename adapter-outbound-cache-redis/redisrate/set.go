@@ -20,8 +20,9 @@ var _ ratelimit.EdgePort = (*Provider)(nil)
 var ErrRefundFailed = errors.New("refund of an earlier member failed; its charge stays")
 
 // EvaluateSet implements ratelimit.EdgePort (ADR 0027): every member goes
-// through Evaluate's precheck (the first refusal answers the set, nothing
-// sent); then the members are decided group by group, a group being the
+// through Evaluate's precheck with its own subject and cost
+// (SetRequest.Member; the first refusal answers the set, nothing sent),
+// and no two may count one key (SetRequest.ValidateScoped); then the members are decided group by group, a group being the
 // members whose keys share a slot (on a standalone or Sentinel server,
 // every member): a group of several in one call of the set program (ADR
 // 0026), which writes nothing unless every one of them admits, a group of
@@ -42,9 +43,11 @@ func (p *Provider) EvaluateSet(ctx context.Context, req ratelimit.SetRequest) (o
 	if err := req.Validate(); err != nil {
 		return p.unavailable(req.FirstMember().Known(), ratelimit.CategoryInvalidRequest, err)
 	}
-	members := make([]checked, len(req.Members))
+	members := make([]setMember, len(req.Members))
+	pols := make([]ratelimit.Policy, len(req.Members))
 	for i := range req.Members {
-		c, refused := p.precheck(ctx, req.Member(i))
+		m := req.Member(i)
+		c, refused := p.precheck(ctx, m)
 		if refused != nil {
 			return refused
 		}
@@ -53,13 +56,17 @@ func (p *Provider) EvaluateSet(ctx context.Context, req ratelimit.SetRequest) (o
 		if err := ratelimit.CanJoinSet(c.policy.policy); errors.Is(err, ratelimit.ErrSetMemberQueue) {
 			return p.unavailable(req.Members[i], ratelimit.CategoryInvalidRequest, fmt.Errorf("redisrate: %w", err))
 		}
-		members[i] = c
+		members[i], pols[i] = setMember{checked: c, index: i, cost: m.Cost}, c.policy.policy
 	}
-	decided := make([]ratelimit.Decision, 0, len(members))
+	// One key twice in one program call would be read twice before
+	// either write, and admitted twice.
+	if err := req.ValidateScoped(pols); err != nil {
+		return p.unavailable(req.FirstMember().Known(), ratelimit.CategoryInvalidRequest, err)
+	}
+	decided := make([]memberDecision, 0, len(members))
 	var taken []admission
-	cost := req.Cost
 	for _, g := range p.groups(members) {
-		outs := p.decideGroup(ctx, g, cost)
+		outs := p.decideGroup(ctx, g)
 		var failed ratelimit.Outcome
 		allowed := true
 		for i, o := range outs {
@@ -71,7 +78,7 @@ func (p *Provider) EvaluateSet(ctx context.Context, req ratelimit.SetRequest) (o
 				allowed = false
 				continue
 			}
-			decided = append(decided, ev.Decision)
+			decided = append(decided, memberDecision{index: g[i].index, d: ev.Decision})
 			allowed = allowed && ev.Decision.Allowed
 			if ev.Decision.Allowed {
 				// The receipt's instant is the reply's effectiveNowMillis.
@@ -85,33 +92,50 @@ func (p *Provider) EvaluateSet(ctx context.Context, req ratelimit.SetRequest) (o
 		// call that did not admit wrote nothing): give back the groups
 		// before it.
 		taken = taken[:len(taken)-countAllowed(outs)]
-		refundErr := p.giveBack(ctx, taken, req.Cost)
+		refundErr := p.giveBack(ctx, taken)
 		if failed != nil {
 			return withCause(failed, refundErr)
 		}
-		return setOutcome(req, decided)
+		return setOutcome(decided)
 	}
-	return setOutcome(req, decided)
+	return setOutcome(decided)
+}
+
+// setMember is a prechecked member of a set: its index in the request
+// and its own cost (SetRequest.Member).
+type setMember struct {
+	checked
+	index int
+	cost  int64
+}
+
+// memberDecision is the decision of the member at index.
+type memberDecision struct {
+	index int
+	d     ratelimit.Decision
 }
 
 // setOutcome is the Evaluated outcome of a set: the members decided, in
 // request order (groups decide members of one slot together, which may
-// not be the order they were asked in), and Deciding's member.
-func setOutcome(req ratelimit.SetRequest, decided []ratelimit.Decision) ratelimit.Outcome {
-	slices.SortStableFunc(decided, func(a, b ratelimit.Decision) int {
-		return slices.Index(req.Members, a.PolicyID) - slices.Index(req.Members, b.PolicyID)
-	})
-	return ratelimit.Evaluated{Decision: decided[ratelimit.Deciding(decided)], Members: decided}
+// not be the order they were asked in; a policy may repeat, so the order
+// is the members' index, not their policy), and Deciding's member.
+func setOutcome(decided []memberDecision) ratelimit.Outcome {
+	slices.SortFunc(decided, func(a, b memberDecision) int { return a.index - b.index })
+	ds := make([]ratelimit.Decision, len(decided))
+	for i, md := range decided {
+		ds[i] = md.d
+	}
+	return ratelimit.Evaluated{Decision: ds[ratelimit.Deciding(ds)], Members: ds}
 }
 
 // groups splits members into the groups decided by one call each, in the
 // order of their first member: by slot in a cluster, all of them
 // otherwise (one server holds every key).
-func (p *Provider) groups(members []checked) [][]checked {
+func (p *Provider) groups(members []setMember) [][]setMember {
 	if p.router == nil && !p.callPerMember {
-		return [][]checked{members}
+		return [][]setMember{members}
 	}
-	var out [][]checked
+	var out [][]setMember
 	slots := map[int]int{}
 	for _, c := range members {
 		s := keyspace.Slot(c.key)
@@ -134,24 +158,25 @@ func (p *Provider) groups(members []checked) [][]checked {
 // member by its decision program, several by the set program, whose reply
 // is split into the members' replies and mapped as a single call's (so
 // replication acks and every refusal are judged per member exactly as for
-// Evaluate). A call that failed is every member's failure.
-func (p *Provider) decideGroup(ctx context.Context, g []checked, cost int64) []ratelimit.Outcome {
+// Evaluate), each with its own cost. A call that failed is every
+// member's failure.
+func (p *Provider) decideGroup(ctx context.Context, g []setMember) []ratelimit.Outcome {
 	outs := make([]ratelimit.Outcome, len(g))
 	if len(g) == 1 {
 		c := g[0]
-		res := p.exec.Run(ctx, send.Call{Script: c.policy.script, Key: c.key, Argv: c.policy.boundArgv, Cost: cost, CostArg: programs.ArgCost, SendBy: c.sendBy})
-		outs[0] = p.outcome(c.policy, res, cost)
+		res := p.exec.Run(ctx, send.Call{Script: c.policy.script, Key: c.key, Argv: c.policy.boundArgv, Cost: c.cost, CostArg: programs.ArgCost, SendBy: c.sendBy})
+		outs[0] = p.outcome(c.policy, res, c.cost)
 		return outs
 	}
 	keys, pols := make([]string, len(g)), make([]ratelimit.Policy, len(g))
-	parts := make([]programs.SetMember, len(g))
+	parts, costs := make([]programs.SetMember, len(g)), make([]int64, len(g))
 	for i, c := range g {
-		keys[i], pols[i], parts[i] = c.key, c.policy.policy, c.policy.setMember
+		keys[i], pols[i], parts[i], costs[i] = c.key, c.policy.policy, c.policy.setMember, c.cost
 	}
-	res := p.exec.RunSet(ctx, send.Call{Script: p.setScript, Keys: keys, Argv: programs.AppendSetArgs(nil, parts, cost), SendBy: g[0].sendBy})
+	res := p.exec.RunSet(ctx, send.Call{Script: p.setScript, Keys: keys, Argv: programs.AppendSetArgsCosts(nil, parts, costs), SendBy: g[0].sendBy})
 	r, ok := res.(send.Replied)
 	if !ok || r.Err != nil {
-		o := p.outcome(g[0].policy, res, cost)
+		o := p.outcome(g[0].policy, res, g[0].cost)
 		for i := range outs {
 			outs[i] = o
 		}
@@ -167,7 +192,7 @@ func (p *Provider) decideGroup(ctx context.Context, g []checked, cost int64) []r
 	arr := r.Reply.([]any) // DecodeSet checked the shape
 	for i, c := range g {
 		member := send.Replied{Reply: arr[2+i*programs.ReplyLen : 2+(i+1)*programs.ReplyLen], Command: r.Command, Acked: r.Acked, AckErr: r.AckErr}
-		outs[i] = p.replyOutcome(c.policy, member, cost)
+		outs[i] = p.replyOutcome(c.policy, member, c.cost)
 	}
 	return outs
 }
@@ -187,20 +212,20 @@ func countAllowed(outs []ratelimit.Outcome) int {
 // (their charge stayed: under-admission only), since New.
 func (p *Provider) SetRefundFailures() uint64 { return p.refundFailures.Load() }
 
-// admission is a set member the program admitted: its checked request and
-// the instant it admitted at (the reply's effectiveNowMillis, the refund's
-// receipt).
+// admission is a set member the program admitted: its checked request
+// with its cost, and the instant it admitted at (the reply's
+// effectiveNowMillis, the refund's receipt).
 type admission struct {
-	c  checked
+	c  setMember
 	at int64
 }
 
 // giveBack refunds taken, newest first, each by its policy's refund
 // program sent once, on a context that outlives the caller's (a client
 // that went away still gets its members given back) and with one command
-// timeout of its own. It returns nil when every refund ran, or an error
-// wrapping ErrRefundFailed.
-func (p *Provider) giveBack(ctx context.Context, taken []admission, cost int64) error {
+// timeout of its own, each admission's own cost given back. It returns
+// nil when every refund ran, or an error wrapping ErrRefundFailed.
+func (p *Provider) giveBack(ctx context.Context, taken []admission) error {
 	if len(taken) == 0 {
 		return nil
 	}
@@ -211,7 +236,7 @@ func (p *Provider) giveBack(ctx context.Context, taken []admission, cost int64) 
 		a := taken[i]
 		ps := a.c.policy
 		// BoundRefundArgs holds the cost already: the ARGV goes as built.
-		err := refunded(p.exec.Run(rctx, send.Call{Script: ps.refund, Key: a.c.key, Argv: programs.BoundRefundArgs(ps.policy, cost, a.at), SendBy: p.now().Add(p.timeout)}))
+		err := refunded(p.exec.Run(rctx, send.Call{Script: ps.refund, Key: a.c.key, Argv: programs.BoundRefundArgs(ps.policy, a.c.cost, a.at), SendBy: p.now().Add(p.timeout)}))
 		if err != nil {
 			p.refundFailures.Add(1)
 			errs = append(errs, fmt.Errorf("redisrate: %w: member %q: %w", ErrRefundFailed, ps.policy.ID(), err))

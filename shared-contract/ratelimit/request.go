@@ -93,8 +93,8 @@ func (r Request) Validate() error {
 	return errors.Join(errs...)
 }
 
-// validateShared appends the errors of the fields a Request and a
-// SetRequest share: the subject digest, the cost's bounds and the deadline.
+// validateShared appends the errors of a Request's subject digest, cost
+// bounds and deadline.
 func validateShared(errs []error, d SubjectDigest, cost int64, deadline time.Time) []error {
 	if err := d.Validate(); err != nil {
 		errs = append(errs, requestError("SubjectDigest", err))

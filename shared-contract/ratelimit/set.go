@@ -65,17 +65,28 @@ func (r Request) ScopedTo(p Policy) Request {
 const MaxSetMembers = 8
 
 // SetRequest asks for Cost units of every policy in Members on behalf of
-// SubjectDigest, all or nothing. The zero value is invalid. Printing it
-// never shows the subject digest.
+// SubjectDigest, all or nothing; Subjects and Costs, when set, give each
+// member a subject and a cost of its own (Envoy's descriptors: Member(i)
+// is member i's request). The zero value is invalid. Printing it never
+// shows a subject digest.
 type SetRequest struct {
-	// Members are 1..MaxSetMembers distinct policy IDs, most specific
-	// first: the order members in different slots are decided in.
+	// Members are 1..MaxSetMembers policy IDs, most specific first: the
+	// order members in different slots are decided in. An ID may repeat
+	// only with another subject (no two members count the same policy
+	// under the same subject).
 	Members []PolicyID
-	// SubjectDigest is the pseudonymized subject (ScopeGlobal members
-	// count it under GlobalSubject).
+	// SubjectDigest is the pseudonymized subject of every member when
+	// Subjects is nil (ScopeGlobal members count it under GlobalSubject).
 	SubjectDigest SubjectDigest
-	// Cost is taken from every member: 1..each member's MaxCost.
+	// Subjects, when not nil, is each member's subject, exactly one per
+	// member; SubjectDigest is then not used.
+	Subjects []SubjectDigest
+	// Cost is taken from every member when Costs is nil: 1..each
+	// member's MaxCost.
 	Cost int64
+	// Costs, when not nil, is each member's cost, exactly one per member,
+	// each 1..its member's MaxCost; Cost is then not used.
+	Costs []int64
 	// Deadline is required, as Request.Deadline: one deadline for the
 	// whole set.
 	Deadline time.Time
@@ -118,9 +129,13 @@ func CanJoinSet(p Policy) error {
 // ErrSetMembers is wrapped by SetRequest.Validate's error about Members.
 var ErrSetMembers = errors.New("invalid set members")
 
-// Validate checks what Request.Validate checks for every member, plus the
-// member count (1..MaxSetMembers) and that no member repeats. Errors wrap
-// ErrInvalidRequest and never contain the subject digest.
+// Validate checks what Request.Validate checks for every member (each of
+// Subjects and Costs as a Request's subject and cost, the error naming
+// the field and its index), the member count (1..MaxSetMembers), that
+// Subjects and Costs have one entry per member, and that no two members
+// name the same policy for the same subject. Errors wrap
+// ErrInvalidRequest and never contain a subject digest. ValidateScoped
+// checks the same rule under the members' scopes.
 func (r SetRequest) Validate() error {
 	var errs []error
 	switch n := len(r.Members); {
@@ -130,17 +145,15 @@ func (r SetRequest) Validate() error {
 		errs = append(errs, requestError("Members", fmt.Errorf("%w: %d, at most %d", ErrSetMembers, n, MaxSetMembers)))
 	}
 	for i, id := range r.Members {
-		for _, prev := range r.Members[:i] {
-			if id == prev {
-				errs = append(errs, requestError(fmt.Sprintf("Members[%d]", i), fmt.Errorf("%w: %q repeats", ErrSetMembers, id)))
-				break
-			}
-		}
 		if err := id.Validate(); err != nil {
 			errs = append(errs, requestError(fmt.Sprintf("Members[%d]", i), err))
 		}
 	}
-	return errors.Join(validateShared(errs, r.SubjectDigest, r.Cost, r.Deadline)...)
+	errs = append(errs, r.validatePerMember()...)
+	if r.Deadline.IsZero() {
+		errs = append(errs, requestError("Deadline", ErrDeadlineMissing))
+	}
+	return errors.Join(errs...)
 }
 
 // FirstMember is Members[0], the most specific member; "" for none.
@@ -151,34 +164,55 @@ func (r SetRequest) FirstMember() PolicyID {
 	return r.Members[0]
 }
 
-// Member is the single-policy Request of member i: the set's subject,
-// cost and deadline under Members[i].
+// Member is the single-policy Request of member i: Members[i] with its
+// subject (Subjects[i], else SubjectDigest), its cost (Costs[i], else
+// Cost) and the set's deadline.
 func (r SetRequest) Member(i int) Request {
-	var id PolicyID
-	if i >= 0 && i < len(r.Members) {
-		id = r.Members[i]
+	m := Request{SubjectDigest: r.SubjectDigest, Cost: r.Cost, Deadline: r.Deadline}
+	if i < 0 || i >= len(r.Members) {
+		return m
 	}
-	return Request{PolicyID: id, SubjectDigest: r.SubjectDigest, Cost: r.Cost, Deadline: r.Deadline}
+	m.PolicyID = r.Members[i]
+	if i < len(r.Subjects) {
+		m.SubjectDigest = r.Subjects[i]
+	}
+	if i < len(r.Costs) {
+		m.Cost = r.Costs[i]
+	}
+	return m
 }
 
 // LogValue implements slog.LogValuer: the request without its subject
-// digest.
+// digests (their lengths only).
 func (r SetRequest) LogValue() slog.Value {
 	ids := make([]any, len(r.Members))
 	for i, id := range r.Members {
 		ids[i] = string(id)
 	}
-	return slog.GroupValue(
-		slog.Any("members", ids),
-		slog.Int("subject_digest_len", len(r.SubjectDigest)),
-		slog.Int64("cost", r.Cost),
-		slog.Time("deadline", r.Deadline),
-	)
+	attrs := []slog.Attr{slog.Any("members", ids)}
+	if r.Subjects != nil {
+		attrs = append(attrs, slog.Any("subject_digest_lens", r.subjectLens()))
+	} else {
+		attrs = append(attrs, slog.Int("subject_digest_len", len(r.SubjectDigest)))
+	}
+	if r.Costs != nil {
+		attrs = append(attrs, slog.Any("costs", r.Costs))
+	} else {
+		attrs = append(attrs, slog.Int64("cost", r.Cost))
+	}
+	return slog.GroupValue(append(attrs, slog.Time("deadline", r.Deadline))...)
 }
 
-// String renders the request for logs without its subject digest.
+// String renders the request for logs without its subject digests.
 func (r SetRequest) String() string {
-	return fmt.Sprintf("set %v cost %d (subject digest of %d bytes)", r.Members, r.Cost, len(r.SubjectDigest))
+	cost := fmt.Sprintf("cost %d", r.Cost)
+	if r.Costs != nil {
+		cost = fmt.Sprintf("costs %v", r.Costs)
+	}
+	if r.Subjects != nil {
+		return fmt.Sprintf("set %v %s (subject digests of %v bytes)", r.Members, cost, r.subjectLens())
+	}
+	return fmt.Sprintf("set %v %s (subject digest of %d bytes)", r.Members, cost, len(r.SubjectDigest))
 }
 
 // GoString is String, so %#v does not print the digest either.

@@ -248,24 +248,33 @@ func (f *Fake) limitSet(ctx context.Context, req ratelimit.SetRequest) ratelimit
 		}
 		pols[i] = p
 	}
+	if err := req.ValidateScoped(pols); err != nil {
+		return ratelimit.Unavailable{PolicyID: req.FirstMember().Known(), RetryAfter: time.Second, Category: ratelimit.CategoryInvalidRequest, Cause: err}
+	}
 	f.used.mu.Lock()
 	defer f.used.mu.Unlock()
 	all := true
-	for _, p := range pols {
-		all = all && f.used.used[budgetKey(p, req.SubjectDigest)]+req.Cost <= p.Limit()
+	for i, p := range pols {
+		m := req.Member(i)
+		all = all && f.used.used[budgetKey(p, m.SubjectDigest)]+m.Cost <= p.Limit()
 	}
 	members := make([]ratelimit.Decision, len(pols))
 	for i, p := range pols {
-		key := budgetKey(p, req.SubjectDigest)
+		m := req.Member(i)
+		key := budgetKey(p, m.SubjectDigest)
 		used := f.used.used[key]
-		allowed := used+req.Cost <= p.Limit()
+		allowed := used+m.Cost <= p.Limit()
+		if allowed {
+			// What the member answered (the set program's reply): its
+			// state had it admitted, written only when every member does.
+			used += m.Cost
+		}
 		if all {
-			used += req.Cost
 			f.used.used[key] = used
 		}
 		members[i] = decision(p, allowed, used, now)
 		if all {
-			members[i].Receipt = ratelimit.NewReceipt(p.ID(), p.Revision(), req.Cost, now.UnixMilli(), ratelimit.GlobalRedis)
+			members[i].Receipt = ratelimit.NewReceipt(p.ID(), p.Revision(), m.Cost, now.UnixMilli(), ratelimit.GlobalRedis)
 		}
 	}
 	return ratelimit.Evaluated{Decision: members[ratelimit.Deciding(members)], Members: members}

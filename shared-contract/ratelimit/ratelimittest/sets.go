@@ -19,7 +19,9 @@ func askSet(port ratelimit.EdgePort, subject ratelimit.SubjectDigest, members ..
 // whichever position the denying member has; the member that speaks for
 // the set is ratelimit.Deciding's; an invalid set (a repeated or unknown
 // member) is refused and consumes nothing; every admitted member carries
-// a receipt.
+// a receipt; sets of per-member subjects and costs (SetRequest.Subjects
+// and Costs) take each member's cost from its own subject's budget, and
+// one policy twice for one subject is refused.
 func RunSets(t *testing.T, newPort NewPort) {
 	t.Helper()
 	ClearOfWindowEnd(t, time.Hour, time.Minute)
@@ -85,4 +87,5 @@ func RunSets(t *testing.T, newPort NewPort) {
 			t.Errorf("c-fixed after refused sets: remaining %d, want 4", d.Remaining)
 		}
 	})
+	runPerMember(t, sets)
 }

@@ -65,9 +65,8 @@ type step struct {
 }
 
 const (
-	ok      = rlsv3.RateLimitResponse_OK
-	over    = rlsv3.RateLimitResponse_OVER_LIMIT
-	unknown = rlsv3.RateLimitResponse_UNKNOWN
+	ok   = rlsv3.RateLimitResponse_OK
+	over = rlsv3.RateLimitResponse_OVER_LIMIT
 )
 
 func u64(v uint64) *uint64 { return &v }
@@ -104,11 +103,9 @@ func diffSequence(run string) []step {
 	}
 	// One exhausted descriptor next to a fresh one: the request is denied
 	// and the fresh one is not charged (the reference with
-	// STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT; ours all or nothing), so
-	// its whole limit is left.
-	s = append(s, step{name: "exhausted fixed + fresh fixed", descs: []envoyrls.Descriptor{fixed, fresh}, want: []rlsv3.RateLimitResponse_Code{over, over, ok},
-		oursWant: []rlsv3.RateLimitResponse_Code{over, over, unknown},
-		why:      "ADR 0031 §1: all or nothing; descriptors after the first denial are not asked (UNKNOWN)"})
+	// STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT; ours one policy set, all or
+	// nothing), so its whole limit is left; each reports its own code.
+	s = append(s, step{name: "exhausted fixed + fresh fixed", descs: []envoyrls.Descriptor{fixed, fresh}, want: []rlsv3.RateLimitResponse_Code{over, over, ok}})
 	for i := 1; i <= 4; i++ {
 		w := []rlsv3.RateLimitResponse_Code{ok, ok}
 		if i > 3 {
