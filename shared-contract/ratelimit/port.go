@@ -27,7 +27,9 @@ type EdgePort interface {
 
 	// EvaluateSet evaluates several policies for one request, all or
 	// nothing (ADR 0027): the request is admitted only if every member
-	// admits it, and when any member denies, none consumes.
+	// admits it, and when any member denies, none consumes. Members share
+	// the set's subject and cost unless SetRequest.Subjects and Costs give
+	// each its own (the Envoy RLS's descriptors, issue 35).
 	//
 	// An allowed Evaluated outcome carries every member's decision in
 	// Evaluated.Members; its Decision is the one that speaks for the set
