@@ -28,7 +28,8 @@
 // layout, ARGV and numbers, the reference model of its decision, charge
 // and refund; ADR 0034); alg_<name>.go (one per algorithm: its model and arithmetic);
 // model.go (Evaluate, EvaluateMicros, the steps every program shares, the
-// model's checked arithmetic); charge.go (Charge); dedup.go
+// model's checked arithmetic); charge.go (Charge); carry.go (Consumed,
+// Carry: the model of a change of limit, ADR 0039, no program yet); dedup.go
 // (EvaluateDedup, DedupArgs); refund.go (Refund, ADR 0025); set.go (the policy-set program: SetProgram, SetArgs, EvaluateSet,
 // DecodeSet; ADR 0026); rate-<algorithm>-v1.lua, rate-<algorithm>-charge-v1.lua,
 // rate-<algorithm>-refund-v1.lua, rate-<algorithm>-dedup-v2.lua,

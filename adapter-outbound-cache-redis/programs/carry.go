@@ -1,0 +1,47 @@
+package programs
+
+import "github.com/tech-log/tech-log-backend/shared-contract/ratelimit"
+
+// Consumed is what a subject's state st under p holds of p's limit at
+// serverNowMillis: the limit less what a decision at that instant would
+// report remaining before its own cost (ADR 0039, proposed). A missing
+// state has consumed nothing. A state the model refuses (incompatible,
+// clock unsafe) counts as the whole limit: a change never turns doubt into
+// budget.
+func Consumed(p ratelimit.Policy, st State, serverNowMillis int64) int64 {
+	if st == nil {
+		return 0
+	}
+	r, _ := Evaluate(p, st, serverNowMillis, 1)
+	remaining := r.Remaining
+	switch r.Status {
+	case StatusAllowed:
+		remaining = min(r.Remaining+1, r.Limit) // before this probe's unit
+	case StatusDenied:
+	default:
+		return p.Limit()
+	}
+	return max(0, p.Limit()-remaining)
+}
+
+// Carry is the reference model of a change of limit (ADR 0039, proposed:
+// not yet sent by any program): the state succ starts from, for a subject
+// whose state under pred (another policy of its plan family, or an earlier
+// revision) is predState at serverNowMillis. What pred's state holds of its
+// limit (Consumed) is charged to succ at that instant, at most succ's limit,
+// by succ's own charge (Charge): so the units already admitted keep
+// counting, at succ's pace, and the subject is admitted in the window of
+// the change at most max(pred's limit, succ's limit) plus what succ adds
+// from then on, never both limits. Nothing consumed is a missing state (a
+// full budget).
+func Carry(pred ratelimit.Policy, predState State, succ ratelimit.Policy, serverNowMillis int64) State {
+	units := min(Consumed(pred, predState, serverNowMillis), succ.Limit())
+	if units < 1 {
+		return nil
+	}
+	r, st := Charge(succ, nil, serverNowMillis, units)
+	if r.Status != StatusAllowed {
+		return nil
+	}
+	return st
+}
