@@ -6,7 +6,9 @@ import (
 	"sync/atomic"
 	"testing"
 
+	commonpb "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
 	pb "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	typev3 "github.com/envoyproxy/go-control-plane/envoy/type/v3"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
@@ -364,5 +366,29 @@ func TestPolicyFromThePolicyFile(t *testing.T) {
 	}
 	if resp := f.must(t, request("web", desc("user", "bob"))); resp.GetOverallCode() != pb.RateLimitResponse_OK {
 		t.Fatalf("after a failed load: %v", resp.GetOverallCode())
+	}
+}
+
+// TestDescriptorLimitOverrideIsIgnored (issue 36: no client-controlled
+// input changes a limit): a descriptor's limit override, which Envoy
+// fills from request data, never raises the configured limit; the status
+// reports the configured one.
+func TestDescriptorLimitOverrideIsIgnored(t *testing.T) {
+	rl := minuteRule("web", "user", 2)
+	f := newFixture(t, oneRule("web", rl), newPorts(), rls.Options{})
+	var ok int
+	for range 4 {
+		d := desc("user", "alice")
+		d.Limit = &commonpb.RateLimitDescriptor_RateLimitOverride{RequestsPerUnit: 1000, Unit: typev3.RateLimitUnit_SECOND}
+		resp := f.must(t, request("web", d))
+		if resp.GetOverallCode() == pb.RateLimitResponse_OK {
+			ok++
+		}
+		if got := resp.GetStatuses()[0].GetCurrentLimit().GetRequestsPerUnit(); got != 2 {
+			t.Fatalf("current_limit %d, want the configured 2", got)
+		}
+	}
+	if ok != 2 {
+		t.Fatalf("admitted %d with a limit override of 1000/s, want the configured 2", ok)
 	}
 }

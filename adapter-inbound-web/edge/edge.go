@@ -177,10 +177,13 @@ type Middleware struct {
 	shadowSlots   chan struct{}
 	shadowSkipped func(ratelimit.PolicyID)
 	deflt         *target
-	timeout       time.Duration
-	cost          CostFunc
-	observer      Observer
-	now           func() time.Time
+	// windows is each configured policy's window (windowSeconds), for a
+	// decision by another policy than the route's (a plan's, issue 36).
+	windows  map[ratelimit.PolicyID]int64
+	timeout  time.Duration
+	cost     CostFunc
+	observer Observer
+	now      func() time.Time
 }
 
 // New validates cfg, builds the route table and returns the middleware.
@@ -202,6 +205,7 @@ func New(cfg Config) (*Middleware, error) {
 		pseudo:        cfg.Pseudonymizer,
 		routes:        route.NewTable(),
 		deflt:         &target{policy: cfg.DefaultPolicy, window: windows[cfg.DefaultPolicy], dedup: dedup[cfg.DefaultPolicy]},
+		windows:       windows,
 		timeout:       cfg.Timeout,
 		cost:          cfg.Cost,
 		shadowSkipped: cfg.ShadowSkipped,

@@ -130,3 +130,25 @@ func TestRateLimitPolicyWindow(t *testing.T) {
 		assert.Equal(t, want, rec.Header().Get("RateLimit-Policy"), target)
 	}
 }
+
+// TestRateLimitPolicyOfAPlansPolicy (issue 36): a decision by another
+// policy than the route's (the one the subject's plan maps it to) carries
+// that policy's quota and window, under the route's policy name.
+func TestRateLimitPolicyOfAPlansPolicy(t *testing.T) {
+	free := mustPolicy(t, ratelimit.PolicySpec{ID: "api", Revision: 1, Algorithm: ratelimit.AlgorithmFixedWindow,
+		Params: ratelimit.FixedWindow{Limit: 100, Window: time.Minute}, MaxCost: 1, CleanupGrace: time.Second,
+		FailurePolicy: ratelimit.FailClosed})
+	gold := mustPolicy(t, ratelimit.PolicySpec{ID: "api-gold", Revision: 1, Algorithm: ratelimit.AlgorithmFixedWindow,
+		Params: ratelimit.FixedWindow{Limit: 5000, Window: time.Hour}, MaxCost: 1, CleanupGrace: time.Second,
+		FailurePolicy: ratelimit.FailClosed})
+	port := &fakePort{fn: func(r ratelimit.Request) ratelimit.Outcome {
+		return ratelimit.Evaluated{Decision: ratelimit.Decision{Allowed: true, Limit: 5000, Remaining: 7, ResetAt: t0.Add(time.Second), PolicyID: "api-gold"}}
+	}}
+	cfg := baseConfig(t, port, t0)
+	cfg.Policies = []ratelimit.Policy{free, gold}
+	m, err := New(cfg)
+	require.NoError(t, err)
+	rec := httptest.NewRecorder()
+	m.Wrap(http.NotFoundHandler()).ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/any", nil))
+	assert.Equal(t, `"api";q=5000;w=3600`, rec.Header().Get("RateLimit-Policy"))
+}

@@ -160,6 +160,11 @@ func (m *Middleware) setDecisionFields(h http.Header, t *target, d ratelimit.Dec
 		Reset:     reset,
 		Window:    t.window,
 	}
+	if w, ok := m.windows[d.PolicyID]; ok && t.members == nil && d.PolicyID != t.policy {
+		// Decided by the policy the subject's plan maps the route's to
+		// (issue 36): its quota and window, under the route's name.
+		b.Window = w
+	}
 	if t.members != nil {
 		// A policy set: RateLimit is the member that speaks for the set
 		// (ratelimit.Deciding), RateLimit-Policy lists every member.

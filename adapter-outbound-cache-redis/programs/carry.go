@@ -4,12 +4,12 @@ import "github.com/tech-log/tech-log-backend/shared-contract/ratelimit"
 
 // Consumed is what a subject's state st under p holds of p's limit at
 // serverNowMillis: the limit less what a decision at that instant would
-// report remaining before its own cost (ADR 0039, proposed). A missing
+// report remaining before its own cost (ADR 0039). A missing
 // state has consumed nothing. A state the model refuses (incompatible,
 // clock unsafe) counts as the whole limit: a change never turns doubt into
 // budget.
 func Consumed(p ratelimit.Policy, st State, serverNowMillis int64) int64 {
-	if st == nil {
+	if len(st) == 0 {
 		return 0
 	}
 	r, _ := Evaluate(p, st, serverNowMillis, 1)
@@ -24,8 +24,8 @@ func Consumed(p ratelimit.Policy, st State, serverNowMillis int64) int64 {
 	return max(0, p.Limit()-remaining)
 }
 
-// Carry is the reference model of a change of limit (ADR 0039, proposed:
-// not yet sent by any program): the state succ starts from, for a subject
+// Carry is the rule of a change of limit (ADR 0039): the state succ
+// starts from, for a subject
 // whose state under pred (another policy of its plan family, or an earlier
 // revision) is predState at serverNowMillis. What pred's state holds of its
 // limit (Consumed) is charged to succ at that instant, at most succ's limit,

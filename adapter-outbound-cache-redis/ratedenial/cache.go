@@ -7,8 +7,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/redis/go-redis/v9"
-
+	"github.com/tech-log/tech-log-backend/adapter-outbound-cache-redis/internal/invalidation"
 	"github.com/tech-log/tech-log-backend/adapter-outbound-cache-redis/redisrate"
 	"github.com/tech-log/tech-log-backend/shared-contract/keyspace"
 	"github.com/tech-log/tech-log-backend/shared-contract/ratelimit"
@@ -45,15 +44,8 @@ type Cache struct {
 	// with one, only while subscribed).
 	live bool
 
-	client    redis.UniversalClient
-	heartbeat time.Duration
-	instance  string // names this cache's heartbeats
-	startOnce sync.Once
-	stop      chan struct{}
-	stopOnce  sync.Once
-	wg        sync.WaitGroup
-	psMu      sync.Mutex
-	closer    func() error // closes the subscription in use
+	// sub is the invalidation subscription; nil without a client.
+	sub *invalidation.Subscription
 }
 
 var _ ratelimit.EdgePort = (*Cache)(nil)

@@ -1,8 +1,6 @@
 package ratedenial
 
 import (
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -10,6 +8,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/tech-log/tech-log-backend/adapter-outbound-cache-redis/internal/invalidation"
 	"github.com/tech-log/tech-log-backend/shared-contract/keyspace"
 	"github.com/tech-log/tech-log-backend/shared-contract/ratelimit"
 )
@@ -23,8 +22,6 @@ const (
 	MaxEntries = ratelimit.MaxDenialCacheEntries
 	// DefaultHeartbeat is Options.Heartbeat when 0.
 	DefaultHeartbeat = time.Second
-	// maxBackoff caps the wait between two subscription attempts.
-	maxBackoff = 5 * time.Second
 )
 
 // Options configures a Cache.
@@ -110,7 +107,6 @@ func New(inner ratelimit.EdgePort, opts Options) (*Cache, error) {
 		policies: map[ratelimit.PolicyID]*policyConf{},
 		table:    map[key]*entry{}, byState: map[string]key{},
 		live: opts.Client == nil, log: opts.Log,
-		stop: make(chan struct{}),
 	}
 	if c.now == nil {
 		c.now = time.Now
@@ -134,9 +130,8 @@ func New(inner ratelimit.EdgePort, opts Options) (*Cache, error) {
 	if err := errors.Join(errs...); err != nil {
 		return nil, err
 	}
-	c.client, c.heartbeat = opts.Client, opts.Heartbeat
-	b := make([]byte, 8)
-	_, _ = rand.Read(b) // crypto/rand.Read never fails (Go 1.24+)
-	c.instance = hex.EncodeToString(b)
+	if opts.Client != nil {
+		c.sub = invalidation.New(opts.Client, Channel, opts.Heartbeat, "denial cache", opts.Log, listener{c})
+	}
 	return c, nil
 }

@@ -2,13 +2,11 @@ package ratedenial
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"net"
-	"strconv"
-	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/tech-log/tech-log-backend/adapter-outbound-cache-redis/internal/invalidation"
 )
 
 // Channel is the Redis pub/sub channel invalidations travel on: each
@@ -26,7 +24,7 @@ const HeartbeatChannelPrefix = Channel + ":hb:"
 
 // maxPayload bounds an invalidation's payload: a state key is at most a
 // few hundred bytes.
-const maxPayload = 1024
+const maxPayload = invalidation.MaxPayload
 
 // Publish announces that the state under stateKey was reset, so that
 // every cache subscribed to Channel drops its entry for it. It returns
@@ -43,145 +41,22 @@ func Publish(ctx context.Context, c redis.Cmdable, stateKey string) (int64, erro
 	return n, nil
 }
 
-// subscribe keeps a subscription to Channel until Close: each session
-// subscribes, and the cache is live from its subscription's confirmation
-// until the session ends (an error, or its own heartbeat not received
-// within a heartbeat); then the cache is cleared and not live until the next
-// session confirms, after a backoff (100ms doubling to 5s, reset by a
-// confirmed session).
-func (c *Cache) subscribe(client redis.UniversalClient, heartbeat time.Duration) {
-	defer c.wg.Done()
-	backoff := 100 * time.Millisecond
-	reported := false // a failure was logged: further failed attempts are not
-	for {
-		confirmed, err := c.session(client, heartbeat)
-		if confirmed {
-			backoff = 100 * time.Millisecond
-		}
-		select {
-		case <-c.stop:
-			return
-		default:
-		}
-		c.setLive(false)
-		if c.log != nil && (confirmed || !reported) {
-			c.log.Warn("denial cache: invalidation subscription lost; cached denials cleared and none served until it is back", "channel", Channel, "err", err)
-			reported = true
-		}
-		t := time.NewTimer(backoff)
-		select {
-		case <-c.stop:
-			t.Stop()
-			return
-		case <-t.C:
-		}
-		backoff = min(2*backoff, maxBackoff)
-	}
-}
+// listener is the Cache's side of its subscription
+// (invalidation.Listener).
+type listener struct{ c *Cache }
 
-// session runs one subscription until it fails or Close closes it;
-// confirmed reports whether the server confirmed it (the cache was live).
-//
-// Liveness is checked end to end: the session subscribes to Channel and
-// to this cache's heartbeat channel on one connection, and once a
-// heartbeat publishes a numbered heartbeat through the client (as tlbctl
-// publishes a reset: to the primary the client writes to); the next
-// heartbeat must find it received. A dead connection, a subscription left
-// on a demoted Sentinel primary (go-redis's failover client does not move
-// a subscription) or a cluster bus that does not carry messages all end
-// the session within two heartbeats.
-func (c *Cache) session(client redis.UniversalClient, heartbeat time.Duration) (confirmed bool, err error) {
-	ctx := context.Background()
-	hbChannel := HeartbeatChannelPrefix + c.instance
-	ps := client.Subscribe(ctx, Channel, hbChannel)
-	c.psMu.Lock()
-	select {
-	case <-c.stop:
-		c.psMu.Unlock()
-		_ = ps.Close()
-		return false, nil
-	default:
-	}
-	c.closer = ps.Close
-	c.psMu.Unlock()
-	defer func() {
-		c.psMu.Lock()
-		c.closer = nil
-		c.psMu.Unlock()
-		_ = ps.Close()
-	}()
-	var sent, got uint64
-	subscribed := map[string]bool{}
-	next := time.Now().Add(2 * heartbeat) // the confirmations' deadline
-	for {
-		if wait := time.Until(next); wait <= 0 {
-			switch {
-			case !confirmed:
-				return false, fmt.Errorf("SUBSCRIBE %s %s not confirmed within %v", Channel, hbChannel, 2*heartbeat)
-			case got < sent:
-				return true, fmt.Errorf("heartbeat %d not received within %v", sent, heartbeat)
-			}
-			sent++
-			pctx, cancel := context.WithTimeout(ctx, heartbeat)
-			err := client.Publish(pctx, hbChannel, strconv.FormatUint(sent, 10)).Err()
-			cancel()
-			if err != nil {
-				return true, fmt.Errorf("heartbeat: PUBLISH: %w", err)
-			}
-			next = time.Now().Add(heartbeat)
-			continue
-		}
-		msg, err := ps.ReceiveTimeout(ctx, time.Until(next))
-		if err != nil {
-			var ne net.Error
-			if errors.As(err, &ne) && ne.Timeout() {
-				continue
-			}
-			return confirmed, err
-		}
-		switch m := msg.(type) {
-		case *redis.Subscription:
-			if m.Kind != "subscribe" || (m.Channel != Channel && m.Channel != hbChannel) {
-				return confirmed, fmt.Errorf("unexpected %s of %q", m.Kind, m.Channel)
-			}
-			subscribed[m.Channel] = true
-			if !confirmed && subscribed[Channel] && subscribed[hbChannel] {
-				confirmed = true
-				next = time.Now() // the first heartbeat at once
-				c.setLive(true)
-				if c.log != nil {
-					c.log.Info("denial cache: subscribed to invalidations", "channel", Channel)
-				}
-			}
-		case *redis.Message:
-			switch {
-			case m.Channel == hbChannel:
-				if n, err := strconv.ParseUint(m.Payload, 10, 64); err == nil && n > got {
-					got = n
-				}
-			case m.Channel == Channel && len(m.Payload) <= maxPayload:
-				c.Invalidate(m.Payload)
-			}
-		case *redis.Pong:
-		}
-	}
-}
+func (l listener) Invalidate(stateKey string) { l.c.Invalidate(stateKey) }
+func (l listener) SetLive(live bool)          { l.c.setLive(live) }
 
 // Start starts the subscription when the cache has a client (once; it
-// never fails: the subscription retries by itself). The ctx argument is
-// unused, for an fx hook.
+// never fails: the subscription retries by itself, package
+// internal/invalidation). The cache is live from each session's
+// confirmation until it ends; then it is cleared and not live until the
+// next one. The ctx argument is unused, for an fx hook.
 func (c *Cache) Start(context.Context) error {
-	c.startOnce.Do(func() {
-		select {
-		case <-c.stop:
-			return
-		default:
-		}
-		if c.client != nil {
-			c.wg.Add(1)
-			go c.subscribe(c.client, c.heartbeat)
-		}
-	})
+	if c.sub != nil {
+		c.sub.Start()
+	}
 	return nil
 }
 
@@ -190,16 +65,7 @@ func (c *Cache) Start(context.Context) error {
 // reset); calls pass through to the decorated port. It does not close the
 // decorated port or the client.
 func (c *Cache) Close() {
-	c.stopOnce.Do(func() {
-		close(c.stop)
-		c.psMu.Lock()
-		if c.closer != nil {
-			_ = c.closer()
-		}
-		c.psMu.Unlock()
-	})
-	c.wg.Wait()
-	if c.client != nil {
-		c.setLive(false)
+	if c.sub != nil {
+		c.sub.Close()
 	}
 }

@@ -26,6 +26,8 @@ const (
 	levelTop               // the file's object: "policies"
 	levelPolicies          // the "policies" array
 	levelPolicy            // one policy object
+	levelPlans             // the "plans" array
+	levelPlan              // one plan object (its index is passed as policy)
 )
 
 // fieldNames are the exact keys of each level, from the json tags and, for
@@ -33,6 +35,7 @@ const (
 var fieldNames = map[keyLevel][]string{
 	levelTop:    jsonNames(policyFile{}),
 	levelPolicy: append(jsonNames(policyFields{}), paramOrder...),
+	levelPlan:   jsonNames(planJSON{}),
 }
 
 func jsonNames(v any) []string {
@@ -103,8 +106,11 @@ func (c *keyChecker) rest(tok json.Token, level keyLevel, policy, depth int) err
 	case '[':
 		for i := 0; c.dec.More(); i++ {
 			child, p := levelOther, policy
-			if level == levelPolicies {
+			switch level {
+			case levelPolicies:
 				child, p = levelPolicy, i
+			case levelPlans:
+				child, p = levelPlan, i
 			}
 			if err := c.value(child, p, depth+1); err != nil {
 				return err
@@ -118,18 +124,25 @@ func (c *keyChecker) rest(tok json.Token, level keyLevel, policy, depth int) err
 				return err
 			}
 			key, _ := tok.(string)
+			owner, prefix := policy, ""
+			if level == levelPlan {
+				owner, prefix = -1, fmt.Sprintf("plans[%d]: ", policy)
+			}
 			if seen[key] {
-				c.problems = append(c.problems, keyProblem{policy, fmt.Sprintf("duplicate key %q", bounded(key))})
+				c.problems = append(c.problems, keyProblem{owner, fmt.Sprintf("%sduplicate key %q", prefix, bounded(key))})
 			}
 			seen[key] = true
 			for _, name := range fieldNames[level] {
 				if key != name && strings.EqualFold(key, name) {
-					c.problems = append(c.problems, keyProblem{policy, fmt.Sprintf("key %q is not %q (keys are case-sensitive)", bounded(key), name)})
+					c.problems = append(c.problems, keyProblem{owner, fmt.Sprintf("%skey %q is not %q (keys are case-sensitive)", prefix, bounded(key), name)})
 				}
 			}
 			child := levelOther
-			if level == levelTop && key == "policies" {
+			switch {
+			case level == levelTop && key == "policies":
 				child = levelPolicies
+			case level == levelTop && key == "plans":
+				child = levelPlans
 			}
 			tok, err = c.dec.Token()
 			if err != nil {

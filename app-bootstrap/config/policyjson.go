@@ -13,6 +13,17 @@ import (
 // policyFile is the wire form of the policy file (README.md, "Policy file").
 type policyFile struct {
 	Policies []policyJSON `json:"policies"`
+	// Plans and DefaultPlan are optional, together (issue 36): the tiers
+	// and, per tier, the policy that decides each base policy's routes.
+	Plans       []planJSON `json:"plans"`
+	DefaultPlan *string    `json:"defaultPlan"`
+}
+
+// planJSON is one plan: its ID and, per base policy, the policy that
+// decides the base policy's routes for a subject on it.
+type planJSON struct {
+	ID       *string           `json:"id"`
+	Policies map[string]string `json:"policies"`
 }
 
 // policyJSON is one policy: the fields every policy has, and the

@@ -19,5 +19,6 @@
 // server.go (the coordination server's status gauges), shadow.go (the
 // shadow policies' would-allow, would-deny and undecided counter, ADR
 // 0037), policyreload.go (the policy file's reloads by trigger and result,
-// the serving revisions and load time).
+// the serving revisions and load time), plans.go (decisions by plan and
+// the plan cache's lookups, ADR 0040).
 package metrics

@@ -3,6 +3,7 @@ package metrics
 import (
 	"net/http"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -142,6 +143,9 @@ type Metrics struct {
 	delayed  *prometheus.CounterVec
 	delays   *prometheus.HistogramVec
 	shadow   *prometheus.CounterVec
+
+	plansOnce sync.Once
+	plans     *Plans
 }
 
 // New returns Metrics with its own registry holding the Go runtime and

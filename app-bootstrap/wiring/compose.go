@@ -10,8 +10,10 @@ import (
 
 	"github.com/tech-log/tech-log-backend/adapter-outbound-cache-redis/ratedenial"
 	"github.com/tech-log/tech-log-backend/adapter-outbound-cache-redis/ratefallback"
+	"github.com/tech-log/tech-log-backend/adapter-outbound-cache-redis/rateplan"
 	"github.com/tech-log/tech-log-backend/adapter-outbound-cache-redis/redisrate"
 	"github.com/tech-log/tech-log-backend/app-bootstrap/config"
+	"github.com/tech-log/tech-log-backend/app-bootstrap/metrics"
 	"github.com/tech-log/tech-log-backend/shared-contract/keyspace"
 	"github.com/tech-log/tech-log-backend/shared-contract/ratelimit"
 )
@@ -24,6 +26,7 @@ type stack struct {
 	port     ratelimit.EdgePort
 	fallback *ratefallback.Fallback // nil unless a policy is local-fallback
 	denial   *ratedenial.Cache      // nil when the denial cache is off
+	plans    *rateplan.Cache        // nil when the policy file has no plans
 }
 
 // below is what decorate stacks the decorators on: a provider, the
@@ -40,14 +43,19 @@ type below struct {
 	// noDenialCache lists the policies among policies whose denials are
 	// never cached (the policy file's "denialCache": false).
 	noDenialCache []ratelimit.PolicyID
+	// plans are the policy file's plans (zero: none; the RLS's rules have
+	// none), and planMetrics, optional, counts what they decide.
+	plans       ratelimit.Plans
+	planMetrics *metrics.Plans
 }
 
 // decorate builds the decorator stack of c's provider (the policy file's
 // policies): see decorate.
-func (c *coordination) decorate(rl config.RateLimit) (stack, error) {
+func (c *coordination) decorate(rl config.RateLimit, pm *metrics.Plans) (stack, error) {
 	return decorate(rl, below{
 		provider: c.provider, client: c.client, keys: c.keys, log: c.log,
 		policies: rl.Policies.Policies, noDenialCache: rl.Policies.NoDenialCache,
+		plans: rl.Policies.Plans, planMetrics: pm,
 	})
 }
 
@@ -56,8 +64,11 @@ func (c *coordination) decorate(rl config.RateLimit) (stack, error) {
 // (fail-closed policies pass through it unchanged), then the local denial
 // cache (ADR 0022) when its table is not 0, outside the fallback so that a
 // pending local charge is never skipped. The metrics decorator, when there
-// is one, goes on top. It starts nothing: the caller starts the denial
-// cache's subscription (stack.denial.Start) and closes the stack.
+// is one, goes on top; below it, when the file has plans, the plan
+// decorator (rateplan.Port over a rateplan.Cache): the denial cache and
+// the fallback see the policy a subject's plan maps a request to. It
+// starts nothing: the caller starts the caches' subscriptions
+// (stack.start) and closes the stack.
 func decorate(rl config.RateLimit, b below) (stack, error) {
 	st := stack{port: b.provider}
 	if hasLocalFallback(b.policies) {
@@ -86,7 +97,38 @@ func decorate(rl config.RateLimit, b below) (stack, error) {
 		}
 		st.denial, st.port = dc, dc
 	}
+	if !b.plans.IsZero() {
+		var decided rateplan.Observer
+		var observe func(rateplan.CacheEvent)
+		if pm := b.planMetrics; pm != nil {
+			decided = pm.Decision
+			observe = func(ev rateplan.CacheEvent) { pm.Cache(string(ev)) }
+		}
+		pc, err := rateplan.NewCache(rateplan.CacheOptions{Client: b.client, Keys: b.keys, Log: b.log, Observe: observe})
+		if err != nil {
+			st.close()
+			return stack{}, fmt.Errorf("rate limit: plan cache: %w", err)
+		}
+		port, err := rateplan.NewPort(st.port, b.plans, pc, decided)
+		if err != nil {
+			st.close()
+			return stack{}, fmt.Errorf("rate limit: plans: %w", err)
+		}
+		st.plans, st.port = pc, port
+	}
 	return st, nil
+}
+
+// start starts the caches' invalidation subscriptions (they retry by
+// themselves).
+func (st stack) start(ctx context.Context) error {
+	if st.plans != nil {
+		_ = st.plans.Start(ctx)
+	}
+	if st.denial != nil {
+		return st.denial.Start(ctx)
+	}
+	return nil
 }
 
 // hasLocalFallback reports whether one of policies is local-fallback.
@@ -101,6 +143,9 @@ func hasLocalFallback(policies []ratelimit.Policy) bool {
 
 // close stops the decorators, outermost first.
 func (st stack) close() {
+	if st.plans != nil {
+		st.plans.Close()
+	}
 	if st.denial != nil {
 		st.denial.Close()
 	}
@@ -145,7 +190,7 @@ func NewLimiter(rl config.RateLimit, client redis.UniversalClient, log *slog.Log
 		}
 		return nil, err
 	}
-	st, err := c.decorate(rl)
+	st, err := c.decorate(rl, nil)
 	if err != nil {
 		_ = c.provider.Close()
 		return nil, err
@@ -156,16 +201,13 @@ func NewLimiter(rl config.RateLimit, client redis.UniversalClient, log *slog.Log
 // Start runs the service's start-up: the server version and program
 // checks (fatal only for a server that is too old, hashes the programs
 // differently or is a replica; an unreachable server is logged and the
-// limiter fails closed until it answers), then the denial cache's
-// invalidation subscription.
+// limiter fails closed until it answers), then the plan and denial
+// caches' invalidation subscriptions.
 func (l *Limiter) Start(ctx context.Context) error {
 	if err := l.c.start(ctx); err != nil {
 		return err
 	}
-	if l.st.denial != nil {
-		return l.st.denial.Start(ctx)
-	}
-	return nil
+	return l.st.start(ctx)
 }
 
 // Ready is the service's readiness check of the limiter (/readyz):

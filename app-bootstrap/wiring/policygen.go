@@ -52,7 +52,11 @@ func newPolicyGen(cfg config.Config, log *slog.Logger, m *metrics.Metrics) (*pol
 		_ = client.Close()
 		return nil, err
 	}
-	st, err := c.decorate(rl)
+	var pm *metrics.Plans
+	if !rl.Policies.Plans.IsZero() {
+		pm = m.Plans()
+	}
+	st, err := c.decorate(rl, pm)
 	if err != nil {
 		_ = c.provider.Close()
 		return nil, err
@@ -71,16 +75,13 @@ func policyIDs(set config.PolicySet) []ratelimit.PolicyID {
 }
 
 // start runs the provider's start-up checks (coordination.start: fatal
-// only for a server that cannot run these programs) and the denial
-// cache's subscription.
+// only for a server that cannot run these programs) and the plan and
+// denial caches' subscriptions.
 func (g *policyGen) start(ctx context.Context) error {
 	if err := g.c.start(ctx); err != nil {
 		return err
 	}
-	if g.st.denial != nil {
-		return g.st.denial.Start(ctx)
-	}
-	return nil
+	return g.st.start(ctx)
 }
 
 // acquire read-locks g unless it has been retired; release with

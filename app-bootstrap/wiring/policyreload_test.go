@@ -5,8 +5,6 @@ import (
 	"log/slog"
 	"net/http"
 	"path/filepath"
-	"strconv"
-	"strings"
 	"testing"
 	"time"
 
@@ -71,14 +69,7 @@ func (b *reloadBench) get() int {
 func (b *reloadBench) metric(series string) float64 {
 	b.t.Helper()
 	_, text := do(b.t, http.MethodGet, "http://"+b.srv.Addr()+PathMetrics)
-	for _, line := range strings.Split(text, "\n") {
-		if v, ok := strings.CutPrefix(line, series+" "); ok {
-			f, err := strconv.ParseFloat(v, 64)
-			require.NoError(b.t, err, line)
-			return f
-		}
-	}
-	return 0
+	return seriesValue(b.t, text, series)
 }
 
 // waitFor polls cond for at most bound.

@@ -6,6 +6,8 @@ import (
 	"os"
 	"os/user"
 	"strconv"
+
+	"github.com/tech-log/tech-log-backend/adapter-outbound-cache-redis/rateplan"
 )
 
 // auditFileMode is the mode of an audit log tlbctl creates.
@@ -37,18 +39,59 @@ func openAuditLog(path string) (*os.File, error) {
 // deleted, the Redis user and endpoint. Never the API key, principal or
 // address, nor any password.
 func writeAudit(w io.Writer, who auditInfo, tg target, deleted int64) {
-	slog.New(slog.NewJSONHandler(w, nil)).Info("tlbctl reset",
+	writeAuditLine(w, who, "tlbctl reset",
 		"policy", string(tg.policy.ID()),
 		"revision", tg.policy.Revision(),
 		"subject_kind", tg.kind,
 		"subject_digest", string(tg.digest),
 		"key", tg.key,
 		"deleted", deleted,
+	)
+}
+
+// writePlanAudit writes the JSON audit line of a plan change (tlbctl plan
+// set or unset) to w: the subject's kind and pseudonymous digest, as
+// reset's line has them, the assignment key, the plan stored before and
+// after ("none": no assignment), the effective plans
+// before and after, what was carried per base policy, and reset's who and
+// where. Never the API key, principal or address, nor any password.
+func writePlanAudit(w io.Writer, who auditInfo, msg string, tg target, key, before, after string, c rateplan.Change) {
+	moves := make([]auditMove, len(c.Moves))
+	for i, m := range c.Moves {
+		moves[i] = auditMove{Base: string(m.Base), From: string(m.From), To: string(m.To), Consumed: m.Consumed, Carried: m.Carried}
+	}
+	writeAuditLine(w, who, msg,
+		"subject_kind", tg.kind,
+		"subject_digest", string(tg.digest),
+		"key", key,
+		"stored_before", before,
+		"stored_after", after,
+		"plan_from", string(c.From),
+		"plan_to", string(c.To),
+		"moves", moves,
+	)
+}
+
+// auditMove is one rateplan.Move in a plan change's audit line.
+type auditMove struct {
+	Base     string `json:"base"`
+	From     string `json:"from"`
+	To       string `json:"to"`
+	Consumed int64  `json:"consumed"`
+	Carried  int64  `json:"carried"`
+}
+
+// writeAuditLine writes one JSON audit line: msg, attrs (what was
+// changed), then who changed it where: the Redis user and endpoint, the
+// pid and the operator's login.
+func writeAuditLine(w io.Writer, who auditInfo, msg string, attrs ...any) {
+	attrs = append(attrs,
 		"redis_user", who.user,
 		"redis", who.endpoint,
 		"pid", os.Getpid(),
 		"os_user", osUser(),
 	)
+	slog.New(slog.NewJSONHandler(w, nil)).Info(msg, attrs...)
 }
 
 // osUser is the operator's login name, or the numeric user ID when it has

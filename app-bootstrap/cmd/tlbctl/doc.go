@@ -12,6 +12,8 @@
 //	tlbctl check
 //	tlbctl inspect --policy ID (--api-key-file FILE|- | --principal NAME | --ip A)
 //	tlbctl reset   --policy ID (--api-key-file FILE|- | --principal NAME | --ip A) [--yes] [--audit-log FILE]
+//	tlbctl plan get|set --plan ID|unset (--api-key-file FILE|- | --principal NAME | --ip A) [--yes] [--audit-log FILE]
+//	tlbctl plan list [--plan ID]
 //
 // check verifies connectivity, TLS, the server version, that the programs
 // the service sends for the configured policy file load under the SHA1s
@@ -25,7 +27,9 @@
 // audit line (the subject's digest, never the subject) to stderr and
 // --audit-log. An API key is read from a file or standard input, never
 // from argv (--api-key is refused). Bad input prints one line and exits 2
-// without touching Redis.
+// without touching Redis. plan reads, sets, unsets and lists subjects'
+// plans (rateplan.Store: a change carries what the subject consumed, ADR
+// 0040), with the same subject input and audit line.
 //
 // Files: main.go (commands, configuration, credentials, client),
 // subject.go (inspect and reset: the command, its input and target),
@@ -33,7 +37,8 @@
 // the service derives them), state.go (the stored state: read, print,
 // reset on the key's node), audit.go (the
 // audit line and file), check.go (check), scripts.go (check's scripts
-// row: the programs the service sends for the configured policies).
+// row: the programs the service sends for the configured policies),
+// plan.go (plan: its subcommands, preview and list).
 //
 // It is a main package of app-bootstrap and may import everything the
 // service does; nothing imports it.

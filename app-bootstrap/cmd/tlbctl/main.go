@@ -59,6 +59,10 @@ const usage = `usage:
   tlbctl check   [--use-service-credentials]
   tlbctl inspect --policy ID (--api-key-file FILE|- | --principal NAME | --ip A) [--use-service-credentials]
   tlbctl reset   --policy ID (--api-key-file FILE|- | --principal NAME | --ip A) [--yes] [--audit-log FILE] [--use-service-credentials]
+  tlbctl plan set   --plan ID (--api-key-file FILE|- | --principal NAME | --ip A) [--yes] [--audit-log FILE] [--use-service-credentials]
+  tlbctl plan get   (--api-key-file FILE|- | --principal NAME | --ip A) [--use-service-credentials]
+  tlbctl plan unset (--api-key-file FILE|- | --principal NAME | --ip A) [--yes] [--audit-log FILE] [--use-service-credentials]
+  tlbctl plan list  [--plan ID] [--use-service-credentials]
 (--api-key-file - reads the key from standard input; an API key is never taken from the command line)`
 
 // run is main without os: it returns the exit code.
@@ -73,11 +77,13 @@ func run(ctx context.Context, args, environ []string, stdin io.Reader, stdout, s
 		err = runCheck(ctx, args[1:], environ, stdout)
 	case "inspect", "reset":
 		err = runSubject(ctx, cmd, args[1:], environ, stdin, stdout, stderr)
+	case "plan":
+		err = runPlan(ctx, args[1:], environ, stdin, stdout, stderr)
 	case "-h", "-help", "--help", "help":
 		fmt.Fprintln(stdout, usage)
 		return exitOK
 	default:
-		err = usagef("unknown command %q (want check, inspect or reset)", bounded(cmd))
+		err = usagef("unknown command %q (want check, inspect, reset or plan)", bounded(cmd))
 	}
 	var ue usageError
 	var ce configError
