@@ -131,7 +131,7 @@ func TestCachedDenialNeverOutlivesRetryAfter(t *testing.T) {
 		t.Run(p.Algorithm().String(), func(t *testing.T) {
 			hits := 0
 			for seed := range uint64(20) {
-				clk := &clock{}
+				clk := ratelimittest.NewClock(time.Time{})
 				lat := &latency{}
 				srv := newModelServer(clk, lat.get, p)
 				c := cache(t, srv, ratedenial.Options{Policies: []ratelimit.Policy{p}, Keys: randomKeys(t), Now: clk.Now})
@@ -159,11 +159,11 @@ func TestAttackerGetsNoMoreAdmissions(t *testing.T) {
 	for _, p := range algorithms(t, 1) {
 		t.Run(p.Algorithm().String(), func(t *testing.T) {
 			for seed := range uint64(10) {
-				clk, lat := &clock{}, &latency{}
+				clk, lat := ratelimittest.NewClock(time.Time{}), &latency{}
 				direct := newModelServer(clk, lat.get, p)
 				without := traceWith(t, p, seed, 2000, direct, clk, lat, nil, nil, 0)
 
-				clk, lat = &clock{}, &latency{}
+				clk, lat = ratelimittest.NewClock(time.Time{}), &latency{}
 				srv := newModelServer(clk, lat.get, p)
 				c := cache(t, srv, ratedenial.Options{Policies: []ratelimit.Policy{p}, Keys: randomKeys(t), Now: clk.Now})
 				with := traceWith(t, p, seed, 2000, c, clk, lat, c, func(ratelimit.Request, time.Time) {}, 0)
@@ -192,7 +192,7 @@ func denyAll(p ratelimit.Policy, calls *int) *ratelimittest.Fake {
 // counted down from the cached instants.
 func TestWhatGoesToTheServer(t *testing.T) {
 	p := policy(t, "p", 1, ratelimit.FixedWindow{Limit: 5, Window: time.Minute}, 5)
-	clk := &clock{now: time.Unix(1_000_000, 0)}
+	clk := ratelimittest.NewClock(time.Unix(1_000_000, 0))
 	calls := 0
 	c := cache(t, denyAll(p, &calls), ratedenial.Options{Policies: []ratelimit.Policy{p}, Keys: randomKeys(t), Now: clk.Now})
 	s := randomSubject(t)
@@ -314,7 +314,7 @@ func TestInvalidation(t *testing.T) {
 // counts it; expired entries go first.
 func TestTableIsBounded(t *testing.T) {
 	p := policy(t, "p", 1, ratelimit.FixedWindow{Limit: 5, Window: time.Minute}, 5)
-	clk := &clock{now: time.Unix(1_000_000, 0)}
+	clk := ratelimittest.NewClock(time.Unix(1_000_000, 0))
 	calls := 0
 	c := cache(t, denyAll(p, &calls), ratedenial.Options{Policies: []ratelimit.Policy{p}, Keys: randomKeys(t), MaxEntries: 3, Now: clk.Now})
 	for range 5 {
@@ -351,7 +351,7 @@ func TestGlobalDenialIsEverySubjects(t *testing.T) {
 		Params: ratelimit.FixedWindow{Limit: 5, Window: time.Minute}, MaxCost: 5, CleanupGrace: time.Minute,
 		FailurePolicy: ratelimit.FailClosed, Scope: ratelimit.ScopeGlobal})
 	require.NoError(t, err)
-	clk := &clock{now: time.Unix(1_000_000, 0)}
+	clk := ratelimittest.NewClock(time.Unix(1_000_000, 0))
 	gotSubjects := []ratelimit.SubjectDigest{}
 	inner := ratelimittestFunc(func(req ratelimit.Request) ratelimit.Outcome {
 		gotSubjects = append(gotSubjects, req.SubjectDigest)

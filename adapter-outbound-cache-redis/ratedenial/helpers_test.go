@@ -88,23 +88,8 @@ func ask(p ratelimit.EdgePort, id ratelimit.PolicyID, subject ratelimit.SubjectD
 		Deadline: time.Now().Add(time.Minute)})
 }
 
-// clock is a controlled local clock.
-type clock struct {
-	mu  sync.Mutex
-	now time.Time
-}
-
-func (c *clock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-func (c *clock) Set(t time.Time) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.now = t
-}
+// clock is the kit's controlled local clock.
+type clock = ratelimittest.Clock
 
 // modelServer is an EdgePort over the programs' Go model whose server
 // clock is the local clock plus the latency of the call (drawn by

@@ -11,6 +11,7 @@ import (
 	"github.com/tech-log/tech-log-backend/adapter-outbound-cache-redis/programs"
 	"github.com/tech-log/tech-log-backend/adapter-outbound-cache-redis/ratedenial"
 	"github.com/tech-log/tech-log-backend/shared-contract/ratelimit"
+	"github.com/tech-log/tech-log-backend/shared-contract/ratelimit/ratelimittest"
 )
 
 // setModel is a modelServer that also evaluates sets all or nothing: every
@@ -58,7 +59,7 @@ func (m *setModel) EvaluateSet(_ context.Context, req ratelimit.SetRequest) rate
 func TestSetDenialIsCachedPerMember(t *testing.T) {
 	sec := policy(t, "per-second", 1, ratelimit.FixedWindow{Limit: 2, Window: time.Second}, 1)
 	day := policy(t, "per-day", 1, ratelimit.FixedWindow{Limit: 100, Window: 24 * time.Hour}, 1)
-	clk := &clock{now: time.Unix(1_000_000, 0)}
+	clk := ratelimittest.NewClock(time.Unix(1_000_000, 0))
 	m := &setModel{modelServer: newModelServer(clk, func() time.Duration { return 0 }, sec, day)}
 	c := cache(t, m, ratedenial.Options{Policies: []ratelimit.Policy{sec, day}, Keys: randomKeys(t), Now: clk.Now})
 	s := randomSubject(t)
@@ -108,7 +109,7 @@ func (r *refunding) Refund(context.Context, ratelimit.Request, ratelimit.Receipt
 // request asks the server again.
 func TestRefundDropsTheCachedDenial(t *testing.T) {
 	p := policy(t, "p", 1, ratelimit.FixedWindow{Limit: 5, Window: time.Minute}, 5)
-	clk := &clock{now: time.Unix(1_000_000, 0)}
+	clk := ratelimittest.NewClock(time.Unix(1_000_000, 0))
 	calls := 0
 	inner := &refunding{ratelimittestFunc: func(req ratelimit.Request) ratelimit.Outcome {
 		calls++

@@ -14,6 +14,7 @@ import (
 	"github.com/tech-log/tech-log-backend/adapter-outbound-cache-redis/redistest"
 	"github.com/tech-log/tech-log-backend/shared-contract/keyspace"
 	"github.com/tech-log/tech-log-backend/shared-contract/ratelimit"
+	"github.com/tech-log/tech-log-backend/shared-contract/ratelimit/ratelimittest"
 )
 
 // t0 is the controlled clock's start.
@@ -87,7 +88,7 @@ func TestCacheRereadsAfterTTL(t *testing.T) {
 	srv := redistest.Start(t)
 	keys := redistest.RandomKeys(t)
 	store := newStore(t, srv, keys)
-	clk := &clock{now: t0}
+	clk := ratelimittest.NewClock(t0)
 	// Not started: no invalidation reaches it, only the TTL.
 	c := newCache(t, rateplan.CacheOptions{Client: clientAt(t, srv.Addr()), Keys: keys, TTL: 100 * time.Millisecond, Now: clk.Now}, false)
 	ctx := redistest.AdminCtx(t)
@@ -132,7 +133,7 @@ func TestCacheServesStaleIfError(t *testing.T) {
 	srv.Require(t, redistest.CapKill)
 	keys := redistest.RandomKeys(t)
 	store := newStore(t, srv, keys)
-	clk := &clock{now: t0}
+	clk := ratelimittest.NewClock(t0)
 	c := newCache(t, rateplan.CacheOptions{Client: clientAt(t, srv.Addr()), Keys: keys, TTL: time.Minute, Now: clk.Now}, false)
 	ctx := redistest.AdminCtx(t)
 	s := randomSubject(t)
@@ -210,7 +211,7 @@ func TestCacheKeepsAnInvalidationThatCrossesARead(t *testing.T) {
 	key, err := rateplan.Key(keys, s)
 	require.NoError(t, err)
 
-	clk := &clock{now: t0}
+	clk := ratelimittest.NewClock(t0)
 	cc := clientAt(t, srv.Addr())
 	var c *rateplan.Cache
 	hook := &afterHGET{key: key}

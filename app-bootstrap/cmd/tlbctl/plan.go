@@ -92,24 +92,12 @@ func runPlan(ctx context.Context, args, environ []string, stdin io.Reader, stdou
 			return err
 		}
 	}
-	var audit io.Writer = stderr
-	if pc.yes && pc.auditPath != "" {
-		f, err := openAuditLog(pc.auditPath)
-		if err != nil {
-			return err
-		}
-		defer f.Close()
-		audit = io.MultiWriter(stderr, f)
-	}
-	client, user, err := connect(cfg, environ, pc.useService)
+	ss, err := openSession(cfg, environ, pc.useService, pc.yes, pc.auditPath, warnings, stderr)
 	if err != nil {
 		return err
 	}
-	defer client.Close()
-	for _, w := range warnings {
-		fmt.Fprintf(stderr, "%s: warning: %s\n", name, w)
-	}
-	where := endpoint(cfg.RateLimit)
+	defer ss.close()
+	client, user, where, audit := ss.client, ss.user, ss.where, ss.audit
 	store, err := rateplan.NewStore(client, keys, plans, set.Policies)
 	if err != nil {
 		return err

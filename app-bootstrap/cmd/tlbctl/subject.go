@@ -8,6 +8,8 @@ import (
 	"net/netip"
 	"strings"
 
+	"github.com/redis/go-redis/v9"
+	"github.com/tech-log/tech-log-backend/app-bootstrap/config"
 	"github.com/tech-log/tech-log-backend/shared-contract/ratelimit"
 )
 
@@ -86,24 +88,12 @@ func runSubject(ctx context.Context, cmd string, args, environ []string, stdin i
 	if err != nil {
 		return err
 	}
-	var audit io.Writer = stderr
-	if yes && auditPath != "" {
-		f, err := openAuditLog(auditPath)
-		if err != nil {
-			return err
-		}
-		defer f.Close()
-		audit = io.MultiWriter(stderr, f)
-	}
-	client, user, err := connect(cfg, environ, *useService)
+	ss, err := openSession(cfg, environ, *useService, yes, auditPath, warnings, stderr)
 	if err != nil {
 		return err
 	}
-	defer client.Close()
-	for _, w := range warnings {
-		fmt.Fprintf(stderr, "%s: warning: %s\n", name, w)
-	}
-	where := endpoint(cfg.RateLimit)
+	defer ss.close()
+	client, user, where, audit := ss.client, ss.user, ss.where, ss.audit
 	node, err := nodeFor(ctx, client, tg.key)
 	if err != nil {
 		return fmt.Errorf("%s as %s: %w", where, user, err)
@@ -120,4 +110,47 @@ func runSubject(ctx context.Context, cmd string, args, environ []string, stdin i
 		return fmt.Errorf("%s as %s: %w", where, user, err)
 	}
 	return nil
+}
+
+// session is what a command that touches Redis holds once its input has
+// passed: the client (as tlbctl's user or, asked, the service's), the
+// user and endpoint its errors name, and where its audit lines go.
+type session struct {
+	client      redis.UniversalClient
+	user, where string
+	audit       io.Writer
+	closers     []func() error
+}
+
+// openSession opens the audit log when a change is confirmed (yes) and
+// auditPath is given (before connecting, so a bad path changes nothing),
+// connects, and prints the input's warnings to stderr.
+func openSession(cfg config.Config, environ []string, useService, yes bool, auditPath string, warnings []string, stderr io.Writer) (session, error) {
+	ss := session{audit: stderr}
+	if yes && auditPath != "" {
+		f, err := openAuditLog(auditPath)
+		if err != nil {
+			return session{}, err
+		}
+		ss.closers = append(ss.closers, f.Close)
+		ss.audit = io.MultiWriter(stderr, f)
+	}
+	client, user, err := connect(cfg, environ, useService)
+	if err != nil {
+		ss.close()
+		return session{}, err
+	}
+	ss.client, ss.user, ss.where = client, user, endpoint(cfg.RateLimit)
+	ss.closers = append(ss.closers, client.Close)
+	for _, w := range warnings {
+		fmt.Fprintf(stderr, "%s: warning: %s\n", name, w)
+	}
+	return ss, nil
+}
+
+// close closes the client and the audit log.
+func (ss session) close() {
+	for i := len(ss.closers) - 1; i >= 0; i-- {
+		_ = ss.closers[i]()
+	}
 }

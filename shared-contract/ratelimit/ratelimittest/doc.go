@@ -7,6 +7,7 @@
 // Fake is a scriptable port implementing every method of the one port
 // (ADR 0033) for the tests of the port's callers (the web middleware,
 // decorators, wiring): a test fake that overrides one method embeds it.
+// Clock is a controlled local clock for the decorators' Now options.
 //
 // It imports the standard library (testing included) and ratelimit only; it
 // must never import an adapter, app-bootstrap or a third-party package.
