@@ -41,7 +41,8 @@ var targetLabels = map[string]bool{"job": true, "instance": true}
 // alert rules use exists in the running service's /metrics, and every label
 // they select on exists on that metric. The service runs in-process with the
 // Redis limiter on (a private redis-server), a shadow policy beside the
-// enforced one (testdata/shadow-policies.json) and the local limiter on, and
+// enforced one and plans (testdata/observability-policies.json) and the
+// local limiter on, and
 // gets one admitted request, a local-limiter 429 and a /readyz probe so that
 // every labelled series they use has appeared.
 func TestObservabilityMetricsExist(t *testing.T) {
@@ -52,9 +53,10 @@ func TestObservabilityMetricsExist(t *testing.T) {
 	kv := append(enabledKV(rs.Addr()),
 		"APP_WEB_LOCAL_LIMIT_ENABLED", "true", "APP_WEB_LOCAL_LIMIT_BURST", "2",
 		"APP_WEB_LOCAL_LIMIT_RATE", "0.1", "APP_WEB_LOCAL_LIMIT_IDLE_TTL", "1m",
-		// A shadow policy beside "api", so that the shadow decisions'
-		// series (ADR 0037) exist too.
-		"APP_RATE_LIMIT_POLICIES_FILE", "testdata/shadow-policies.json")
+		// A shadow policy beside "api" and plans mapping it, so that the
+		// shadow decisions' (ADR 0037) and plans' (ADR 0040) series exist
+		// too.
+		"APP_RATE_LIMIT_POLICIES_FILE", "testdata/observability-policies.json")
 	cfg := loadConfig(t, kv...)
 	var srv *Server
 	app := fxtest.New(t, Options(cfg, quietLogger()), fx.Populate(&srv))

@@ -168,3 +168,33 @@ func planStore(t *testing.T, cfg config.Config, addr string) (*rateplan.Store, r
 	require.NoError(t, err)
 	return store, digest
 }
+
+// TestPlansFollowAReload (issue 36 item 4): plans reload with the policy
+// file: a ConfigMap swap that maps gold to a new policy is served for a
+// subject on gold within a second, with no restart and no new assignment.
+// The new policy's state starts fresh, as a new revision's does: a change
+// made by the file, not by tlbctl plan, carries nothing yet (ADR 0039,
+// proposed for revisions; docs/operations.md, "Reloading the policy file").
+func TestPlansFollowAReload(t *testing.T) {
+	b := newReloadBench(t, plansFile)
+	cfg := b.pol.Config()
+	store, digest := planStore(t, cfg, b.rs.Addr())
+	_, err := store.Set(context.Background(), digest, "gold")
+	require.NoError(t, err)
+	for range 10 {
+		require.Equal(t, http.StatusOK, b.get())
+	}
+	require.Equal(t, http.StatusTooManyRequests, b.get(), "gold's 10 spent")
+	// Gold now maps api to api-platinum, 100 an hour.
+	next := strings.Replace(plansFile, `{"id": "gold", "policies": {"api": "api-gold"}}`, `{"id": "gold", "policies": {"api": "api-platinum"}}`, 1)
+	next = strings.Replace(next, ` ],
+ "plans"`, `,
+  {"id": "api-platinum", "revision": 1, "algorithm": "fixed_window", "limit": 100, "window": "1h", "maxCost": 1, "cleanupGrace": "1m", "maxClockRegression": "2s", "failurePolicy": "fail-closed"}
+ ],
+ "plans"`, 1)
+	require.NotEqual(t, plansFile, next)
+	b.swap(next)
+	took := b.waitFor("gold served by api-platinum", effective, func() bool { return b.get() == http.StatusOK })
+	t.Logf("the reloaded plans served after %v", took)
+	assert.Equal(t, float64(1), b.metric(appliedByFile))
+}

@@ -35,12 +35,13 @@ type reloadBench struct {
 	srv   *Server
 	pol   *Policies
 	logs  *lockedBuffer
+	rs    *redistest.Server
 }
 
 func newReloadBench(t *testing.T, first string, kv ...string) *reloadBench {
 	t.Helper()
 	rs := redistest.Start(t)
-	b := &reloadBench{t: t, dir: t.TempDir()}
+	b := &reloadBench{t: t, dir: t.TempDir(), rs: rs}
 	b.swap(first)
 	cfg := loadConfig(t, append(append(enabledKV(rs.Addr()), "APP_RATE_LIMIT_POLICIES_FILE", filepath.Join(b.dir, "policies.json")), kv...)...)
 	b.logs = &lockedBuffer{}
