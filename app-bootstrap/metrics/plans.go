@@ -18,17 +18,23 @@ const (
 	// PlanCacheTotal counts the plan cache's lookups by result (hit, miss,
 	// stale, error) and the entries invalidations dropped (invalidated).
 	PlanCacheTotal = "tlb_ratelimit_plan_cache_total"
+	// CarryTotal counts the checks of a subject's state under a policy
+	// whose previous revision this instance served, by policy and result
+	// (carried, nothing, error; ADR 0039).
+	CarryTotal = "tlb_ratelimit_carry_total"
 )
 
 // Plans holds the plans' collectors. Safe for concurrent use.
 type Plans struct {
 	decisions *prometheus.CounterVec
 	cache     *prometheus.CounterVec
+	carry     *prometheus.CounterVec
 }
 
-// Plans returns the plans' collectors, registering them at the first
-// call: call it only when the policy file has plans, so a service without
-// plans has no such series.
+// Plans returns the plans' and carry's collectors, registering them at
+// the first call: call it only when the policy file has plans or a
+// reload changed a revision, so a service without either has no such
+// series.
 func (m *Metrics) Plans() *Plans {
 	m.plansOnce.Do(func() { m.plans = m.registerPlans() })
 	return m.plans
@@ -44,8 +50,12 @@ func (m *Metrics) registerPlans() *Plans {
 			Name: PlanCacheTotal,
 			Help: "Plan assignment cache lookups by result (hit, miss: read from Redis, stale: an expired entry served because the read failed, error) and entries dropped by a published change (invalidated).",
 		}, []string{"result"}),
+		carry: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: CarryTotal,
+			Help: "First decisions of a subject under a policy whose previous revision this instance served, by policy and result (carried: the new state holds what the old one consumed; nothing: nothing to carry; error: the check failed and the decision went on).",
+		}, []string{"policy", "result"}),
 	}
-	m.registry.MustRegister(p.decisions, p.cache)
+	m.registry.MustRegister(p.decisions, p.cache, p.carry)
 	return p
 }
 
@@ -68,6 +78,12 @@ func (p *Plans) Decision(plan ratelimit.PlanID, base ratelimit.PolicyID, out rat
 		result = "incompatible"
 	}
 	p.decisions.WithLabelValues(string(plan), string(base), result).Inc()
+}
+
+// Carry counts one carry check of policy by result (ratecarry.Result's
+// values).
+func (p *Plans) Carry(policy ratelimit.PolicyID, result string) {
+	p.carry.WithLabelValues(string(policy), result).Inc()
 }
 
 // Cache counts one plan cache event (rateplan.CacheEvent's values).

@@ -8,6 +8,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/tech-log/tech-log-backend/adapter-outbound-cache-redis/ratecarry"
 	"github.com/tech-log/tech-log-backend/adapter-outbound-cache-redis/ratedenial"
 	"github.com/tech-log/tech-log-backend/adapter-outbound-cache-redis/ratefallback"
 	"github.com/tech-log/tech-log-backend/adapter-outbound-cache-redis/rateplan"
@@ -47,16 +48,37 @@ type below struct {
 	// none), and planMetrics, optional, counts what they decide.
 	plans       ratelimit.Plans
 	planMetrics *metrics.Plans
+	// predecessors maps the policies whose previous revision this
+	// instance served (a reload) to it: their subjects' states carry what
+	// they consumed under it (ratecarry, ADR 0039).
+	predecessors map[ratelimit.PolicyID]ratelimit.Policy
 }
 
 // decorate builds the decorator stack of c's provider (the policy file's
 // policies): see decorate.
-func (c *coordination) decorate(rl config.RateLimit, pm *metrics.Plans) (stack, error) {
+func (c *coordination) decorate(rl config.RateLimit, pm *metrics.Plans, prev []ratelimit.Policy) (stack, error) {
 	return decorate(rl, below{
 		provider: c.provider, client: c.client, keys: c.keys, log: c.log,
 		policies: rl.Policies.Policies, noDenialCache: rl.Policies.NoDenialCache,
-		plans: rl.Policies.Plans, planMetrics: pm,
+		plans: rl.Policies.Plans, planMetrics: pm, predecessors: predecessors(prev, rl.Policies.Policies),
 	})
+}
+
+// predecessors maps each policy of next whose ID prev has at another
+// revision to prev's (nil when none).
+func predecessors(prev, next []ratelimit.Policy) map[ratelimit.PolicyID]ratelimit.Policy {
+	var out map[ratelimit.PolicyID]ratelimit.Policy
+	for _, p := range next {
+		for _, q := range prev {
+			if q.ID() == p.ID() && q.Revision() != p.Revision() {
+				if out == nil {
+					out = map[ratelimit.PolicyID]ratelimit.Policy{}
+				}
+				out[p.ID()] = q
+			}
+		}
+	}
+	return out
 }
 
 // decorate builds the decorator stack of rl over b's provider: the local
@@ -70,9 +92,21 @@ func (c *coordination) decorate(rl config.RateLimit, pm *metrics.Plans) (stack, 
 // starts nothing: the caller starts the caches' subscriptions
 // (stack.start) and closes the stack.
 func decorate(rl config.RateLimit, b below) (stack, error) {
-	st := stack{port: b.provider}
+	var base ratefallback.Provider = b.provider
+	if len(b.predecessors) > 0 {
+		var observe func(ratelimit.PolicyID, ratecarry.Result)
+		if cm := b.planMetrics; cm != nil {
+			observe = func(id ratelimit.PolicyID, r ratecarry.Result) { cm.Carry(id, string(r)) }
+		}
+		cr, err := ratecarry.New(b.provider, ratecarry.Options{Client: b.client, Keys: b.keys, Policies: b.policies, Predecessors: b.predecessors, Observe: observe})
+		if err != nil {
+			return stack{}, fmt.Errorf("rate limit: carry over a new revision: %w", err)
+		}
+		base = cr
+	}
+	st := stack{port: base}
 	if hasLocalFallback(b.policies) {
-		fb, err := ratefallback.New(b.provider, ratefallback.Options{
+		fb, err := ratefallback.New(base, ratefallback.Options{
 			Policies:       b.policies,
 			CommandTimeout: rl.CommandTimeout,
 			MaxSubjects:    rl.FallbackMaxSubjects,
@@ -190,7 +224,7 @@ func NewLimiter(rl config.RateLimit, client redis.UniversalClient, log *slog.Log
 		}
 		return nil, err
 	}
-	st, err := c.decorate(rl, nil)
+	st, err := c.decorate(rl, nil, nil)
 	if err != nil {
 		_ = c.provider.Close()
 		return nil, err

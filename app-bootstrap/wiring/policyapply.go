@@ -76,7 +76,7 @@ func (p *Policies) apply(old *policyGen, path string) (string, error) {
 	if err := errors.Join(errs...); err != nil {
 		return reloadRefused, err
 	}
-	g, err := newPolicyGen(next, p.log, p.m)
+	g, err := newPolicyGen(next, old.cfg.RateLimit.Policies.Policies, p.log, p.m)
 	if err != nil {
 		return reloadRefused, err
 	}

@@ -41,7 +41,7 @@ type policyGen struct {
 
 // newPolicyGen builds the generation of cfg's policies. It does no I/O;
 // the caller starts it (start) and closes it on error.
-func newPolicyGen(cfg config.Config, log *slog.Logger, m *metrics.Metrics) (*policyGen, error) {
+func newPolicyGen(cfg config.Config, prev []ratelimit.Policy, log *slog.Logger, m *metrics.Metrics) (*policyGen, error) {
 	rl := cfg.RateLimit
 	client, err := coordinationClient(rl)
 	if err != nil {
@@ -53,10 +53,10 @@ func newPolicyGen(cfg config.Config, log *slog.Logger, m *metrics.Metrics) (*pol
 		return nil, err
 	}
 	var pm *metrics.Plans
-	if !rl.Policies.Plans.IsZero() {
+	if !rl.Policies.Plans.IsZero() || len(predecessors(prev, rl.Policies.Policies)) > 0 {
 		pm = m.Plans()
 	}
-	st, err := c.decorate(rl, pm)
+	st, err := c.decorate(rl, pm, prev)
 	if err != nil {
 		_ = c.provider.Close()
 		return nil, err

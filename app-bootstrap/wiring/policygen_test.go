@@ -16,7 +16,7 @@ import (
 // and closing it does no I/O.
 func offlineGen(t *testing.T) *policyGen {
 	t.Helper()
-	g, err := newPolicyGen(loadConfig(t, enabledKV("127.0.0.1:1")...), quietLogger(), metrics.New())
+	g, err := newPolicyGen(loadConfig(t, enabledKV("127.0.0.1:1")...), nil, quietLogger(), metrics.New())
 	require.NoError(t, err)
 	return g
 }

@@ -84,7 +84,7 @@ type PolicyFollower struct {
 }
 
 func newPolicies(lc fx.Lifecycle, cfg config.Config, log *slog.Logger, m *metrics.Metrics) (*Policies, error) {
-	g, err := newPolicyGen(cfg, log, m)
+	g, err := newPolicyGen(cfg, nil, log, m)
 	if err != nil {
 		return nil, err
 	}
