@@ -225,7 +225,11 @@ func (c *Carrier) carry(ctx context.Context, s *succession, subject ratelimit.Su
 	if err != nil {
 		return Failed, err
 	}
-	keys := []string{newKey, oldKey}
+	mark, err := MarkKey(c.keys, s.policy, subject)
+	if err != nil {
+		return Failed, err
+	}
+	keys := []string{newKey, oldKey, mark}
 	for range maxSeedAttempts {
 		v, err := checkScript.Run(ctx, c.client, keys).Slice()
 		if err != nil {
@@ -245,17 +249,9 @@ func (c *Carrier) carry(ctx context.Context, s *succession, subject ratelimit.Su
 		if err != nil {
 			return Failed, err
 		}
-		args := []any{old, "", 0, "", 0}
-		// programs.Carry's rule, with the charge's reply for the TTL.
-		if units := min(programs.Consumed(s.pred, programs.State(old), now), s.policy.Limit()); units > 0 {
-			r, st := programs.Charge(s.policy, nil, now, units)
-			if r.Status != programs.StatusAllowed {
-				return Failed, fmt.Errorf("ratecarry: the model refused to carry %d units into %q", units, s.policy.ID())
-			}
-			args[1], args[2] = string(st), r.ExpiryMillis(s.policy)
-		}
-		if r, st := programs.Charge(s.pred, programs.State(old), now, s.pred.Limit()); r.Status == programs.StatusAllowed {
-			args[3], args[4] = string(st), r.ExpiryMillis(s.pred)
+		args, err := seedArgs(s, programs.State(old), now)
+		if err != nil {
+			return Failed, err
 		}
 		n, err := seedScript.Run(ctx, c.client, keys, args...).Int64()
 		if err != nil {
@@ -269,6 +265,37 @@ func (c *Carrier) carry(ctx context.Context, s *succession, subject ratelimit.Su
 		}
 	}
 	return Failed, fmt.Errorf("ratecarry: the predecessor's state changed during each of %d attempts", maxSeedAttempts)
+}
+
+// KeyKindMark is the kind of a carry's mark: <prefix>:rate:<policyID>:c:v2:{<slot
+// tag>}<digest over (policy ID, revision, subject)>, in the subject's
+// slot (its state keys' tag). No state key has kind "c".
+const KeyKindMark = "c"
+
+// MarkKey is the key of the mark that subject's state under p was carried
+// from its predecessor (seedScript).
+func MarkKey(keys *keyspace.Builder, p ratelimit.Policy, subject ratelimit.SubjectDigest) (string, error) {
+	id := string(p.ID())
+	return keys.TaggedKey(redisrate.KeyCapability, id, KeyKindMark, string(subject), id, strconv.FormatInt(p.Revision(), 10), string(subject))
+}
+
+// seedArgs is the seed's ARGV for the predecessor's state old at server
+// time now: old itself; the new state, charged with what old consumed
+// (programs.Carry's rule, at most the new limit, and at least 1: an
+// existing predecessor state always leaves a new state behind, which
+// instances still deciding by the predecessor cannot reach); the
+// predecessor charged to empty.
+func seedArgs(s *succession, old programs.State, now int64) ([]any, error) {
+	units := max(1, min(programs.Consumed(s.pred, old, now), s.policy.Limit()))
+	r, st := programs.Charge(s.policy, nil, now, units)
+	if r.Status != programs.StatusAllowed {
+		return nil, fmt.Errorf("ratecarry: the model refused to carry %d units into %q", units, s.policy.ID())
+	}
+	args := []any{string(old), string(st), r.ExpiryMillis(s.policy), "", 0}
+	if r, st := programs.Charge(s.pred, old, now, s.pred.Limit()); r.Status == programs.StatusAllowed {
+		args[3], args[4] = string(st), r.ExpiryMillis(s.pred)
+	}
+	return args, nil
 }
 
 // serverMillis reads TIME's two elements as milliseconds.

@@ -9,7 +9,9 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/tech-log/tech-log-backend/adapter-outbound-cache-redis/programs"
 	"github.com/tech-log/tech-log-backend/adapter-outbound-cache-redis/ratecarry"
+	"github.com/tech-log/tech-log-backend/adapter-outbound-cache-redis/redisrate"
 	"github.com/tech-log/tech-log-backend/adapter-outbound-cache-redis/redistest"
 	"github.com/tech-log/tech-log-backend/shared-contract/ratelimit"
 )
@@ -418,5 +420,52 @@ func TestNewRefusesInvalidOptions(t *testing.T) {
 		o.MaxSubjects = n
 		_, err := ratecarry.New(inner, o)
 		assert.NoError(t, err, "MaxSubjects %d", n)
+	}
+}
+
+// TestEmptiedStateIsNeverCarriedAsSpent: after a carry, the emptied
+// predecessor state outlives the carried state (its TTL is the old
+// policy's, the new state's the new one's); once the new state is gone, a
+// later check (another instance, a cleared table) finds the carry's mark
+// and carries nothing more, so the subject gets the new budget back, not
+// the old limit as spent. A predecessor state that consumed nothing still
+// leaves a new state.
+func TestEmptiedStateIsNeverCarriedAsSpent(t *testing.T) {
+	srv := redistest.Start(t)
+	for _, used := range []int64{1, 0} {
+		keys := redistest.RandomKeys(t)
+		rc := clientAt(t, srv.Addr())
+		old := policy(t, polAPI, 1, algorithmNamed(t, "token_bucket").params(5))
+		neu := policy(t, polAPI, 2, algorithmNamed(t, "token_bucket").params(20))
+		prov1, prov2 := provider(t, rc, keys, old), provider(t, rc, keys, neu)
+		obs := &observed{}
+		c := carrier(t, prov2, rc, keys, obs, [2]ratelimit.Policy{neu, old})
+		subject := randomSubject(t)
+		oldKey, err := redisrate.StateKey(keys, old, subject)
+		require.NoError(t, err)
+		newKey, err := redisrate.StateKey(keys, neu, subject)
+		require.NoError(t, err)
+		require.True(t, admitted(t, ask(prov1, polAPI, subject)))
+		if used == 0 {
+			// A state that has consumed nothing: one unit taken two hours
+			// ago, refilled since.
+			at := serverMillis(t, rc, false) - 2*time.Hour.Milliseconds()
+			_, st := programs.Charge(old, nil, at, 1)
+			require.Zero(t, programs.Consumed(old, st, at+2*time.Hour.Milliseconds()))
+			require.NoError(t, rc.Set(context.Background(), oldKey, string(st), time.Hour).Err())
+		}
+		require.True(t, admitted(t, ask(c, polAPI, subject)))
+		require.Equal(t, 1, obs.count(polAPI, ratecarry.Carried), "used %d", used)
+		n, err := rc.Exists(context.Background(), newKey).Result()
+		require.NoError(t, err)
+		require.Equal(t, int64(1), n, "used %d: a new state is left", used)
+
+		// The new state expires (deleted here) while the emptied one lives.
+		require.NoError(t, rc.Del(context.Background(), newKey).Err())
+		later := &observed{}
+		c2 := carrier(t, prov2, rc, keys, later, [2]ratelimit.Policy{neu, old})
+		got := countUntilDenied(t, c2, polAPI, subject, 40)
+		assert.Zero(t, later.count(polAPI, ratecarry.Carried), "used %d: the mark stops a second carry", used)
+		assert.Equal(t, int64(20), got, "used %d: the new budget, not the emptied old limit as spent", used)
 	}
 }

@@ -11,14 +11,16 @@
 // Redis Cluster slot): when the new state is missing and the predecessor's
 // exists, the new state is seeded, in a second program that checks both
 // keys again, with what the predecessor's state consumed (programs.Carry,
-// at most the new limit), and the predecessor's state is charged to empty,
-// so an instance still on the old revision denies instead of admitting.
+// at most the new limit, at least 1), and the predecessor's state is
+// charged to empty, so an instance still on the old revision denies
+// instead of admitting; a mark key (MarkKey, as long-lived as the emptied
+// state) keeps any later check from carrying the emptied state as spent.
 // Each (policy, subject) is checked once per instance (a bounded table);
 // later decisions cost nothing. A check that fails lets the decision go
 // on (it fails as the check did when the server is down).
 //
-// Files: doc.go; carrier.go (Carrier, Options, New, the check and the
-// seed); scripts.go (the two programs).
+// Files: doc.go; carrier.go (Carrier, Options, New, MarkKey, the check
+// and the seed); scripts.go (the two programs).
 //
 // It uses redisrate.StateKey and the programs' Go models; it must never
 // import the provider's internal packages or an inbound adapter.
