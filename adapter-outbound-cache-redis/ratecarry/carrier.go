@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -67,6 +68,11 @@ type Options struct {
 	// at another revision. At least one.
 	Policies     []ratelimit.Policy
 	Predecessors map[ratelimit.PolicyID]ratelimit.Policy
+	// Catalog, optional, is where Start finds the predecessors of the
+	// policies Predecessors does not give (a process started on a new
+	// revision) and records Policies as served. With it, Predecessors may
+	// be empty.
+	Catalog *Catalog
 	// MaxSubjects bounds each policy's table; 0 means DefaultMaxSubjects.
 	MaxSubjects int
 	// Observe, optional, is told each check's result with its policy.
@@ -76,12 +82,16 @@ type Options struct {
 // Carrier is the decorator (see the package doc). Safe for concurrent
 // use.
 type Carrier struct {
-	inner   Inner
-	client  redis.UniversalClient
-	keys    *keyspace.Builder
-	max     int
-	observe func(ratelimit.PolicyID, Result)
-	by      map[ratelimit.PolicyID]*succession
+	inner    Inner
+	client   redis.UniversalClient
+	keys     *keyspace.Builder
+	max      int
+	observe  func(ratelimit.PolicyID, Result)
+	catalog  *Catalog
+	policies []ratelimit.Policy
+	// by is the successions by policy ID: set by New, replaced (never
+	// changed in place) by Start.
+	by atomic.Pointer[map[ratelimit.PolicyID]*succession]
 }
 
 // succession is one policy with its predecessor and the subjects checked.
@@ -113,7 +123,8 @@ func New(inner Inner, opts Options) (*Carrier, error) {
 		bad("Options.MaxSubjects %d must be in 1..%d", opts.MaxSubjects, MaxSubjects)
 	}
 	c := &Carrier{inner: inner, client: opts.Client, keys: opts.Keys, max: opts.MaxSubjects, observe: opts.Observe,
-		by: map[ratelimit.PolicyID]*succession{}}
+		catalog: opts.Catalog, policies: opts.Policies}
+	by := map[ratelimit.PolicyID]*succession{}
 	current := map[ratelimit.PolicyID]ratelimit.Policy{}
 	for _, p := range opts.Policies {
 		current[p.ID()] = p
@@ -126,16 +137,44 @@ func New(inner Inner, opts Options) (*Carrier, error) {
 		case pred.IsZero() || pred.ID() != id || pred.Revision() == p.Revision():
 			bad("Options.Predecessors[%q]: not another revision of the policy", id)
 		default:
-			c.by[id] = &succession{policy: p, pred: pred, checked: map[ratelimit.SubjectDigest]struct{}{}}
+			by[id] = newSuccession(p, pred)
 		}
 	}
-	if len(c.by) == 0 {
-		bad("Options.Predecessors: none")
+	if len(by) == 0 && opts.Catalog == nil {
+		bad("Options.Predecessors: none, and no Options.Catalog")
 	}
 	if err := errors.Join(errs...); err != nil {
 		return nil, err
 	}
+	c.by.Store(&by)
 	return c, nil
+}
+
+func newSuccession(p, pred ratelimit.Policy) *succession {
+	return &succession{policy: p, pred: pred, checked: map[ratelimit.SubjectDigest]struct{}{}}
+}
+
+// Start, with a catalog, adds the catalog's predecessor of every policy
+// without one (the revision of its ID recorded last, other than its own),
+// then records the policies as served. Without a catalog it does nothing.
+// Its error (the server unreachable) leaves the predecessors as they
+// were: a process that could not read the catalog carries nothing from it.
+func (c *Carrier) Start(ctx context.Context) error {
+	if c.catalog == nil {
+		return nil
+	}
+	preds, err := c.catalog.Predecessors(ctx, c.policies)
+	if err != nil {
+		return err
+	}
+	by := maps.Clone(*c.by.Load())
+	for _, p := range c.policies {
+		if pred, ok := preds[p.ID()]; ok && by[p.ID()] == nil {
+			by[p.ID()] = newSuccession(p, pred)
+		}
+	}
+	c.by.Store(&by)
+	return c.catalog.Record(ctx, c.policies)
 }
 
 // Evaluate carries req's subject's state first when its policy has a
@@ -181,7 +220,7 @@ func (c *Carrier) Charge(ctx context.Context, req ratelimit.Request, units int64
 // carries its predecessor's. An invalid subject is left to the provider's
 // validation.
 func (c *Carrier) ensure(ctx context.Context, id ratelimit.PolicyID, subject ratelimit.SubjectDigest, deadline time.Time) {
-	s := c.by[id]
+	s := (*c.by.Load())[id]
 	if s == nil || subject.Validate() != nil {
 		return
 	}
@@ -313,8 +352,9 @@ func serverMillis(sec, usec any) (int64, error) {
 // Checked is how many subjects each policy with a predecessor has checked
 // (its table's size), by policy.
 func (c *Carrier) Checked() map[ratelimit.PolicyID]int64 {
-	out := make(map[ratelimit.PolicyID]int64, len(c.by))
-	for id, s := range c.by {
+	by := *c.by.Load()
+	out := make(map[ratelimit.PolicyID]int64, len(by))
+	for id, s := range by {
 		out[id] = s.n.Load()
 	}
 	return out

@@ -15,12 +15,16 @@
 // charged to empty, so an instance still on the old revision denies
 // instead of admitting; a mark key (MarkKey, as long-lived as the emptied
 // state) keeps any later check from carrying the emptied state as spent.
-// Each (policy, subject) is checked once per instance (a bounded table);
+// A policy's predecessor is the revision this instance served before a
+// reload or, for a process started on the new revision, the one the
+// server's Catalog recorded last (Start). Each (policy, subject) is checked
+// once per instance (a bounded table);
 // later decisions cost nothing. A check that fails lets the decision go
 // on (it fails as the check did when the server is down).
 //
 // Files: doc.go; carrier.go (Carrier, Options, New, MarkKey, the check
-// and the seed); scripts.go (the two programs).
+// and the seed, Start); catalog.go (Catalog: the revisions served,
+// recorded at start); scripts.go (the two programs).
 //
 // It uses redisrate.StateKey and the programs' Go models; it must never
 // import the provider's internal packages or an inbound adapter.

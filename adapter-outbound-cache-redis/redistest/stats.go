@@ -2,6 +2,7 @@ package redistest
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
 
@@ -56,4 +57,27 @@ func resetStats(t testing.TB, nodes []*Server) {
 			t.Fatalf("redistest: node %s: CONFIG RESETSTAT: %v", s.Addr(), err)
 		}
 	}
+}
+
+// KeyCount counts c's keys, leaving out every key that contains one of
+// except (for example a service's bookkeeping, such as the revision
+// catalog, when a test asserts that requests wrote nothing). For a private
+// test server only: it reads every key name.
+func KeyCount(t testing.TB, c *redis.Client, except ...string) int64 {
+	t.Helper()
+	keys, err := c.Keys(AdminCtx(t), "*").Result()
+	if err != nil {
+		t.Fatalf("redistest: KEYS: %v", err)
+	}
+	n := int64(0)
+next:
+	for _, k := range keys {
+		for _, e := range except {
+			if strings.Contains(k, e) {
+				continue next
+			}
+		}
+		n++
+	}
+	return n
 }

@@ -28,6 +28,8 @@ type stack struct {
 	fallback *ratefallback.Fallback // nil unless a policy is local-fallback
 	denial   *ratedenial.Cache      // nil when the denial cache is off
 	plans    *rateplan.Cache        // nil when the policy file has no plans
+	carrier  *ratecarry.Carrier     // nil when nothing carries (ratecarry)
+	log      *slog.Logger
 }
 
 // below is what decorate stacks the decorators on: a provider, the
@@ -52,6 +54,9 @@ type below struct {
 	// instance served (a reload) to it: their subjects' states carry what
 	// they consumed under it (ratecarry, ADR 0039).
 	predecessors map[ratelimit.PolicyID]ratelimit.Policy
+	// catalog: the policies are a policy file's, recorded in and
+	// succeeding the revisions of the server's catalog (ratecarry.Catalog).
+	catalog bool
 }
 
 // decorate builds the decorator stack of c's provider (the policy file's
@@ -61,6 +66,7 @@ func (c *coordination) decorate(rl config.RateLimit, pm *metrics.Plans, prev []r
 		provider: c.provider, client: c.client, keys: c.keys, log: c.log,
 		policies: rl.Policies.Policies, noDenialCache: rl.Policies.NoDenialCache,
 		plans: rl.Policies.Plans, planMetrics: pm, predecessors: predecessors(prev, rl.Policies.Policies),
+		catalog: rl.PoliciesSource != "" && rl.PoliciesSource != config.PoliciesGiven,
 	})
 }
 
@@ -93,18 +99,27 @@ func predecessors(prev, next []ratelimit.Policy) map[ratelimit.PolicyID]ratelimi
 // (stack.start) and closes the stack.
 func decorate(rl config.RateLimit, b below) (stack, error) {
 	var base ratefallback.Provider = b.provider
-	if len(b.predecessors) > 0 {
+	var carrier *ratecarry.Carrier
+	if len(b.predecessors) > 0 || b.catalog {
 		var observe func(ratelimit.PolicyID, ratecarry.Result)
 		if cm := b.planMetrics; cm != nil {
 			observe = func(id ratelimit.PolicyID, r ratecarry.Result) { cm.Carry(id, string(r)) }
 		}
-		cr, err := ratecarry.New(b.provider, ratecarry.Options{Client: b.client, Keys: b.keys, Policies: b.policies, Predecessors: b.predecessors, Observe: observe})
+		opts := ratecarry.Options{Client: b.client, Keys: b.keys, Policies: b.policies, Predecessors: b.predecessors, Observe: observe}
+		if b.catalog {
+			cat, err := ratecarry.NewCatalog(b.client, b.keys)
+			if err != nil {
+				return stack{}, fmt.Errorf("rate limit: revision catalog: %w", err)
+			}
+			opts.Catalog = cat
+		}
+		cr, err := ratecarry.New(b.provider, opts)
 		if err != nil {
 			return stack{}, fmt.Errorf("rate limit: carry over a new revision: %w", err)
 		}
-		base = cr
+		base, carrier = cr, cr
 	}
-	st := stack{port: base}
+	st := stack{port: base, carrier: carrier, log: b.log}
 	if hasLocalFallback(b.policies) {
 		fb, err := ratefallback.New(base, ratefallback.Options{
 			Policies:       b.policies,
@@ -153,9 +168,15 @@ func decorate(rl config.RateLimit, b below) (stack, error) {
 	return st, nil
 }
 
-// start starts the caches' invalidation subscriptions (they retry by
-// themselves).
+// start reads and writes the revision catalog (an error is logged: the
+// process then carries only what it served itself) and starts the caches'
+// invalidation subscriptions (they retry by themselves).
 func (st stack) start(ctx context.Context) error {
+	if st.carrier != nil {
+		if err := st.carrier.Start(ctx); err != nil && st.log != nil {
+			st.log.Warn("rate limit: the revision catalog could not be read or written; a policy's new revision carries only what this process served before", "err", err)
+		}
+	}
 	if st.plans != nil {
 		_ = st.plans.Start(ctx)
 	}
