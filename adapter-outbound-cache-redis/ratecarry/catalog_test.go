@@ -24,7 +24,9 @@ func TestCatalog(t *testing.T) {
 	require.NoError(t, err)
 	ctx := context.Background()
 	fw := algorithmNamed(t, "fixed_window")
-	rev := func(id ratelimit.PolicyID, r, limit int64) ratelimit.Policy { return policy(t, id, r, fw.params(limit)) }
+	rev := func(id ratelimit.PolicyID, r, limit int64) ratelimit.Policy {
+		return policy(t, id, r, fw.params(limit))
+	}
 
 	preds, err := cat.Predecessors(ctx, []ratelimit.Policy{rev(polAPI, 1, 5)})
 	require.NoError(t, err)
@@ -57,4 +59,3 @@ func TestCatalog(t *testing.T) {
 	require.NoError(t, err)
 	assert.ElementsMatch(t, []string{"api@2", "api@3", "api@4", "other@1"}, fields)
 }
-

@@ -18,7 +18,6 @@ import (
 	"github.com/tech-log/tech-log-backend/adapter-outbound-cache-redis/redistest"
 	"github.com/tech-log/tech-log-backend/shared-contract/keyspace"
 	"github.com/tech-log/tech-log-backend/shared-contract/ratelimit"
-	"github.com/tech-log/tech-log-backend/shared-contract/ratelimit/ratelimittest"
 )
 
 // The plans of every test: subjects without an assignment are on free;
@@ -212,6 +211,3 @@ func adds(p ratelimit.Policy, from, to int64) int64 {
 	_, spent := programs.Charge(p, nil, from, p.Limit())
 	return p.Limit() - programs.Consumed(p, spent, to)
 }
-
-// clock is the kit's controlled local clock.
-type clock = ratelimittest.Clock
