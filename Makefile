@@ -16,7 +16,7 @@ MODULES := $(shell go list -m -f '{{.Dir}}')
 # ensure.sh installs missing programs with apt-get when run as root, else stops
 # in one line naming what to install (tools/prereq).
 PREREQ := tools/prereq/ensure.sh
-TEST_PROGRAMS := redis-server redis-cli redis-sentinel
+TEST_PROGRAMS := redis-server redis-cli redis-sentinel gcc
 GO_TEST_FLAGS ?= -race -count=1
 FUZZTIME ?= 10s
 FUZZBATCH ?= 20000x

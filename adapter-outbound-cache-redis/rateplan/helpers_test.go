@@ -48,19 +48,30 @@ const (
 // period. The leaky bucket is a queue of limit-1 waiting (Limit is
 // QueueSize+1), every waiter delayed; its longest delay is under an hour.
 type algorithm struct {
-	name   string
-	params func(limit int64) ratelimit.Params
+	name string
+	over func(limit int64, period time.Duration) ratelimit.Params
 }
 
+// params are the algorithm's parameters for limit over the tests' period.
+func (a algorithm) params(limit int64) ratelimit.Params { return a.over(limit, period) }
+
 var algorithms = []algorithm{
-	{"fixed_window", func(l int64) ratelimit.Params { return ratelimit.FixedWindow{Limit: l, Window: period} }},
-	{"sliding_window_counter", func(l int64) ratelimit.Params { return ratelimit.SlidingWindowCounter{Limit: l, Window: period} }},
-	{"token_bucket", func(l int64) ratelimit.Params {
+	{"fixed_window", func(l int64, period time.Duration) ratelimit.Params {
+		return ratelimit.FixedWindow{Limit: l, Window: period}
+	}},
+	{"sliding_window_counter", func(l int64, period time.Duration) ratelimit.Params {
+		return ratelimit.SlidingWindowCounter{Limit: l, Window: period}
+	}},
+	{"token_bucket", func(l int64, period time.Duration) ratelimit.Params {
 		return ratelimit.TokenBucket{Capacity: l, RefillTokens: l, RefillPeriod: period}
 	}},
-	{"gcra", func(l int64) ratelimit.Params { return ratelimit.GCRA{Rate: l, Period: period, Burst: l} }},
-	{"sliding_log", func(l int64) ratelimit.Params { return ratelimit.SlidingLog{Limit: l, Window: period} }},
-	{"leaky_bucket", func(l int64) ratelimit.Params {
+	{"gcra", func(l int64, period time.Duration) ratelimit.Params {
+		return ratelimit.GCRA{Rate: l, Period: period, Burst: l}
+	}},
+	{"sliding_log", func(l int64, period time.Duration) ratelimit.Params {
+		return ratelimit.SlidingLog{Limit: l, Window: period}
+	}},
+	{"leaky_bucket", func(l int64, period time.Duration) ratelimit.Params {
 		return ratelimit.LeakyBucket{Rate: l, Period: period, QueueSize: l - 1, DelayAfter: 0, MaxDelay: period}
 	}},
 }

@@ -32,8 +32,11 @@
 // (StartCluster over package rediscluster, and what a test reads of it),
 // cluster_change.go (what a test changes: Failover, SetSlotNode; and
 // ReplicasOf, the replicas a failover picks from), sentinel.go
-// (StartSentinel), tls.go and certs.go (WithTLS and its certificates), stats.go (CommandStats: INFO
-// commandstats through redisinfo, summed over a topology's nodes), keys.go
+// (StartSentinel), tls.go and certs.go (WithTLS and its certificates),
+// clock.go (WithClock: a server wall clock the test moves, through the
+// preloaded clockshim/clockshim.c), stats.go (CommandStats: INFO
+// commandstats through redisinfo, summed over a topology's nodes;
+// KeyCount), keys.go
 // (RandomKeys: a test's own keyspace prefix), load.go (Load: the one
 // bounded concurrent load loop), acl.go (DocumentedACLUser: the ACL users
 // of docs/operations.md, word for word), ctx.go (AdminCtx: the bounded

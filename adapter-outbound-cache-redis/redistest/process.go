@@ -13,7 +13,8 @@ import (
 // processLane runs redis-server from PATH as a child process, through the
 // one launcher (package redisserver).
 type processLane struct {
-	proc *redisserver.Process
+	proc  *redisserver.Process
+	clock *Clock // WithClock; nil otherwise
 }
 
 var _ lane = (*processLane)(nil)
@@ -23,6 +24,14 @@ var _ lane = (*processLane)(nil)
 func startProcess(t testing.TB, cfg *config) (l lane, missing string, err error) {
 	t.Helper()
 	dir := t.TempDir()
+	var clock *Clock
+	var env []string
+	if cfg.clock {
+		var missing string
+		if clock, env, missing, err = newClock(dir); missing != "" || err != nil {
+			return nil, missing, err
+		}
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), startTimeout)
 	defer cancel()
 	proc, err := redisserver.Launch(ctx, redisserver.Config{
@@ -30,6 +39,7 @@ func startProcess(t testing.TB, cfg *config) (l lane, missing string, err error)
 		Args:    processArgs(cfg),
 		TLS:     cfg.probeTLS(),
 		Cluster: cfg.clusterNode,
+		Env:     env,
 	})
 	if errors.Is(err, redisserver.ErrNotFound) {
 		return nil, "redis-server not on PATH", nil
@@ -37,7 +47,7 @@ func startProcess(t testing.TB, cfg *config) (l lane, missing string, err error)
 	if err != nil {
 		return nil, "", fmt.Errorf("redistest: %w", err)
 	}
-	return &processLane{proc: proc}, "", nil
+	return &processLane{proc: proc, clock: clock}, "", nil
 }
 
 // processArgs is the command line after redisserver.DefaultArgs (no

@@ -86,6 +86,8 @@ type config struct {
 	// (redisserver.Config.Cluster: a free bus port chosen with the client
 	// port on every start attempt).
 	clusterNode bool
+	// clock: WithClock.
+	clock bool
 }
 
 // WithConfig sets a redis.conf directive on the server, for example
@@ -165,6 +167,9 @@ func Start(t testing.TB, opts ...Option) *Server {
 	e, err := readEnv(os.Getenv)
 	if err != nil {
 		t.Fatal(err)
+	}
+	if cfg.clock && e.lane != LaneProcess {
+		t.Skipf("redistest: the %s lane cannot control a server's clock (WithClock)", e.lane)
 	}
 	if cfg.tls != nil {
 		if e.lane != LaneProcess {
@@ -251,6 +256,17 @@ func (s *Server) Options() *redis.Options {
 // Client returns the admin client owned by the Server (MaxRetries -1),
 // closed at cleanup. Tests must not close it.
 func (s *Server) Client() *redis.Client { return s.client }
+
+// Clock is the server's controlled clock; it fails the test unless the
+// server was started WithClock.
+func (s *Server) Clock() *Clock {
+	s.t.Helper()
+	if p, ok := s.lane.(*processLane); ok && p.clock != nil {
+		return p.clock
+	}
+	s.t.Fatal("redistest: Clock: the server was not started WithClock")
+	return nil
+}
 
 // Version returns the server's redis_version, for example "7.0.15".
 func (s *Server) Version() string { return s.version }

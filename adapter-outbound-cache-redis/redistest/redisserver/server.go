@@ -73,6 +73,9 @@ type Process struct {
 	Dir string
 	// BusPort is the cluster bus port of a Cluster node.
 	BusPort int
+	// Env is added to this process's environment for the child (for
+	// example a preloaded library).
+	Env []string
 
 	cmd  *exec.Cmd     // nil when not running
 	done chan struct{} // closed once cmd has been reaped
@@ -93,6 +96,8 @@ type Config struct {
 	TLS *tls.Config
 	// Cluster makes the server a cluster node (see Process.Cluster).
 	Cluster bool
+	// Env is Process.Env.
+	Env []string
 }
 
 // Launch starts a server as cfg says on a free port (StartOnFreePort) and
@@ -115,6 +120,7 @@ func Launch(ctx context.Context, cfg Config) (*Process, error) {
 		TLS:     cfg.TLS,
 		Cluster: cfg.Cluster,
 		Dir:     cfg.Dir,
+		Env:     cfg.Env,
 	}
 	if p.LogPath == "" {
 		p.LogPath = filepath.Join(cfg.Dir, "redis.log")
@@ -220,6 +226,9 @@ func (p *Process) Start(ctx context.Context) error {
 		args = append(args, "--cluster-enabled", "yes", "--cluster-config-file", NodesConf, "--cluster-port", strconv.Itoa(p.BusPort))
 	}
 	cmd := exec.Command(p.Bin, args...)
+	if len(p.Env) > 0 {
+		cmd.Env = append(os.Environ(), p.Env...)
+	}
 	cmd.Stdout = logf
 	cmd.Stderr = logf
 	cmd.SysProcAttr = sysProcAttr()
