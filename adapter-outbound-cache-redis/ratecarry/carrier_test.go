@@ -31,7 +31,7 @@ type change struct{ name, from, to string }
 func changes() []change {
 	var cs []change
 	for _, a := range algorithms {
-		cs = append(cs, change{a.name, a.name, a.name})
+		cs = append(cs, change{a.Name, a.Name, a.Name})
 	}
 	return append(cs, change{"fixed_window-to-token_bucket", "fixed_window", "token_bucket"})
 }
@@ -52,8 +52,8 @@ func newReload(t *testing.T, srv *redistest.Server, ch change, oldLimit, newLimi
 	keys := redistest.RandomKeys(t)
 	rc := clientAt(t, srv.Addr())
 	r := &reload{
-		old: policy(t, polAPI, 1, algorithmNamed(t, ch.from).params(oldLimit)),
-		neu: policy(t, polAPI, 2, algorithmNamed(t, ch.to).params(newLimit)),
+		old: policy(t, polAPI, 1, algorithmNamed(t, ch.from).Over(oldLimit, period)),
+		neu: policy(t, polAPI, 2, algorithmNamed(t, ch.to).Over(newLimit, period)),
 		obs: &observed{},
 	}
 	r.prov1 = provider(t, rc, keys, r.old)
@@ -140,7 +140,7 @@ func TestCheckRunsOncePerSubject(t *testing.T) {
 	keys := redistest.RandomKeys(t)
 	rc := clientAt(t, srv.Addr())
 	alg := algorithmNamed(t, "token_bucket")
-	old, neu := policy(t, polAPI, 1, alg.params(smallLimit)), policy(t, polAPI, 2, alg.params(largeLimit))
+	old, neu := policy(t, polAPI, 1, alg.Over(smallLimit, period)), policy(t, polAPI, 2, alg.Over(largeLimit, period))
 	prov1, prov2 := provider(t, rc, keys, old), provider(t, rc, keys, neu)
 	cc := clientAt(t, srv.Addr())
 	var calls scriptCounter
@@ -211,7 +211,7 @@ func TestCheckFailureLetsTheDecisionGoOn(t *testing.T) {
 	keys := redistest.RandomKeys(t)
 	rc := clientAt(t, srv.Addr())
 	alg := algorithmNamed(t, "gcra")
-	old, neu := policy(t, polAPI, 1, alg.params(smallLimit)), policy(t, polAPI, 2, alg.params(largeLimit))
+	old, neu := policy(t, polAPI, 1, alg.Over(smallLimit, period)), policy(t, polAPI, 2, alg.Over(largeLimit, period))
 	prov1, prov2 := provider(t, rc, keys, old), provider(t, rc, keys, neu)
 	obs := &observed{}
 	c := carrier(t, prov2, clientAt(t, deadAddr(t)), keys, obs, [2]ratelimit.Policy{neu, old})
@@ -310,8 +310,8 @@ func TestEvaluateSetCarriesEveryMember(t *testing.T) {
 	rc := clientAt(t, srv.Addr())
 	const a, b ratelimit.PolicyID = "a", "b"
 	fw, tb := algorithmNamed(t, "fixed_window"), algorithmNamed(t, "token_bucket")
-	oldA, newA := policy(t, a, 1, fw.params(smallLimit)), policy(t, a, 2, fw.params(largeLimit))
-	oldB, newB := policy(t, b, 1, tb.params(smallLimit)), policy(t, b, 2, tb.params(largeLimit))
+	oldA, newA := policy(t, a, 1, fw.Over(smallLimit, period)), policy(t, a, 2, fw.Over(largeLimit, period))
+	oldB, newB := policy(t, b, 1, tb.Over(smallLimit, period)), policy(t, b, 2, tb.Over(largeLimit, period))
 	prov1, prov2 := provider(t, rc, keys, oldA, oldB), provider(t, rc, keys, newA, newB)
 	obs := &observed{}
 	c := carrier(t, prov2, rc, keys, obs, [2]ratelimit.Policy{newA, oldA}, [2]ratelimit.Policy{newB, oldB})
@@ -372,8 +372,8 @@ func TestNewRefusesInvalidOptions(t *testing.T) {
 	keys := redistest.RandomKeys(t)
 	client := clientAt(t, deadAddr(t)) // never used: New sends nothing
 	fw := algorithmNamed(t, "fixed_window")
-	cur, prev := policy(t, polAPI, 2, fw.params(largeLimit)), policy(t, polAPI, 1, fw.params(smallLimit))
-	other := policy(t, "other", 1, fw.params(smallLimit))
+	cur, prev := policy(t, polAPI, 2, fw.Over(largeLimit, period)), policy(t, polAPI, 1, fw.Over(smallLimit, period))
+	other := policy(t, "other", 1, fw.Over(smallLimit, period))
 	valid := func() ratecarry.Options {
 		return ratecarry.Options{Client: client, Keys: keys, Policies: []ratelimit.Policy{cur, other},
 			Predecessors: map[ratelimit.PolicyID]ratelimit.Policy{polAPI: prev}}
@@ -393,7 +393,7 @@ func TestNewRefusesInvalidOptions(t *testing.T) {
 			o.Predecessors = map[ratelimit.PolicyID]ratelimit.Policy{polAPI: other}
 		}, []string{"not another revision"}},
 		{"predecessor at the same revision", inner, func(o *ratecarry.Options) {
-			o.Predecessors = map[ratelimit.PolicyID]ratelimit.Policy{polAPI: policy(t, polAPI, 2, fw.params(smallLimit))}
+			o.Predecessors = map[ratelimit.PolicyID]ratelimit.Policy{polAPI: policy(t, polAPI, 2, fw.Over(smallLimit, period))}
 		}, []string{"not another revision"}},
 		{"zero predecessor", inner, func(o *ratecarry.Options) {
 			o.Predecessors = map[ratelimit.PolicyID]ratelimit.Policy{polAPI: {}}
@@ -435,8 +435,8 @@ func TestEmptiedStateIsNeverCarriedAsSpent(t *testing.T) {
 	for _, used := range []int64{1, 0} {
 		keys := redistest.RandomKeys(t)
 		rc := clientAt(t, srv.Addr())
-		old := policy(t, polAPI, 1, algorithmNamed(t, "token_bucket").params(5))
-		neu := policy(t, polAPI, 2, algorithmNamed(t, "token_bucket").params(20))
+		old := policy(t, polAPI, 1, algorithmNamed(t, "token_bucket").Over(5, period))
+		neu := policy(t, polAPI, 2, algorithmNamed(t, "token_bucket").Over(20, period))
 		prov1, prov2 := provider(t, rc, keys, old), provider(t, rc, keys, neu)
 		obs := &observed{}
 		c := carrier(t, prov2, rc, keys, obs, [2]ratelimit.Policy{neu, old})

@@ -25,7 +25,7 @@ func TestCatalog(t *testing.T) {
 	ctx := context.Background()
 	fw := algorithmNamed(t, "fixed_window")
 	rev := func(id ratelimit.PolicyID, r, limit int64) ratelimit.Policy {
-		return policy(t, id, r, fw.params(limit))
+		return policy(t, id, r, fw.Over(limit, period))
 	}
 
 	preds, err := cat.Predecessors(ctx, []ratelimit.Policy{rev(polAPI, 1, 5)})

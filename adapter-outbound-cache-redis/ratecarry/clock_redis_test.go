@@ -30,7 +30,7 @@ func TestReloadMidWindowWithAControlledClock(t *testing.T) {
 			keys := redistest.RandomKeys(t)
 			rc := clientAt(t, srv.Addr())
 			over := func(alg string, rev, limit int64) ratelimit.Policy {
-				return policy(t, polAPI, rev, algorithmNamed(t, alg).over(limit, time.Minute))
+				return policy(t, polAPI, rev, algorithmNamed(t, alg).Over(limit, time.Minute))
 			}
 
 			// Raise: 5 -> 20.

@@ -25,7 +25,7 @@ var t0 = time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
 func newStore(t *testing.T, srv *redistest.Server, keys *keyspace.Builder) *rateplan.Store {
 	t.Helper()
 	alg := algorithms[0]
-	pols := []ratelimit.Policy{policy(t, polAPI, alg.params(freeLimit)), policy(t, polAPIFree, alg.params(freeLimit)), policy(t, polAPIGold, alg.params(goldLimit))}
+	pols := []ratelimit.Policy{policy(t, polAPI, alg.Over(freeLimit, period)), policy(t, polAPIFree, alg.Over(freeLimit, period)), policy(t, polAPIGold, alg.Over(goldLimit, period))}
 	st, err := rateplan.NewStore(clientAt(t, srv.Addr()), keys, plansOf(t, pols), pols)
 	require.NoError(t, err)
 	return st

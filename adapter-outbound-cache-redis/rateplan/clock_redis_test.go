@@ -26,14 +26,14 @@ import (
 // minutes on, free's full budget is back.
 func TestChangeMidWindowWithAControlledClock(t *testing.T) {
 	for _, alg := range algorithms {
-		t.Run(alg.name, func(t *testing.T) {
+		t.Run(alg.Name, func(t *testing.T) {
 			t.Parallel()
 			srv := redistest.Start(t, redistest.WithClock())
 			clock := srv.Clock()
 			keys := redistest.RandomKeys(t)
-			free := policy(t, polAPIFree, alg.over(freeLimit, time.Minute))
-			gold := policy(t, polAPIGold, alg.over(goldLimit, time.Minute))
-			pols := []ratelimit.Policy{policy(t, polAPI, alg.over(freeLimit, time.Minute)), free, gold}
+			free := policy(t, polAPIFree, alg.Over(freeLimit, time.Minute))
+			gold := policy(t, polAPIGold, alg.Over(goldLimit, time.Minute))
+			pols := []ratelimit.Policy{policy(t, polAPI, alg.Over(freeLimit, time.Minute)), free, gold}
 			rc := clientAt(t, srv.Addr())
 			prov := provider(t, rc, keys, pols)
 			store, err := rateplan.NewStore(rc, keys, plansOf(t, pols), pols)

@@ -29,8 +29,8 @@ func TestStoreOnACluster(t *testing.T) {
 	t.Cleanup(func() { _ = cc.Close() })
 	keys := redistest.RandomKeys(t)
 	alg := algorithms[0]
-	free, gold := policy(t, polAPIFree, alg.params(freeLimit)), policy(t, polAPIGold, alg.params(goldLimit))
-	pols := []ratelimit.Policy{policy(t, polAPI, alg.params(freeLimit)), free, gold}
+	free, gold := policy(t, polAPIFree, alg.Over(freeLimit, period)), policy(t, polAPIGold, alg.Over(goldLimit, period))
+	pols := []ratelimit.Policy{policy(t, polAPI, alg.Over(freeLimit, period)), free, gold}
 	prov, err := redisrate.New(cc, keys, pols, redisrate.Options{CommandTimeout: redisrate.DefaultCommandTimeout, MaxInFlight: 8})
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = prov.Close() })

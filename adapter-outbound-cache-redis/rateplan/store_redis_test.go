@@ -40,8 +40,8 @@ type world struct {
 func newWorld(t *testing.T, srv *redistest.Server, alg algorithm) *world {
 	t.Helper()
 	keys := redistest.RandomKeys(t)
-	w := &world{free: policy(t, polAPIFree, alg.params(freeLimit)), gold: policy(t, polAPIGold, alg.params(goldLimit))}
-	pols := []ratelimit.Policy{policy(t, polAPI, alg.params(freeLimit)), w.free, w.gold}
+	w := &world{free: policy(t, polAPIFree, alg.Over(freeLimit, period)), gold: policy(t, polAPIGold, alg.Over(goldLimit, period))}
+	pols := []ratelimit.Policy{policy(t, polAPI, alg.Over(freeLimit, period)), w.free, w.gold}
 	w.rc = clientAt(t, srv.Addr())
 	w.prov = provider(t, w.rc, keys, pols)
 	var err error
@@ -108,7 +108,7 @@ func (w *world) policyOf(id ratelimit.PolicyID) ratelimit.Policy {
 func TestRaiseAdmitsAtMostTheLargerLimit(t *testing.T) {
 	srv := redistest.Start(t)
 	for _, alg := range algorithms {
-		t.Run(alg.name, func(t *testing.T) {
+		t.Run(alg.Name, func(t *testing.T) {
 			t.Parallel()
 			w := newWorld(t, srv, alg)
 			for _, c := range []struct {
@@ -161,7 +161,7 @@ func TestRaiseAdmitsAtMostTheLargerLimit(t *testing.T) {
 func TestLowerTakesEffectAtTheNextDecision(t *testing.T) {
 	srv := redistest.Start(t)
 	for _, alg := range algorithms {
-		t.Run(alg.name, func(t *testing.T) {
+		t.Run(alg.Name, func(t *testing.T) {
 			t.Parallel()
 			w := newWorld(t, srv, alg)
 			for _, c := range []struct {
@@ -208,8 +208,8 @@ func TestAlgorithmsCoverEveryAlgorithm(t *testing.T) {
 		want = append(want, s.Name)
 	}
 	for _, a := range algorithms {
-		got = append(got, a.name)
-		require.Equal(t, a.name, a.params(freeLimit).Algorithm().String())
+		got = append(got, a.Name)
+		require.Equal(t, a.Name, a.Over(freeLimit, period).Algorithm().String())
 	}
 	require.ElementsMatch(t, want, got)
 }
@@ -235,7 +235,7 @@ func TestSetRefusesAnUnknownPlan(t *testing.T) {
 func TestRoundTripKeepsTheBound(t *testing.T) {
 	srv := redistest.Start(t)
 	for _, alg := range algorithms {
-		t.Run(alg.name, func(t *testing.T) {
+		t.Run(alg.Name, func(t *testing.T) {
 			t.Parallel()
 			w := newWorld(t, srv, alg)
 			for _, used := range []int64{goldLimit, freeLimit + 3} {
