@@ -15,8 +15,9 @@
 // decorator that decides each request by its subject's plan; nothing a
 // client sends chooses a plan.
 //
-// Files: doc.go; store.go (Key, Pattern, Store: Get, Set, Unset, List,
-// the carry transaction); cache.go (Cache, CacheOptions, CacheStats);
+// Files: doc.go; store.go (Key, Pattern, Store: Get, List, the stored
+// assignment); change.go (Set, Unset, Preview: the carry transaction and
+// what it remembers); cache.go (Cache, CacheOptions, CacheStats);
 // port.go (Port, NewPort, Observer).
 //
 // It uses redisrate.StateKey, the programs' Go models (programs.Carry,

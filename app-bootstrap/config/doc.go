@@ -25,7 +25,8 @@
 // topology; validate.go holds the shared field checks), tls.go (TLS
 // files), secret.go (Secret, the _FILE variants and ReadSecretFile, the
 // one secret-file reader, which tlbctl uses too), policies.go (the policy
-// file: ParsePolicies, the set's routes and members), policyjson.go (one
+// file: ParsePolicies, the set's routes and members), plans.go (the
+// file's plans and defaultPlan, by ratelimit.NewPlans' rules), policyjson.go (one
 // policy's wire form and its mapping to a ratelimit.PolicySpec, per
 // algorithm), policies_keys.go (its unknown and misplaced keys),
 // generate.go (go generate: testdata/programs, the programs the service
