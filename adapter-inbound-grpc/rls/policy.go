@@ -77,6 +77,11 @@ func PolicyFor(rl *rlsconfig.RateLimit, ports Ports) (p ratelimit.Policy, ok boo
 		if alg, _ := p.Algorithm().Spec(); alg.Delays {
 			return ratelimit.Policy{}, false, fmt.Errorf("rule %q policy %q: %w: a %s delays requests, which Envoy cannot do", rl.FullKey, id, ErrUnsupportedRule, alg.Name)
 		}
+		if p.Holds() {
+			// Envoy's protocol has no release: a slot taken here would be
+			// held until maxHold (ADR 0041).
+			return ratelimit.Policy{}, false, fmt.Errorf("rule %q policy %q: %w: a concurrency limit needs its slot given back when the request ends, which Envoy's rate-limit protocol cannot say", rl.FullKey, id, ErrUnsupportedRule)
+		}
 		return p, true, nil
 	}
 	id := PolicyID(rl.FullKey)

@@ -74,6 +74,10 @@ type Config struct {
 	// every route's policy and DefaultPolicy must be among them, and
 	// RateLimit-Policy carries the window (w=). The Idempotency-Key header
 	// is read only on routes whose policy, given here, has a dedup window.
+	// A concurrency limit (ratelimit.Policy.Holds, ADR 0041) must be given
+	// here: the edge gives its slots back when the handler returns only
+	// for the policies it knows hold; one not given keeps its slots until
+	// its maxHold passes.
 	Policies []ratelimit.Policy
 	// Cost, optional, prices a request; nil means 1.
 	Cost CostFunc
@@ -179,7 +183,10 @@ type Middleware struct {
 	deflt         *target
 	// windows is each configured policy's window (windowSeconds), for a
 	// decision by another policy than the route's (a plan's, issue 36).
-	windows  map[ratelimit.PolicyID]int64
+	windows map[ratelimit.PolicyID]int64
+	// holding is every configured concurrency limit (ADR 0041): a decision
+	// by one holds slots.
+	holding  map[ratelimit.PolicyID]bool
 	timeout  time.Duration
 	cost     CostFunc
 	observer Observer
@@ -194,7 +201,11 @@ func New(cfg Config) (*Middleware, error) {
 	windows := map[ratelimit.PolicyID]int64{}
 	dedup := map[ratelimit.PolicyID]bool{}
 	policies := map[ratelimit.PolicyID]ratelimit.Policy{}
+	holding := map[ratelimit.PolicyID]bool{}
 	for _, p := range cfg.Policies {
+		if p.Holds() {
+			holding[p.ID()] = true
+		}
 		windows[p.ID()] = windowSeconds(p)
 		dedup[p.ID()] = p.DedupWindow() > 0
 		policies[p.ID()] = p
@@ -204,8 +215,9 @@ func New(cfg Config) (*Middleware, error) {
 		subjects:      cfg.Subjects,
 		pseudo:        cfg.Pseudonymizer,
 		routes:        route.NewTable(),
-		deflt:         &target{policy: cfg.DefaultPolicy, window: windows[cfg.DefaultPolicy], dedup: dedup[cfg.DefaultPolicy]},
+		deflt:         &target{},
 		windows:       windows,
+		holding:       holding,
 		timeout:       cfg.Timeout,
 		cost:          cfg.Cost,
 		shadowSkipped: cfg.ShadowSkipped,
@@ -216,6 +228,7 @@ func New(cfg Config) (*Middleware, error) {
 	if m.now == nil {
 		m.now = time.Now
 	}
+	_, _ = m.addPolicy(m.deflt, cfg.DefaultPolicy, policies, windows, dedup) // a target's first policy: never an error
 	var errs []error
 	byPattern := map[string]*target{}
 	byShadowPattern := map[string]*shadows{}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http"
 	"slices"
+	"time"
 
 	"github.com/tech-log/tech-log-backend/adapter-inbound-web/internal/fields"
 	"github.com/tech-log/tech-log-backend/shared-contract/ratelimit"
@@ -26,6 +27,11 @@ type target struct {
 	// RateLimit-Policy list, rendered once.
 	members     []ratelimit.PolicyID
 	policyField string
+	// holds is the shortest hold of the target's concurrency limits (ADR
+	// 0041): its admissions hold slots the edge gives back when the
+	// handler returns, and the handler's context ends after holds; 0 when
+	// no policy of the target holds.
+	holds time.Duration
 }
 
 // shadows is what a pattern of the shadow table maps to (ADR 0037): the
@@ -86,7 +92,7 @@ func (m *Middleware) addMember(t *target, id ratelimit.PolicyID, policies map[ra
 		case errors.Is(err, ratelimit.ErrSetMemberQueue):
 			return "Policy", fmt.Errorf("set member %q is a leaky bucket; a queue cannot be a policy-set member (ADR 0028): %w", member, err)
 		}
-		list[i] = fields.Bucket{Policy: string(member), Quota: p.Limit(), Window: windowSeconds(p)}
+		list[i] = fields.Bucket{Policy: string(member), Quota: p.Limit(), Window: windowSeconds(p), Concurrent: p.Holds()}
 	}
 	t.dedup = false
 	t.policyField = fields.PolicyList(list)
@@ -101,7 +107,9 @@ func (*target) ServeHTTP(http.ResponseWriter, *http.Request) {}
 // in integers.
 func windowSeconds(p ratelimit.Policy) int64 {
 	ms := p.WindowMillis()
-	if ms <= 0 {
+	if ms <= 0 || p.Holds() {
+		// A concurrency limit has no window: its quota is in flight
+		// (fields.Bucket.Concurrent).
 		return 0
 	}
 	return max((ms+999)/1000, 1)
@@ -143,6 +151,12 @@ func addShadow(s *shadows, id ratelimit.PolicyID) (field string, err error) {
 // member of its policy set (addMember). The error's field is Pattern or
 // Policy.
 func (m *Middleware) addPolicy(t *target, id ratelimit.PolicyID, policies map[ratelimit.PolicyID]ratelimit.Policy, windows map[ratelimit.PolicyID]int64, dedup map[ratelimit.PolicyID]bool) (field string, err error) {
+	if p, ok := policies[id]; ok && p.Holds() {
+		hold := time.Duration(p.WindowMillis()) * time.Millisecond
+		if t.holds == 0 || hold < t.holds {
+			t.holds = hold
+		}
+	}
 	if t.policy == "" {
 		t.policy, t.window, t.dedup = id, windows[id], dedup[id]
 		return "", nil

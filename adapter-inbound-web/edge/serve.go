@@ -93,6 +93,10 @@ func (m *Middleware) serve(w http.ResponseWriter, r *http.Request, next http.Han
 			}
 			obs.Admitted = true
 			m.observe(obs)
+			if t.holds > 0 {
+				m.serveHolding(w, r, next, t, req, o, now)
+				return
+			}
 			next.ServeHTTP(w, r)
 			return
 		}
@@ -159,6 +163,8 @@ func (m *Middleware) setDecisionFields(h http.Header, t *target, d ratelimit.Dec
 		Remaining: d.Remaining,
 		Reset:     reset,
 		Window:    t.window,
+		// A concurrency limit's quota is in flight (ADR 0041).
+		Concurrent: m.holding[d.PolicyID],
 	}
 	if w, ok := m.windows[d.PolicyID]; ok && t.members == nil && d.PolicyID != t.policy {
 		// Decided by the policy the subject's plan maps the route's to

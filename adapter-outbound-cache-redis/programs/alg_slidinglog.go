@@ -97,7 +97,7 @@ func (n numbers) slidingLog(st State, f map[string]int64, now, eff, cost, rev in
 			}
 		}
 		kept = append(kept, LogEntry{eff, cost})
-		next := encodeLogRaw(rev, eff, c.add(sum, cost), int64(len(kept)), kept)
+		next := encodeLogOf(n.alg, rev, eff, c.add(sum, cost), int64(len(kept)), kept)
 		return Reply{StatusAllowed, now, eff, n.limit, c.sub(c.sub(n.limit, sum), cost), 0, c.add(eff, n.win)}, next
 	}
 	charged := min(cost, c.sub(n.limit, sum))
@@ -107,7 +107,7 @@ func (n numbers) slidingLog(st State, f map[string]int64, now, eff, cost, rev in
 	} else {
 		reset = c.add(newest, n.win)
 	}
-	next := encodeLogRaw(rev, eff, c.add(sum, charged), int64(len(kept)), kept)
+	next := encodeLogOf(n.alg, rev, eff, c.add(sum, charged), int64(len(kept)), kept)
 	return Reply{StatusAllowed, now, eff, n.limit, c.sub(c.sub(n.limit, sum), charged), 0, reset}, next
 }
 
@@ -156,6 +156,6 @@ func (n numbers) refundSlidingLog(st State, f map[string]int64, now, eff, cost, 
 		return Reply{StatusAllowed, now, eff, n.limit, c.sub(n.limit, sum), cost, eff}, nil
 	}
 	reset = c.add(kept[len(kept)-1].AtMillis, n.win)
-	next := encodeLogRaw(rev, eff, sum, int64(len(kept)), kept)
+	next := encodeLogOf(n.alg, rev, eff, sum, int64(len(kept)), kept)
 	return Reply{StatusAllowed, now, eff, n.limit, c.sub(n.limit, sum), cost, reset}, next
 }

@@ -70,6 +70,7 @@ func init() {
 		&gcraModel,
 		&slidingLogModel,
 		&leakyBucketModel,
+		&concurrencyModel,
 	} {
 		models[m.alg] = m
 	}

@@ -342,6 +342,8 @@ func TestArgValidationMatchesNewPolicy(t *testing.T) {
 				limit = q.Limit
 			case ratelimit.LeakyBucket:
 				limit = q.QueueSize + 1
+			case ratelimit.Concurrency:
+				limit = q.Limit
 			}
 			_, err := ratelimit.NewPolicy(ratelimit.PolicySpec{
 				ID: "edge", Revision: e.rev, Algorithm: e.alg, Params: e.params, MaxCost: min(limit, max(e.cost, 1)),
@@ -362,6 +364,8 @@ func TestArgValidationMatchesNewPolicy(t *testing.T) {
 				args = append(args, q.Burst, rate, per)
 			case ratelimit.SlidingLog:
 				args = append(args, q.Limit, q.Window.Milliseconds())
+			case ratelimit.Concurrency:
+				args = append(args, q.Limit, q.MaxHold.Milliseconds())
 			case ratelimit.LeakyBucket:
 				rate, per := ratelimit.GCRA{Rate: q.Rate, Period: q.Period}.Emission()
 				args = append(args, q.QueueSize+1, rate, per, q.DelayAfter)

@@ -31,6 +31,8 @@ func policyOf(t *testing.T, rng *rand.Rand, a ratelimit.Algorithm) ratelimit.Pol
 		params = ratelimit.GCRA{Rate: 1 + rng.Int64N(limit), Period: per, Burst: limit}
 	case ratelimit.AlgorithmSlidingLog:
 		params = ratelimit.SlidingLog{Limit: limit, Window: per}
+	case ratelimit.AlgorithmConcurrency:
+		params = ratelimit.Concurrency{Limit: limit, MaxHold: per}
 	case ratelimit.AlgorithmLeakyBucket:
 		params = ratelimit.LeakyBucket{Rate: 1 + rng.Int64N(limit), Period: per, QueueSize: limit, DelayAfter: limit, MaxDelay: time.Minute}
 	}

@@ -253,6 +253,7 @@ var algorithms = []ratelimit.Algorithm{
 	ratelimit.AlgorithmGCRA,
 	ratelimit.AlgorithmSlidingLog,
 	ratelimit.AlgorithmLeakyBucket,
+	ratelimit.AlgorithmConcurrency,
 }
 
 // smallPolicy is a simple valid policy for algorithm a.
@@ -269,6 +270,8 @@ func smallPolicy(t testing.TB, a ratelimit.Algorithm, regression time.Duration) 
 		return mustPolicy(t, a, ratelimit.SlidingLog{Limit: 5, Window: time.Second}, 5, time.Second, regression)
 	case ratelimit.AlgorithmLeakyBucket:
 		return mustPolicy(t, a, ratelimit.LeakyBucket{Rate: 3, Period: time.Second, QueueSize: 4, DelayAfter: 1, MaxDelay: time.Second}, 5, time.Second, regression)
+	case ratelimit.AlgorithmConcurrency:
+		return mustPolicy(t, a, ratelimit.Concurrency{Limit: 5, MaxHold: time.Second}, 5, time.Second, regression)
 	default:
 		return mustPolicy(t, a, ratelimit.TokenBucket{Capacity: 5, RefillTokens: 3, RefillPeriod: time.Second}, 5, time.Second, regression)
 	}

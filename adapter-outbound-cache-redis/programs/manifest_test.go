@@ -44,7 +44,7 @@ func TestManifestMatchesSources(t *testing.T) {
 	}
 	_, ok := ForAlgorithm(0)
 	require.False(t, ok)
-	_, ok = ForAlgorithm(ratelimit.AlgorithmLeakyBucket + 1)
+	_, ok = ForAlgorithm(ratelimit.AlgorithmConcurrency + 1)
 	require.False(t, ok)
 }
 
@@ -166,7 +166,7 @@ func TestProgramSourceRules(t *testing.T) {
 			assert.Contains(t, code, fmt.Sprintf("sunpack('%s', g)", format), "the stored layout is read")
 			assert.Contains(t, code, fmt.Sprintf("spack('%s', %d, ", format, hdr), "the stored layout is written")
 			assert.Regexp(t, `(\)|kept) \.\. ARGV\[1\],\n`, code, "the revision is written as sent")
-			if p.Algorithm == ratelimit.AlgorithmSlidingLog {
+			if p.Algorithm == ratelimit.AlgorithmSlidingLog || p.Algorithm == ratelimit.AlgorithmConcurrency {
 				// The revision follows the n entries (ADR 0024).
 				assert.Contains(t, code, fmt.Sprintf("limit <= %d", ratelimit.MaxSlidingLogLimit), "L1")
 				assert.Contains(t, code, fmt.Sprintf("sub(g, %d + %d * fn) == ARGV[1]", FixedStateBytes(p.Algorithm)+1, LogEntryBytes), "the stored revision must be the one sent")

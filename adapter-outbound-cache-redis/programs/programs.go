@@ -63,6 +63,12 @@ var (
 	tokenBucketRefundSource string
 	//go:embed rate-gcra-refund-v1.lua
 	gcraRefundSource string
+	//go:embed rate-concurrency-v1.lua
+	concurrencySource string
+	//go:embed rate-concurrency-charge-v1.lua
+	concurrencyChargeSource string
+	//go:embed rate-concurrency-refund-v1.lua
+	concurrencyRefundSource string
 	//go:embed rate-sliding-log-refund-v1.lua
 	slidingLogRefundSource string
 	//go:embed rate-leaky-bucket-v1.lua
@@ -125,12 +131,14 @@ func definitions() []definition {
 		{"rate-gcra-v1", 1, ratelimit.AlgorithmGCRA, ArgCountGCRA, gcraSource, false, false, false},
 		{"rate-sliding-log-v1", 1, ratelimit.AlgorithmSlidingLog, ArgCountWindow, slidingLogSource, false, false, false},
 		{"rate-leaky-bucket-v1", 1, ratelimit.AlgorithmLeakyBucket, ArgCountLeakyBucket, leakyBucketSource, false, false, false},
+		{"rate-concurrency-v1", 1, ratelimit.AlgorithmConcurrency, ArgCountWindow, concurrencySource, false, false, false},
 		{"rate-fixed-window-charge-v1", 1, ratelimit.AlgorithmFixedWindow, ArgCountWindow, fixedWindowChargeSource, true, false, false},
 		{"rate-sliding-counter-charge-v1", 1, ratelimit.AlgorithmSlidingWindowCounter, ArgCountWindow, slidingCounterChargeSource, true, false, false},
 		{"rate-token-bucket-charge-v1", 1, ratelimit.AlgorithmTokenBucket, ArgCountTokenBucket, tokenBucketChargeSource, true, false, false},
 		{"rate-gcra-charge-v1", 1, ratelimit.AlgorithmGCRA, ArgCountGCRA, gcraChargeSource, true, false, false},
 		{"rate-sliding-log-charge-v1", 1, ratelimit.AlgorithmSlidingLog, ArgCountWindow, slidingLogChargeSource, true, false, false},
 		{"rate-leaky-bucket-charge-v1", 1, ratelimit.AlgorithmLeakyBucket, ArgCountLeakyBucket, leakyBucketChargeSource, true, false, false},
+		{"rate-concurrency-charge-v1", 1, ratelimit.AlgorithmConcurrency, ArgCountWindow, concurrencyChargeSource, true, false, false},
 		{"rate-fixed-window-dedup-v2", 2, ratelimit.AlgorithmFixedWindow, ArgCountWindow + ArgCountDedup, fixedWindowDedupSource, false, true, false},
 		{"rate-sliding-counter-dedup-v2", 2, ratelimit.AlgorithmSlidingWindowCounter, ArgCountWindow + ArgCountDedup, slidingCounterDedupSource, false, true, false},
 		{"rate-token-bucket-dedup-v2", 2, ratelimit.AlgorithmTokenBucket, ArgCountTokenBucket + ArgCountDedup, tokenBucketDedupSource, false, true, false},
@@ -142,6 +150,7 @@ func definitions() []definition {
 		{"rate-gcra-refund-v1", 1, ratelimit.AlgorithmGCRA, ArgCountGCRA + ArgCountRefund, gcraRefundSource, false, false, true},
 		{"rate-sliding-log-refund-v1", 1, ratelimit.AlgorithmSlidingLog, ArgCountWindow + ArgCountRefund, slidingLogRefundSource, false, false, true},
 		{"rate-leaky-bucket-refund-v1", 1, ratelimit.AlgorithmLeakyBucket, ArgCountLeakyBucket + ArgCountRefund, leakyBucketRefundSource, false, false, true},
+		{"rate-concurrency-refund-v1", 1, ratelimit.AlgorithmConcurrency, ArgCountWindow + ArgCountRefund, concurrencyRefundSource, false, false, true},
 	}
 }
 

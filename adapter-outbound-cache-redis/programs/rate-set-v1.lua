@@ -4,7 +4,7 @@ Spec: docs/programs.md "Policy sets".
 KEYS[i]  member i's state key (every key in one Redis Cluster slot), i = 1..n
 ARGV[1]  n, the member count, 1..8
 then, per member in order: its algorithm code (1 fixed window, 2 sliding
-  counter, 3 token bucket, 4 GCRA, 5 sliding log) followed by exactly the
+  counter, 3 token bucket, 4 GCRA, 5 sliding log, 6 concurrency) followed by exactly the
   ARGV of that algorithm's decision program (its cost included).
 Each member is decided by its algorithm's decision program, unchanged, at the
 one server TIME read here; its writes are recorded, not sent. They are sent
@@ -668,8 +668,138 @@ redis.call('SET', KEYS[1], spack('>BI6I2I2', 37, eff, sum + cost, #kept / 8 + 1)
 return {1, now, eff, limit, limit - sum - cost, 0, reset}
 
 end
-local members = {member_fixed_window, member_sliding_counter, member_token_bucket, member_gcra, member_sliding_log}
-local argc = {6, 6, 7, 7, 6}
+local function member_concurrency(KEYS, ARGV, redis)
+local M = 9007199254740991
+local S = 35184372088832
+local H = 9223372036854    -- floor((2^63-1) / 1e6): the longest time.Duration in ms
+local SECMAX = 35184372088 -- floor(S / 1000)
+
+local find = string.find
+-- POS is int()'s pattern without its "0": a canonical integer >= 1.
+local POS = '^[1-9][0-9]*$'
+local sub, spack, sunpack = string.sub, struct.pack, struct.unpack
+
+-- int parses a canonical non-negative decimal integer <= M (digits only, no
+-- sign, no leading zero, at most 16 characters); nil otherwise, and for nil
+-- (a missing field). Every caller passes a string (an ARGV, TIME or
+-- dedup record element) or nil. Once the pattern has matched, s + 0 converts it exactly as
+-- tonumber(s) would, with one strtod instead of two.
+local function int(s)
+  if s == '0' then return 0 end
+  if s and #s <= 16 and find(s, '^[1-9][0-9]*$') then
+    local n = s + 0
+    if n <= M then return n end
+  end
+  return nil
+end
+
+local t = redis.call('TIME')
+local now, future = 0, true
+do
+  -- int() inline, one function call less per field.
+  local sec, usec = t[1], t[2]
+  if (sec == '0' or find(sec, POS)) and (usec == '0' or find(usec, POS)) then
+    sec, usec = sec + 0, usec + 0
+  else
+    sec = nil
+  end
+  if sec ~= nil and sec <= SECMAX and usec < 1000000 then
+    now = sec * 1000 + math.floor(usec / 1000)
+    future = now > S
+  end
+  if future then now = 0 end
+end
+
+if #KEYS ~= 1 or #ARGV ~= 6 then return {5, now, 0, 0, 0, 0, 0} end
+-- The ARGV that must be >= 1 are checked as int() does, inline: the pattern
+-- POS, then one conversion. A matching string longer than 16 characters is
+-- at least 10^16 > M, and every one of them is bounded by M or less below,
+-- so this accepts exactly what int() and the ranges accept.
+local rev, cost, reg, grace, limit, win = ARGV[1], ARGV[2], int(ARGV[3]), ARGV[4], ARGV[5], ARGV[6]
+if find(rev, POS) and find(cost, POS) and find(grace, POS) and find(limit, POS) and find(win, POS) then
+  rev, cost, grace, limit, win = rev + 0, cost + 0, grace + 0, limit + 0, win + 0
+else
+  rev = nil
+end
+if not (rev and rev <= M and reg and reg <= H and grace <= H
+    and limit <= 10000
+    and win <= H - grace
+    and cost <= limit) then
+  return {5, now, 0, 0, 0, 0, 0}
+end
+if future then return {3, 0, 0, 0, 0, 0, 0} end
+
+-- One GET is the type check (WRONGTYPE: not a string) and the read. The
+-- value is an 11-byte header '>BI6I2I2' (16*schema+algorithm, l, s, n),
+-- n entries of 8 bytes '>I6I2' (t, c), then the policy revision exactly as
+-- ARGV[1]; the length checks come first, so unpack never reads past the
+-- end. The fields are unsigned, so only their ranges are checked.
+local g = redis.pcall('GET', KEYS[1])
+local fl, fs, fn, newest -- fl is nil when there is no state
+if g then
+  if type(g) == 'table' then -- an error reply
+    if g.err and find(g.err, '^WRONGTYPE') then return {4, now, 0, 0, 0, 0, 0} end
+    return g
+  end
+  if #g < 19 + #ARGV[1] then return {4, now, 0, 0, 0, 0, 0} end
+  local fh
+  fh, fl, fs, fn = sunpack('>BI6I2I2', g)
+  if not (fh == 39 and fn >= 1 and #g == 11 + 8 * fn + #ARGV[1]
+      and sub(g, 12 + 8 * fn) == ARGV[1] and fl <= S and fn <= fs and fs <= limit) then
+    return {4, now, 0, 0, 0, 0, 0}
+  end
+  -- Entry i (1-based) starts at byte 4 + 8*i; the newest is entry n.
+  newest = sunpack('>I6', g, 4 + 8 * fn)
+  if newest > fl then return {4, now, 0, 0, 0, 0, 0} end
+end
+
+local eff = now
+if fl and now < fl then
+  if fl - now > reg then return {3, now, fl, 0, 0, fl - now - reg, 0} end
+  eff = fl
+end
+
+-- Prune: an entry at or before eff - window has left the window. first is
+-- the oldest kept entry, sum the kept costs (the stored sum less the
+-- dropped ones: never recomputed).
+local first, sum = 1, 0
+if fl then
+  first, sum = fn + 1, 0
+  if newest > eff - win then
+    -- The newest entry is kept, so the loop ends at it at the latest.
+    first, sum = 1, fs
+    local at, c = sunpack('>I6I2', g, 12)
+    while at <= eff - win do
+      sum = sum - c
+      first = first + 1
+      at, c = sunpack('>I6I2', g, 4 + 8 * first)
+    end
+    if sum < fn - first + 1 then return {4, now, 0, 0, 0, 0, 0} end
+  end
+end
+-- kept is the kept entries as bytes ('' when none).
+local kept = ''
+if fl then kept = sub(g, 4 + 8 * first, 11 + 8 * fn) end
+if sum + cost > limit then
+  -- Admitted once enough of the oldest kept entries have left: the first
+  -- entry at which their costs reach sum + cost - limit leaves at t + window.
+  local need, freed, i, at, c = sum + cost - limit, 0, first - 1, 0, 0
+  repeat
+    i = i + 1
+    if i > fn then return {4, now, 0, 0, 0, 0, 0} end
+    at, c = sunpack('>I6I2', g, 4 + 8 * i)
+    freed = freed + c
+  until freed >= need
+  return {2, now, eff, limit, limit - sum, at + win - eff, newest + win}
+end
+local reset = eff + win
+redis.call('SET', KEYS[1], spack('>BI6I2I2', 39, eff, sum + cost, #kept / 8 + 1) .. kept .. spack('>I6I2', eff, cost) .. ARGV[1],
+  'PX', reset - now + grace)
+return {1, now, eff, limit, limit - sum - cost, 0, reset}
+
+end
+local members = {member_fixed_window, member_sliding_counter, member_token_bucket, member_gcra, member_sliding_log, member_concurrency}
+local argc = {6, 6, 7, 7, 6, 6}
 local n = ARGV[1]
 if not (n and find(n, '^[1-8]$')) then return {5, 0} end
 n = n + 0
@@ -677,7 +807,7 @@ if #KEYS ~= n then return {5, 0} end
 local out, pos = {1, n}, 2
 for i = 1, n do
   local code = ARGV[pos]
-  if not (code and find(code, '^[1-5]$')) then return {5, 0} end
+  if not (code and find(code, '^[1-6]$')) then return {5, 0} end
   code = code + 0
   local c = argc[code]
   if pos + c > #ARGV then return {5, 0} end

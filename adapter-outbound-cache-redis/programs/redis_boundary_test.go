@@ -65,6 +65,7 @@ func TestRedisExactBoundaryAfterDenial(t *testing.T) {
 		ratelimit.AlgorithmGCRA:                 mustPolicy(t, ratelimit.AlgorithmGCRA, ratelimit.GCRA{Rate: 1, Period: time.Hour, Burst: 5}, 5, time.Second, time.Second),
 		ratelimit.AlgorithmSlidingLog:           mustPolicy(t, ratelimit.AlgorithmSlidingLog, ratelimit.SlidingLog{Limit: 5, Window: time.Hour}, 5, time.Second, time.Second),
 		ratelimit.AlgorithmLeakyBucket:          mustPolicy(t, ratelimit.AlgorithmLeakyBucket, ratelimit.LeakyBucket{Rate: 1, Period: time.Hour, QueueSize: 4, DelayAfter: 4}, 5, time.Second, time.Second),
+		ratelimit.AlgorithmConcurrency:          mustPolicy(t, ratelimit.AlgorithmConcurrency, ratelimit.Concurrency{Limit: 5, MaxHold: time.Hour}, 5, time.Second, time.Second),
 	}
 	for _, a := range algorithms {
 		t.Run(a.String(), func(t *testing.T) {

@@ -244,7 +244,7 @@ func TestRedisStateFootprint(t *testing.T) {
 		require.NoError(t, err)
 		want := FixedStateBytes(a) + len(strconv.FormatInt(p.Revision(), 10))
 		switch {
-		case a == ratelimit.AlgorithmSlidingLog:
+		case a == ratelimit.AlgorithmSlidingLog || a == ratelimit.AlgorithmConcurrency:
 			want += LogEntryBytes // one admission, one entry
 		case compactArrival(a):
 			want -= maxArrivalWidth - minArrivalWidth // ADR 0029: this d fits 4 bytes

@@ -131,6 +131,7 @@ func differentialPolicies(t *testing.T) map[string]ratelimit.Policy {
 		"log 5/40ms":             mustPolicy(t, sl, ratelimit.SlidingLog{Limit: 5, Window: ms(40)}, 5, ms(500), ms(1000)),
 		"log 4/9ms":              mustPolicy(t, sl, ratelimit.SlidingLog{Limit: 4, Window: ms(9)}, 3, ms(500), ms(20)),
 		"log 20/70ms":            mustPolicy(t, sl, ratelimit.SlidingLog{Limit: 20, Window: ms(70)}, 7, ms(500), 0),
+		"concurrency 4/30ms":     mustPolicy(t, ratelimit.AlgorithmConcurrency, ratelimit.Concurrency{Limit: 4, MaxHold: ms(30)}, 2, ms(500), ms(20)),
 	}
 }
 

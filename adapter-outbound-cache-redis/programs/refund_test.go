@@ -30,8 +30,9 @@ func refundPolicies(t testing.TB) map[string]ratelimit.Policy {
 		"sliding 30/700ms": mustPolicy(t, ratelimit.AlgorithmSlidingWindowCounter, ratelimit.SlidingWindowCounter{Limit: 30, Window: ms(700)}, 8, time.Second, ms(50)),
 		"token 20, 7/900ms": mustPolicy(t, ratelimit.AlgorithmTokenBucket,
 			ratelimit.TokenBucket{Capacity: 20, RefillTokens: 7, RefillPeriod: ms(900)}, 6, time.Second, ms(50)),
-		"gcra 7/3s burst 12": mustPolicy(t, ratelimit.AlgorithmGCRA, ratelimit.GCRA{Rate: 7, Period: 3 * time.Second, Burst: 12}, 5, time.Second, ms(50)),
-		"log 25/800ms":       mustPolicy(t, ratelimit.AlgorithmSlidingLog, ratelimit.SlidingLog{Limit: 25, Window: ms(800)}, 6, time.Second, ms(50)),
+		"gcra 7/3s burst 12":   mustPolicy(t, ratelimit.AlgorithmGCRA, ratelimit.GCRA{Rate: 7, Period: 3 * time.Second, Burst: 12}, 5, time.Second, ms(50)),
+		"log 25/800ms":         mustPolicy(t, ratelimit.AlgorithmSlidingLog, ratelimit.SlidingLog{Limit: 25, Window: ms(800)}, 6, time.Second, ms(50)),
+		"concurrency 25/800ms": mustPolicy(t, ratelimit.AlgorithmConcurrency, ratelimit.Concurrency{Limit: 25, MaxHold: ms(800)}, 6, time.Second, ms(50)),
 	}
 	for _, a := range algorithms {
 		out["small "+a.String()] = smallPolicy(t, a, ms(50))
@@ -52,7 +53,7 @@ func TestRefundProgramsInManifest(t *testing.T) {
 		assert.Equal(t, "rate-"+map[ratelimit.Algorithm]string{
 			ratelimit.AlgorithmFixedWindow: "fixed-window", ratelimit.AlgorithmSlidingWindowCounter: "sliding-counter",
 			ratelimit.AlgorithmTokenBucket: "token-bucket", ratelimit.AlgorithmGCRA: "gcra", ratelimit.AlgorithmSlidingLog: "sliding-log",
-			ratelimit.AlgorithmLeakyBucket: "leaky-bucket",
+			ratelimit.AlgorithmLeakyBucket: "leaky-bucket", ratelimit.AlgorithmConcurrency: "concurrency",
 		}[alg]+"-refund-v1", rf.Name)
 		for _, other := range append(All(), Charges()...) {
 			assert.NotEqual(t, other.SHA1, rf.SHA1)
@@ -84,7 +85,7 @@ func TestRefundUndoesAdmission(t *testing.T) {
 					rr, back := RefundMicros(p, next, us, cost, r.EffectiveNowMillis)
 					require.Equal(t, StatusAllowed, rr.Status, "step %d", step)
 					if p.Algorithm() == ratelimit.AlgorithmFixedWindow || p.Algorithm() == ratelimit.AlgorithmSlidingWindowCounter ||
-						p.Algorithm() == ratelimit.AlgorithmSlidingLog {
+						p.Algorithm() == ratelimit.AlgorithmSlidingLog || p.Algorithm() == ratelimit.AlgorithmConcurrency {
 						require.Equal(t, cost, rr.RetryAfterMillis, "step %d: units given back", step)
 					} else {
 						require.Positive(t, rr.RetryAfterMillis, "step %d: units given back", step)

@@ -231,7 +231,7 @@ func (st State) LogEntries() ([]LogEntry, error) {
 	if err != nil {
 		return nil, err
 	}
-	if f[FieldAlgorithm] != int64(ratelimit.AlgorithmSlidingLog) {
+	if m := modelOf(ratelimit.Algorithm(f[FieldAlgorithm])); m == nil || !m.logEntries {
 		return nil, fmt.Errorf("state: algorithm %v has no log entries", ratelimit.Algorithm(f[FieldAlgorithm]))
 	}
 	return st.logEntries(f[FieldEntries]), nil
@@ -267,7 +267,13 @@ func encodeLog(rev, last int64, entries []LogEntry) State {
 // encodeLogRaw is encodeLog with the header's sum and count given (tests
 // encode inconsistent headers this way).
 func encodeLogRaw(rev, last, sum, n int64, entries []LogEntry) State {
-	st := encodeState(ratelimit.AlgorithmSlidingLog, SchemaVersion, int64(ratelimit.AlgorithmSlidingLog), rev, last, sum, n)
+	return encodeLogOf(ratelimit.AlgorithmSlidingLog, rev, last, sum, n, entries)
+}
+
+// encodeLogOf packs the state of alg, an algorithm with log entries (the
+// sliding log, a concurrency limit's holds).
+func encodeLogOf(alg ratelimit.Algorithm, rev, last, sum, n int64, entries []LogEntry) State {
+	st := encodeState(alg, SchemaVersion, int64(alg), rev, last, sum, n)
 	rs := strconv.FormatInt(rev, 10)
 	st = st[:len(st)-len(rs)]
 	for _, e := range entries {

@@ -110,14 +110,15 @@ func malformedStates(p ratelimit.Policy, valid State) map[string]State {
 // reencode packs decoded fields f back into a value; a sliding log keeps
 // orig's entries (and f's header, even where it contradicts them).
 func reencode(orig State, f map[string]int64) State {
-	if f[FieldAlgorithm] != int64(ratelimit.AlgorithmSlidingLog) {
+	a := ratelimit.Algorithm(f[FieldAlgorithm])
+	if m := modelOf(a); m == nil || !m.logEntries {
 		return encodeFields(f)
 	}
 	entries, err := orig.LogEntries()
 	if err != nil {
 		panic(err)
 	}
-	return encodeLogRaw(f[FieldRevision], f[FieldLastObserved], f[FieldSum], f[FieldEntries], entries)
+	return encodeLogOf(a, f[FieldRevision], f[FieldLastObserved], f[FieldSum], f[FieldEntries], entries)
 }
 
 // encodeFields packs decoded fields (Decode's map) back into a value.

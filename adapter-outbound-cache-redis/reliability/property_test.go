@@ -93,7 +93,7 @@ func span(p ratelimit.Policy) int64 {
 		return v.Window.Milliseconds()
 	case ratelimit.TokenBucket:
 		return (v.Capacity*v.RefillPeriod.Milliseconds() + v.RefillTokens - 1) / v.RefillTokens
-	case ratelimit.GCRA, ratelimit.SlidingLog, ratelimit.LeakyBucket:
+	case ratelimit.GCRA, ratelimit.SlidingLog, ratelimit.LeakyBucket, ratelimit.Concurrency:
 		return p.WindowMillis()
 	}
 	return 1

@@ -10,6 +10,7 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"time"
 
 	"github.com/tech-log/tech-log-backend/shared-contract/ratelimit"
 	"github.com/tech-log/tech-log-backend/shared-contract/route"
@@ -232,6 +233,10 @@ func (b *setBuilder) add(where string, d PolicyDef) {
 	}
 	if _, maxDelay, ok := policy.Queue(); ok && maxDelay > MaxQueueDelay {
 		b.fail(where, "maxDelay %v (the longest this queue holds a request) is above %v: the HTTP write timeout must leave the handler time to answer; shorten the queue or raise the rate", maxDelay, MaxQueueDelay)
+		return
+	}
+	if policy.Holds() && time.Duration(policy.WindowMillis())*time.Millisecond > MaxHold {
+		b.fail(where, "maxHold %v is above %v, the HTTP write timeout: a slot would outlive every request that could hold it", time.Duration(policy.WindowMillis())*time.Millisecond, MaxHold)
 		return
 	}
 	b.set.Policies = append(b.set.Policies, policy)

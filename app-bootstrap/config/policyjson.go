@@ -78,6 +78,13 @@ func parseDuration(name string, s *string, problems *[]error) time.Duration {
 // time to answer (ADR 0028).
 const MaxQueueDelay = 20 * time.Second
 
+// MaxHold is the longest maxHold a concurrency policy may have: the
+// service's HTTP write timeout (30 s, ratelimit.DefaultMaxHold). A slot is
+// reclaimed at maxHold even when its request still runs; the edge ends the
+// handler's context then, and the server has stopped writing its answer
+// (ADR 0041).
+const MaxHold = ratelimit.DefaultMaxHold
+
 // paramFields is the union of the algorithms' parameter fields, by name,
 // in registry order: the keys a policy may have besides policyFields.
 var paramFields, paramOrder = func() (map[string]ratelimit.FieldKind, []string) {

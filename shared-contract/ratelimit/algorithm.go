@@ -27,6 +27,9 @@ const (
 	// the rate is admitted with a delay while the queue has room (nginx's
 	// limit_req with burst and delay=; ADR 0028).
 	AlgorithmLeakyBucket
+	// AlgorithmConcurrency limits the requests in flight: an admission
+	// holds a slot until it is given back or its hold expires (ADR 0041).
+	AlgorithmConcurrency
 )
 
 // algorithms is the registry: one line per algorithm, in Algorithm order.
@@ -39,6 +42,7 @@ var algorithms = [...]*AlgorithmSpec{
 	AlgorithmGCRA:                 &gcraSpec,
 	AlgorithmSlidingLog:           &slidingLogSpec,
 	AlgorithmLeakyBucket:          &leakyBucketSpec,
+	AlgorithmConcurrency:          &concurrencySpec,
 }
 
 // AlgorithmSpec is what an algorithm means at the contract level: its
@@ -85,6 +89,11 @@ type AlgorithmSpec struct {
 	// Delays: an admission may carry a delay in RetryAfter, the time the
 	// caller holds the request (the leaky bucket's queue, ADR 0028).
 	Delays bool
+	// Holds: an admission holds its units until the caller gives them
+	// back with EdgePort.Refund, or until the policy's window (its
+	// maximum hold) passes on the server's clock; the edge gives them
+	// back when the handler returns (a concurrency limit, ADR 0041).
+	Holds bool
 	// Charge and Refund: the algorithm has reconciliation charges and
 	// refunds by receipt (ADR 0025).
 	Charge, Refund bool

@@ -102,6 +102,8 @@ func withParams(sh shape, p ratelimit.Params) shape {
 		sh.burst, sh.rate, sh.periodMicros = q.Burst, q.Rate, q.Period.Microseconds()
 	case ratelimit.SlidingLog:
 		sh.limit, sh.window = q.Limit, q.Window.Milliseconds()
+	case ratelimit.Concurrency:
+		sh.limit, sh.window = q.Limit, q.MaxHold.Milliseconds()
 	case ratelimit.LeakyBucket:
 		// GCRA's numbers with a burst of QueueSize+1 (ADR 0028).
 		sh.burst, sh.rate, sh.periodMicros = q.QueueSize+1, q.Rate, q.Period.Microseconds()
@@ -350,6 +352,14 @@ func oracleAccepts(s ratelimit.PolicySpec) bool {
 		return ok && s.Algorithm == ratelimit.AlgorithmSlidingLog && q.Limit >= 1 && s.MaxCost <= q.Limit &&
 			q.Limit <= ratelimit.MaxSlidingLogLimit && // L1
 			le(add(w, g), bigHorizon) // L2
+	case ratelimit.Concurrency:
+		// C1-C2: the sliding log's bounds with maxHold as the window; no
+		// dedup window and no shadow (ADR 0041).
+		w, ok := wholeMillis(q.MaxHold, 1)
+		return ok && s.Algorithm == ratelimit.AlgorithmConcurrency && q.Limit >= 1 && s.MaxCost <= q.Limit &&
+			s.DedupWindow == 0 && s.Enforcement != ratelimit.Shadow &&
+			q.Limit <= ratelimit.MaxConcurrencyLimit && // C1
+			le(add(w, g), bigHorizon) // C2
 	}
 	return false
 }

@@ -101,7 +101,7 @@ func TestOutcomeSwitchIsExhaustive(t *testing.T) {
 // the policy tests construct.
 func TestParamsVariantsAreCovered(t *testing.T) {
 	var covered []string
-	for _, p := range []ratelimit.Params{ratelimit.FixedWindow{}, ratelimit.SlidingWindowCounter{}, ratelimit.TokenBucket{}, ratelimit.GCRA{}, ratelimit.SlidingLog{}, ratelimit.LeakyBucket{}} {
+	for _, p := range []ratelimit.Params{ratelimit.FixedWindow{}, ratelimit.SlidingWindowCounter{}, ratelimit.TokenBucket{}, ratelimit.GCRA{}, ratelimit.SlidingLog{}, ratelimit.LeakyBucket{}, ratelimit.Concurrency{}} {
 		covered = append(covered, reflect.TypeOf(p).Name())
 	}
 	assert.ElementsMatch(t, sealedVariants(t, "sealedParams"), covered)

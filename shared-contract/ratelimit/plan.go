@@ -164,6 +164,12 @@ func planMapping(base, target PolicyID, policies map[PolicyID]Policy) error {
 	if bs.Delays != ps.Delays {
 		return fmt.Errorf("policy %q and its base %q must both be queues (leaky_bucket) or both not", target, base)
 	}
+	if bs.Holds != ps.Holds {
+		return fmt.Errorf("policy %q and its base %q must both be concurrency limits or both not (the edge gives a held slot back)", target, base)
+	}
+	if bs.Holds && p.WindowMillis() != b.WindowMillis() {
+		return fmt.Errorf("policy %q and its base %q must have the same maxHold (the edge ends a handler's context at its route's)", target, base)
+	}
 	if (CanJoinSet(b) == nil) != (CanJoinSet(p) == nil) {
 		return fmt.Errorf("policy %q and its base %q must both be able to join a policy set or both not", target, base)
 	}

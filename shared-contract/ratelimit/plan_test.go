@@ -39,6 +39,10 @@ func planPolicies(t *testing.T) map[ratelimit.PolicyID]ratelimit.Policy {
 		fixed("shadowy", func(s *ratelimit.PolicySpec) { s.Enforcement = ratelimit.Shadow }),
 		fixed("dedup", dedup), fixed("dedup-gold", dedup),
 		queue("queue"), queue("queue-gold"),
+		with(baseSpec(ratelimit.AlgorithmConcurrency, ratelimit.Concurrency{Limit: 4, MaxHold: time.Second}, 1),
+			func(s *ratelimit.PolicySpec) { s.ID = "inflight" }),
+		with(baseSpec(ratelimit.AlgorithmConcurrency, ratelimit.Concurrency{Limit: 8, MaxHold: 2 * time.Second}, 1),
+			func(s *ratelimit.PolicySpec) { s.ID = "inflight-gold" }),
 	}
 	out := make(map[ratelimit.PolicyID]ratelimit.Policy, len(specs))
 	for _, s := range specs {
@@ -104,6 +108,10 @@ func TestNewPlansRefusals(t *testing.T) {
 			[]string{`plan "free": policies["queue"]`, `policy "api-free" and its base "queue" must both be queues (leaky_bucket)`}},
 		{"queue target, base not a queue", "free", []ratelimit.Plan{plan("free", "api", "queue-gold")},
 			[]string{`plan "free": policies["api"]`, `policy "queue-gold" and its base "api" must both be queues`}},
+		{"concurrency base, target a rate limit", "free", []ratelimit.Plan{plan("free", "inflight", "api-free")},
+			[]string{`plan "free": policies["inflight"]`, `policy "api-free" and its base "inflight" must both be concurrency limits`}},
+		{"concurrency limits of another maxHold", "free", []ratelimit.Plan{plan("free", "inflight", "inflight-gold")},
+			[]string{`plan "free": policies["inflight"]`, `policy "inflight-gold" and its base "inflight" must have the same maxHold`}},
 		{"one target for two bases in a plan", "free", []ratelimit.Plan{plan("free", "api", "api-free", "login", "api-free")},
 			[]string{`plan "free": policies["login"]`, `policy "api-free" already decides base policy "api"`}},
 		{"one target for two bases across plans", "free", []ratelimit.Plan{plan("free", "api", "api-gold"), plan("gold", "login", "api-gold")},

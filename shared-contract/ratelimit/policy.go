@@ -190,6 +190,9 @@ func NewPolicy(spec PolicySpec) (Policy, error) {
 	default:
 		v.fail("Enforcement", ErrUnsupported, "%v is not Enforce or Shadow", spec.Enforcement)
 	}
+	if s, ok := spec.Algorithm.Spec(); ok && s.Holds && enforcement == Shadow {
+		v.fail("Enforcement", ErrUnsupported, "a %s policy cannot be a shadow policy: a shadow's admission is never given back, so its slots would stay held", s.Name)
+	}
 	v.positive("MaxCost", spec.MaxCost)
 	if !spec.Algorithm.Valid() {
 		v.fail("Algorithm", ErrUnsupported, "%v is not %s", spec.Algorithm, algorithmList(func(s *AlgorithmSpec) string { return s.Name }))
@@ -279,6 +282,13 @@ func (p Policy) Enforcement() Enforcement { return p.enforcement }
 // Shadow reports whether the policy is a shadow policy: decided and
 // counted, never refusing a request (ADR 0037).
 func (p Policy) Shadow() bool { return p.enforcement == Shadow }
+
+// Holds reports whether an admission of the policy holds its units until
+// it is given back (a concurrency limit; AlgorithmSpec.Holds, ADR 0041).
+func (p Policy) Holds() bool {
+	s, ok := p.Algorithm().Spec()
+	return ok && s.Holds
+}
 
 // MaxCost is the largest accepted Request.Cost.
 func (p Policy) MaxCost() int64 { return p.maxCost }

@@ -14,7 +14,7 @@ import (
 )
 
 func TestParseAlgorithm(t *testing.T) {
-	for _, a := range []ratelimit.Algorithm{ratelimit.AlgorithmFixedWindow, ratelimit.AlgorithmSlidingWindowCounter, ratelimit.AlgorithmTokenBucket, ratelimit.AlgorithmGCRA, ratelimit.AlgorithmSlidingLog, ratelimit.AlgorithmLeakyBucket} {
+	for _, a := range []ratelimit.Algorithm{ratelimit.AlgorithmFixedWindow, ratelimit.AlgorithmSlidingWindowCounter, ratelimit.AlgorithmTokenBucket, ratelimit.AlgorithmGCRA, ratelimit.AlgorithmSlidingLog, ratelimit.AlgorithmLeakyBucket, ratelimit.AlgorithmConcurrency} {
 		got, err := ratelimit.ParseAlgorithm(a.String())
 		require.NoError(t, err)
 		assert.Equal(t, a, got)
@@ -50,7 +50,7 @@ func TestParseFailurePolicy(t *testing.T) {
 func TestEnumZeroValuesInvalid(t *testing.T) {
 	var a ratelimit.Algorithm
 	assert.False(t, a.Valid())
-	assert.False(t, ratelimit.Algorithm(7).Valid())
+	assert.False(t, ratelimit.Algorithm(8).Valid())
 	assert.False(t, ratelimit.Algorithm(-1).Valid())
 	assert.Equal(t, "Algorithm(0)", a.String())
 	assert.Equal(t, "FailurePolicy(0)", ratelimit.FailurePolicy(0).String())

@@ -49,6 +49,10 @@ type Bucket struct {
 	Reset time.Duration
 	// Window is the policy window in whole seconds: w=; 0 omits it.
 	Window int64
+	// Concurrent marks a concurrency limit (ADR 0041): its quota counts
+	// requests in flight, written as the draft's quota unit
+	// qu="concurrent-requests", and it has no window.
+	Concurrent bool
 }
 
 // Set writes RateLimit and RateLimit-Policy for b into h, and, when legacy
@@ -70,7 +74,7 @@ func Set(h http.Header, b Bucket, legacy bool) {
 	s = append(s, ";t="...)
 	s = strconv.AppendInt(s, reset, 10)
 	ends[0] = len(s)
-	s = appendPolicyItem(s, b.Policy, quota, window)
+	s = appendPolicyItem(s, b.Policy, quota, window, b.Concurrent)
 	ends[1] = len(s)
 	n := 2
 	if legacy {
@@ -107,17 +111,21 @@ func PolicyList(buckets []Bucket) string {
 		if i > 0 {
 			s = append(s, ", "...)
 		}
-		s = appendPolicyItem(s, b.Policy, min(max(b.Quota, 0), maxStructuredInt), b.Window)
+		s = appendPolicyItem(s, b.Policy, min(max(b.Quota, 0), maxStructuredInt), b.Window, b.Concurrent)
 	}
 	return string(s)
 }
 
 // appendPolicyItem appends one RateLimit-Policy item: the policy name, q=
-// quota (already clamped) and, when the window is positive, w= (clamped).
-func appendPolicyItem(s []byte, name string, quota, window int64) []byte {
+// quota (already clamped), qu="concurrent-requests" for a concurrency
+// limit and, when the window is positive, w= (clamped).
+func appendPolicyItem(s []byte, name string, quota, window int64, concurrent bool) []byte {
 	s = appendString(s, name)
 	s = append(s, ";q="...)
 	s = strconv.AppendInt(s, quota, 10)
+	if concurrent {
+		s = append(s, `;qu="concurrent-requests"`...)
+	}
 	if w := min(max(window, 0), maxStructuredInt); w > 0 {
 		s = append(s, ";w="...)
 		s = strconv.AppendInt(s, w, 10)

@@ -50,6 +50,8 @@ var Algorithms = []Algorithm{
 	{"leaky_bucket", func(l int64, p time.Duration) ratelimit.Params {
 		return ratelimit.LeakyBucket{Rate: l, Period: p, QueueSize: l - 1, DelayAfter: 0, MaxDelay: p}
 	}},
+	// A concurrency limit of l slots, each held at most one period.
+	{"concurrency", func(l int64, p time.Duration) ratelimit.Params { return ratelimit.Concurrency{Limit: l, MaxHold: p} }},
 }
 
 // Named is the Algorithm named name; it fails t for none.

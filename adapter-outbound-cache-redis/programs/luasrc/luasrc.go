@@ -1,7 +1,7 @@
 // Package luasrc is the one source of every rate-limit program: per algorithm
 // one template file (fixed-window.lua.tmpl, sliding-counter.lua.tmpl,
 // token-bucket.lua.tmpl, gcra.lua.tmpl, sliding-log.lua.tmpl,
-// leaky-bucket.lua.tmpl) holding its arguments, state checks and one step
+// leaky-bucket.lua.tmpl, concurrency.lua.tmpl) holding its arguments, state checks and one step
 // per variant (or, with Algorithm.Base, what differs from its base's), the
 // parts all algorithms share (common.lua.tmpl), and per variant one layout
 // (variant-<name>.lua.tmpl) that composes them. Render produces the program
@@ -61,11 +61,15 @@ type Algorithm struct {
 	// hold a set's other members, so it has no dedup program and no set
 	// member function (Renders).
 	Delays bool
+	// NoDedup marks an algorithm without a dedup program whose admissions
+	// are still set members (a concurrency limit, ADR 0041: a replay
+	// would hold no slot of its own).
+	NoDedup bool
 }
 
 // Renders reports whether alg has a program of variant v.
 func (alg Algorithm) Renders(v Variant) bool {
-	return !alg.Delays || v.Name != "dedup"
+	return !(alg.Delays || alg.NoDedup) || v.Name != "dedup"
 }
 
 // files lists the template files of alg's program in variant file v, in
@@ -86,6 +90,7 @@ var Algorithms = []Algorithm{
 	{Slug: "gcra", Args: 7},
 	{Slug: "sliding-log", Args: 6},
 	{Slug: "leaky-bucket", Args: 8, Base: "gcra", Delays: true},
+	{Slug: "concurrency", Args: 6, Base: "sliding-log", NoDedup: true},
 }
 
 // Variant is one kind of program rendered for every algorithm.

@@ -15,8 +15,9 @@ func TestRenderEveryProgram(t *testing.T) {
 	if err != nil {
 		t.Fatalf("render: %v", err)
 	}
-	// Every algorithm in every variant, but the dedup program of a queue.
-	if want := len(Algorithms)*len(Variants) - 1; len(files) != want {
+	// Every algorithm in every variant, but the dedup program of a queue
+	// and of a concurrency limit.
+	if want := len(Algorithms)*len(Variants) - 2; len(files) != want {
 		t.Fatalf("%d programs rendered, want %d", len(files), want)
 	}
 	seen := map[string]bool{}

@@ -38,8 +38,9 @@ func RenderMember(alg Algorithm) ([]byte, error) {
 
 // RenderSet renders the policy-set program (set.lua.tmpl): the member
 // function (RenderMember) of every algorithm but those that delay
-// (Algorithm.Delays, last in Algorithms), in Algorithms order (a member's
-// algorithm code is its index + 1), and the all-or-nothing frame.
+// (Algorithm.Delays), in Algorithms order (a member's algorithm code is
+// its position among them, from 1: the model's setCode), and the
+// all-or-nothing frame.
 func RenderSet() (File, error) {
 	var members, funcs, argc []string
 	for _, alg := range Algorithms {

@@ -32,6 +32,9 @@ func Policies(t testing.TB, rev int64) []ratelimit.Policy {
 		// A queue whose 4 waiters all go without delay (ADR 0028): the
 		// kit's sequences need no hold.
 		{ID: "c-queue", Params: ratelimit.LeakyBucket{Rate: 1, Period: time.Hour, QueueSize: 4, DelayAfter: 4}},
+		// Five slots held 30 s, the longest a service allows (ADR 0041):
+		// the kit never gives one back, and a sequence ends well within it.
+		{ID: "c-inflight", Params: ratelimit.Concurrency{Limit: 5, MaxHold: ratelimit.DefaultMaxHold}},
 	}
 	out := make([]ratelimit.Policy, 0, len(specs))
 	for _, s := range specs {
