@@ -27,8 +27,8 @@ func TestServiceDedup(t *testing.T) {
 	var pols []ratelimit.Policy
 	const maxReplays = 3
 	for _, p := range conformancePolicies(t, 1) {
-		if p.Algorithm() == ratelimit.AlgorithmLeakyBucket {
-			continue // a queue has no dedup window (ADR 0028)
+		if spec, _ := p.Algorithm().Spec(); spec.NoDedup != "" {
+			continue // a queue, a concurrency limit: no dedup window (ADR 0028, 0041)
 		}
 		q, err := ratelimit.NewPolicy(ratelimit.PolicySpec{ID: p.ID() + "-dd", Revision: 1, Algorithm: p.Algorithm(), Params: p.Params(),
 			MaxCost: p.MaxCost(), CleanupGrace: p.CleanupGrace(), MaxClockRegression: p.MaxClockRegression(),

@@ -28,6 +28,7 @@ const (
 	levelPolicy            // one policy object
 	levelPlans             // the "plans" array
 	levelPlan              // one plan object (its index is passed as policy)
+	levelLease             // a policy's "lease" object
 )
 
 // fieldNames are the exact keys of each level, from the json tags and, for
@@ -36,6 +37,7 @@ var fieldNames = map[keyLevel][]string{
 	levelTop:    jsonNames(policyFile{}),
 	levelPolicy: append(jsonNames(policyFields{}), paramOrder...),
 	levelPlan:   jsonNames(planJSON{}),
+	levelLease:  jsonNames(leaseJSON{}),
 }
 
 func jsonNames(v any) []string {
@@ -125,8 +127,11 @@ func (c *keyChecker) rest(tok json.Token, level keyLevel, policy, depth int) err
 			}
 			key, _ := tok.(string)
 			owner, prefix := policy, ""
-			if level == levelPlan {
+			switch level {
+			case levelPlan:
 				owner, prefix = -1, fmt.Sprintf("plans[%d]: ", policy)
+			case levelLease:
+				prefix = "lease: "
 			}
 			if seen[key] {
 				c.problems = append(c.problems, keyProblem{owner, fmt.Sprintf("%sduplicate key %q", prefix, bounded(key))})
@@ -143,6 +148,8 @@ func (c *keyChecker) rest(tok json.Token, level keyLevel, policy, depth int) err
 				child = levelPolicies
 			case level == levelTop && key == "plans":
 				child = levelPlans
+			case level == levelPolicy && key == "lease":
+				child = levelLease
 			}
 			tok, err = c.dec.Token()
 			if err != nil {

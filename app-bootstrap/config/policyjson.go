@@ -40,20 +40,27 @@ type policyJSON struct {
 
 // policyFields are the fields every policy has, whatever its algorithm.
 type policyFields struct {
-	ID                 *string   `json:"id"`
-	Revision           *int64    `json:"revision"`
-	Algorithm          *string   `json:"algorithm"`
-	MaxCost            *int64    `json:"maxCost"`
-	CleanupGrace       *duration `json:"cleanupGrace"`
-	MaxClockRegression *duration `json:"maxClockRegression"`
-	FailurePolicy      *string   `json:"failurePolicy"`
-	FallbackInstances  *int64    `json:"fallbackInstances"`
-	DedupWindow        *duration `json:"dedupWindow"`
-	DedupMaxReplays    *int64    `json:"dedupMaxReplays"`
-	DenialCache        *bool     `json:"denialCache"`
-	Scope              *string   `json:"scope"`
-	Enforce            *string   `json:"enforce"`
-	Routes             []string  `json:"routes"`
+	ID                 *string    `json:"id"`
+	Revision           *int64     `json:"revision"`
+	Algorithm          *string    `json:"algorithm"`
+	MaxCost            *int64     `json:"maxCost"`
+	CleanupGrace       *duration  `json:"cleanupGrace"`
+	MaxClockRegression *duration  `json:"maxClockRegression"`
+	FailurePolicy      *string    `json:"failurePolicy"`
+	FallbackInstances  *int64     `json:"fallbackInstances"`
+	DedupWindow        *duration  `json:"dedupWindow"`
+	DedupMaxReplays    *int64     `json:"dedupMaxReplays"`
+	DenialCache        *bool      `json:"denialCache"`
+	Scope              *string    `json:"scope"`
+	Enforce            *string    `json:"enforce"`
+	Lease              *leaseJSON `json:"lease"`
+	Routes             []string   `json:"routes"`
+}
+
+// leaseJSON is a policy's "lease" (ADR 0042): both fields required.
+type leaseJSON struct {
+	MaxShare *float64  `json:"maxShare"`
+	TTL      *duration `json:"ttl"`
 }
 
 // duration is a Go duration string ("1s", "250ms") that must be whole
@@ -230,6 +237,22 @@ func (p policyJSON) spec() (ratelimit.PolicySpec, []error) {
 		} else {
 			spec.Enforcement = e
 		}
+	}
+	if l := p.Lease; l != nil {
+		// Optional: absent means no lease (ADR 0042); NewPolicy checks the
+		// values against the algorithm and its window.
+		var lease ratelimit.Lease
+		if l.MaxShare == nil {
+			missing("lease.maxShare")
+		} else {
+			lease.MaxShare = *l.MaxShare
+		}
+		if l.TTL == nil {
+			missing("lease.ttl")
+		} else {
+			lease.TTL = parseDuration("lease.ttl", l.TTL, &problems)
+		}
+		spec.Lease = &lease
 	}
 	if p.Algorithm == nil {
 		missing("algorithm")

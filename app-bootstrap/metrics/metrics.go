@@ -146,6 +146,9 @@ type Metrics struct {
 
 	plansOnce sync.Once
 	plans     *Plans
+	// leasesOnce registers the lease collector at the first Leases call.
+	leasesOnce sync.Once
+	leases     *Leases
 }
 
 // New returns Metrics with its own registry holding the Go runtime and

@@ -11,6 +11,7 @@ import (
 	"github.com/tech-log/tech-log-backend/adapter-outbound-cache-redis/ratecarry"
 	"github.com/tech-log/tech-log-backend/adapter-outbound-cache-redis/ratedenial"
 	"github.com/tech-log/tech-log-backend/adapter-outbound-cache-redis/ratefallback"
+	"github.com/tech-log/tech-log-backend/adapter-outbound-cache-redis/ratelease"
 	"github.com/tech-log/tech-log-backend/adapter-outbound-cache-redis/rateplan"
 	"github.com/tech-log/tech-log-backend/adapter-outbound-cache-redis/redisrate"
 	"github.com/tech-log/tech-log-backend/app-bootstrap/config"
@@ -27,6 +28,7 @@ type stack struct {
 	port     ratelimit.EdgePort
 	fallback *ratefallback.Fallback // nil unless a policy is local-fallback
 	denial   *ratedenial.Cache      // nil when the denial cache is off
+	leases   *ratelease.Leaser      // nil when no policy has a lease
 	plans    *rateplan.Cache        // nil when the policy file has no plans
 	carrier  *ratecarry.Carrier     // nil when nothing carries (ratecarry)
 	log      *slog.Logger
@@ -50,6 +52,8 @@ type below struct {
 	// none), and planMetrics, optional, counts what they decide.
 	plans       ratelimit.Plans
 	planMetrics *metrics.Plans
+	// leaseMetrics, optional, counts the leases' units (ADR 0042).
+	leaseMetrics *metrics.Leases
 	// predecessors maps the policies whose previous revision this
 	// instance served (a reload) to it: their subjects' states carry what
 	// they consumed under it (ratecarry, ADR 0039).
@@ -61,11 +65,11 @@ type below struct {
 
 // decorate builds the decorator stack of c's provider (the policy file's
 // policies): see decorate.
-func (c *coordination) decorate(rl config.RateLimit, pm *metrics.Plans, prev []ratelimit.Policy) (stack, error) {
+func (c *coordination) decorate(rl config.RateLimit, pm *metrics.Plans, lm *metrics.Leases, prev []ratelimit.Policy) (stack, error) {
 	return decorate(rl, below{
 		provider: c.provider, client: c.client, keys: c.keys, log: c.log,
 		policies: rl.Policies.Policies, noDenialCache: rl.Policies.NoDenialCache,
-		plans: rl.Policies.Plans, planMetrics: pm, predecessors: predecessors(prev, rl.Policies.Policies),
+		plans: rl.Policies.Plans, planMetrics: pm, leaseMetrics: lm, predecessors: predecessors(prev, rl.Policies.Policies),
 		catalog: rl.PoliciesSource != "" && rl.PoliciesSource != config.PoliciesGiven,
 	})
 }
@@ -146,6 +150,20 @@ func decorate(rl config.RateLimit, b below) (stack, error) {
 		}
 		st.denial, st.port = dc, dc
 	}
+	if HasLease(b.policies) {
+		// Above the denial cache and the fallback, below the plans: a
+		// lease is of the policy that decides (ADR 0042).
+		var observe func(ratelimit.PolicyID, ratelease.Event, int64)
+		if lm := b.leaseMetrics; lm != nil {
+			observe = func(id ratelimit.PolicyID, ev ratelease.Event, units int64) { lm.Event(id, string(ev), units) }
+		}
+		ls, err := ratelease.New(st.port, ratelease.Options{Policies: b.policies, Timeout: 2 * rl.CommandTimeout, Observe: observe})
+		if err != nil {
+			st.close()
+			return stack{}, fmt.Errorf("rate limit: leases: %w", err)
+		}
+		st.leases, st.port = ls, ls
+	}
 	if !b.plans.IsZero() {
 		var decided rateplan.Observer
 		var observe func(rateplan.CacheEvent)
@@ -186,6 +204,16 @@ func (st stack) start(ctx context.Context) error {
 	return nil
 }
 
+// HasLease reports whether one of policies has a lease (ADR 0042).
+func HasLease(policies []ratelimit.Policy) bool {
+	for _, p := range policies {
+		if _, ok := p.Lease(); ok {
+			return true
+		}
+	}
+	return false
+}
+
 // hasLocalFallback reports whether one of policies is local-fallback.
 func hasLocalFallback(policies []ratelimit.Policy) bool {
 	for _, p := range policies {
@@ -200,6 +228,9 @@ func hasLocalFallback(policies []ratelimit.Policy) bool {
 func (st stack) close() {
 	if st.plans != nil {
 		st.plans.Close()
+	}
+	if st.leases != nil {
+		st.leases.Close() // gives the unspent units back
 	}
 	if st.denial != nil {
 		st.denial.Close()
@@ -245,7 +276,7 @@ func NewLimiter(rl config.RateLimit, client redis.UniversalClient, log *slog.Log
 		}
 		return nil, err
 	}
-	st, err := c.decorate(rl, nil, nil)
+	st, err := c.decorate(rl, nil, nil, nil)
 	if err != nil {
 		_ = c.provider.Close()
 		return nil, err

@@ -56,7 +56,11 @@ func newPolicyGen(cfg config.Config, prev []ratelimit.Policy, log *slog.Logger, 
 	if !rl.Policies.Plans.IsZero() || len(predecessors(prev, rl.Policies.Policies)) > 0 {
 		pm = m.Plans()
 	}
-	st, err := c.decorate(rl, pm, prev)
+	var lm *metrics.Leases
+	if HasLease(rl.Policies.Policies) {
+		lm = m.Leases()
+	}
+	st, err := c.decorate(rl, pm, lm, prev)
 	if err != nil {
 		_ = c.provider.Close()
 		return nil, err

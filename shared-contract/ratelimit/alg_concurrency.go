@@ -45,6 +45,7 @@ var concurrencySpec = register[Concurrency](AlgorithmSpec{
 	NoDedup: "a replayed admission would hold no slot of its own",
 	Holds:   true,
 	Charge:  true,
+	NoLease: "a slot is held per request and given back by it; a lease has no request to give it back (ADR 0042)",
 	Refund:  true,
 })
 

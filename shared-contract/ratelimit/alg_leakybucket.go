@@ -54,6 +54,7 @@ var leakyBucketSpec = register[LeakyBucket](AlgorithmSpec{
 	NoSetMember: "a queue cannot be a set member (ADR 0028)",
 	Delays:      true,
 	Charge:      true,
+	NoLease:     "a queue admits with a delay; a lease admits at once (ADR 0042)",
 	Refund:      true,
 })
 

@@ -94,6 +94,11 @@ type AlgorithmSpec struct {
 	// maximum hold) passes on the server's clock; the edge gives them
 	// back when the handler returns (a concurrency limit, ADR 0041).
 	Holds bool
+	// NoLease, when not empty, is why a policy of the algorithm cannot
+	// lease (PolicySpec.Lease, ADR 0042): only an algorithm whose bound
+	// holds when a lease's units are counted at the reservation and used
+	// later, within the lease, leases.
+	NoLease string
 	// Charge and Refund: the algorithm has reconciliation charges and
 	// refunds by receipt (ADR 0025).
 	Charge, Refund bool

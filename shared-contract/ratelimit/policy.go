@@ -84,6 +84,11 @@ type PolicySpec struct {
 	// (decided and counted, never refusing; ADR 0037). The zero value
 	// means Enforce. It changes no key, program or decision.
 	Enforcement Enforcement
+	// Lease, optional, lets an instance reserve several units at once and
+	// admit from them locally (ADR 0042); nil: every request is decided by
+	// the coordination server. Only an algorithm whose AlgorithmSpec has
+	// no NoLease reason leases.
+	Lease *Lease
 }
 
 // DefaultDedupMaxReplays is a dedup policy's DedupMaxReplays when the spec
@@ -115,6 +120,7 @@ type Policy struct {
 	dedupMaxReplays    int64
 	scope              Scope
 	enforcement        Enforcement
+	lease              *Lease // nil: none; never shared with the spec
 }
 
 // NewPolicy validates spec and freezes it. It returns every violation joined
@@ -222,10 +228,15 @@ func NewPolicy(spec PolicySpec) (Policy, error) {
 	if limit > 0 && spec.MaxCost > limit {
 		v.fail("MaxCost", ErrMaxCostAboveLimit, "%d > %d", spec.MaxCost, limit)
 	}
+	var lease *Lease
+	if l, ok := validateLease(v, spec, windowOf(params, len(v.errs) == 0)); ok {
+		lease = &l
+	}
 	if err := errors.Join(v.errs...); err != nil {
 		return Policy{}, err
 	}
 	return Policy{
+		lease:              lease,
 		id:                 spec.ID,
 		revision:           spec.Revision,
 		params:             params,
@@ -292,6 +303,23 @@ func (p Policy) Holds() bool {
 
 // MaxCost is the largest accepted Request.Cost.
 func (p Policy) MaxCost() int64 { return p.maxCost }
+
+// Lease is the policy's lease (ADR 0042); ok is false when it has none.
+func (p Policy) Lease() (l Lease, ok bool) {
+	if p.lease == nil {
+		return Lease{}, false
+	}
+	return *p.lease, true
+}
+
+// requestMaxCost is the largest Request.Cost: MaxCost, or for a lease's
+// reservation (lease) LeaseMaxCost.
+func (p Policy) requestMaxCost(lease bool) int64 {
+	if p.lease != nil && lease {
+		return max(p.maxCost, p.lease.MaxUnits(p.Limit()))
+	}
+	return p.maxCost
+}
 
 // CleanupGrace is added to the reset horizon to form the state TTL.
 func (p Policy) CleanupGrace() time.Duration {

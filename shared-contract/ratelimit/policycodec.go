@@ -28,6 +28,7 @@ type policyWire struct {
 	DedupMaxReplays    int64           `json:"dedupMaxReplays"`
 	Scope              Scope           `json:"scope"`
 	Enforcement        Enforcement     `json:"enforcement"`
+	Lease              *Lease          `json:"lease,omitempty"`
 }
 
 // MarshalPolicy encodes p, so that a process that never read p's policy
@@ -46,7 +47,7 @@ func MarshalPolicy(p Policy) ([]byte, error) {
 		ID: p.ID(), Revision: p.Revision(), Algorithm: p.Algorithm().String(), Params: params,
 		MaxCost: p.MaxCost(), CleanupGrace: p.CleanupGrace(), MaxClockRegression: p.MaxClockRegression(),
 		FailurePolicy: p.FailurePolicy(), FallbackInstances: p.FallbackInstances(), DedupWindow: p.DedupWindow(),
-		DedupMaxReplays: p.DedupMaxReplays(), Scope: p.Scope(), Enforcement: p.Enforcement(),
+		DedupMaxReplays: p.DedupMaxReplays(), Scope: p.Scope(), Enforcement: p.Enforcement(), Lease: p.lease,
 	})
 }
 
@@ -83,6 +84,6 @@ func UnmarshalPolicy(data []byte) (Policy, error) {
 		ID: w.ID, Revision: w.Revision, Algorithm: spec.Algorithm, Params: params, MaxCost: w.MaxCost,
 		CleanupGrace: w.CleanupGrace, MaxClockRegression: w.MaxClockRegression, FailurePolicy: w.FailurePolicy,
 		FallbackInstances: w.FallbackInstances, DedupWindow: w.DedupWindow, DedupMaxReplays: replays,
-		Scope: w.Scope, Enforcement: w.Enforcement,
+		Scope: w.Scope, Enforcement: w.Enforcement, Lease: w.Lease,
 	})
 }

@@ -24,10 +24,12 @@ func TestPolicyCodecRoundTrip(t *testing.T) {
 		{ID: "gcra", Revision: 1, Algorithm: ratelimit.AlgorithmGCRA, Params: ratelimit.GCRA{Rate: 10, Period: time.Second, Burst: 5}, MaxCost: 1,
 			CleanupGrace: time.Second, FailurePolicy: ratelimit.FailClosed, Enforcement: ratelimit.Shadow},
 		{ID: "log", Revision: 1, Algorithm: ratelimit.AlgorithmSlidingLog, Params: ratelimit.SlidingLog{Limit: 10, Window: time.Minute}, MaxCost: 1, CleanupGrace: time.Second, FailurePolicy: ratelimit.FailClosed},
+		{ID: "leased", Revision: 3, Algorithm: ratelimit.AlgorithmFixedWindow, Params: ratelimit.FixedWindow{Limit: 1000, Window: time.Second}, MaxCost: 1, CleanupGrace: time.Second, FailurePolicy: ratelimit.FailClosed,
+			Lease: &ratelimit.Lease{MaxShare: 0.05, TTL: 200 * time.Millisecond}},
 		{ID: "conc", Revision: 1, Algorithm: ratelimit.AlgorithmConcurrency, Params: ratelimit.Concurrency{Limit: 4, MaxHold: 10 * time.Second}, MaxCost: 1, CleanupGrace: time.Second, FailurePolicy: ratelimit.LocalFallback, FallbackInstances: 2},
 		{ID: "lb", Revision: 1, Algorithm: ratelimit.AlgorithmLeakyBucket, Params: ratelimit.LeakyBucket{Rate: 10, Period: time.Second, QueueSize: 5, MaxDelay: time.Second}, MaxCost: 1, CleanupGrace: time.Second, FailurePolicy: ratelimit.FailClosed},
 	}
-	require.Len(t, specs, len(ratelimit.Algorithms()), "one policy per algorithm")
+	require.Len(t, specs, len(ratelimit.Algorithms())+1, "one policy per algorithm, and a lease")
 	for _, spec := range specs {
 		p, err := ratelimit.NewPolicy(spec)
 		require.NoError(t, err, spec.ID)

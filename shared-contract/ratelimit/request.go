@@ -19,8 +19,13 @@ type Request struct {
 	PolicyID PolicyID
 	// SubjectDigest is the pseudonymized subject; see SubjectDigest.
 	SubjectDigest SubjectDigest
-	// Cost is the number of units to take, 1..policy.MaxCost().
+	// Cost is the number of units to take, 1..policy.MaxCost(); with
+	// Lease, 1..policy.LeaseMaxCost().
 	Cost int64
+	// Lease marks a lease's reservation (ADR 0042): an instance takes
+	// Cost units at once to admit from locally. Only a lease decorator
+	// sets it; an inbound adapter never does.
+	Lease bool
 	// EvaluationID, optional, names this evaluation so that a retry of it is
 	// charged once: 1..MaxEvaluationIDLen characters of [A-Za-z0-9._-]
 	// (EvaluationID.Validate). It is accepted only for a policy with a
@@ -120,8 +125,8 @@ func (r Request) ValidateFor(p Policy) error {
 	if r.PolicyID != p.ID() {
 		errs = append(errs, requestError("PolicyID", fmt.Errorf("%w: %q vs %q", ErrPolicyMismatch, bounded(string(r.PolicyID)), p.ID())))
 	}
-	if r.Cost > p.MaxCost() {
-		errs = append(errs, requestError("Cost", fmt.Errorf("%w: %d > %d", ErrCostAboveMaxCost, r.Cost, p.MaxCost())))
+	if maxCost := p.requestMaxCost(r.Lease); r.Cost > maxCost {
+		errs = append(errs, requestError("Cost", fmt.Errorf("%w: %d > %d", ErrCostAboveMaxCost, r.Cost, maxCost)))
 	}
 	if r.EvaluationID != "" && p.DedupWindow() == 0 {
 		errs = append(errs, requestError("EvaluationID", fmt.Errorf("%w: policy %q", ErrDedupNotSupported, p.ID())))

@@ -1,0 +1,27 @@
+// Package ratelease is the lease decorator (ADR 0042): an
+// ratelimit.EdgePort that, for a policy with a lease (PolicySpec.Lease),
+// reserves several units of a hot subject's budget in one decision
+// (Request.Lease) and admits the subject's next requests from them in
+// this process, without a round trip, until they are spent or the lease
+// ends (Policy.LeaseUntil, measured from when the reservation was sent).
+// Unspent units go back by a refund of the reservation's receipt when the
+// lease ends or the process stops (Close).
+//
+// A lease is sized from this process's demand for the subject (the
+// requests of its last lease period), at most the lease's MaxUnits, at
+// most the budget's remaining times MaxShare: 1 (no lease, one decision
+// per request as without the decorator) when demand is low or the budget
+// is scarce. Every admission from a lease falls in the window its
+// reservation was counted in, so the admissions of all processes satisfy
+// the algorithm's bound exactly as if each had been decided by the
+// server; only aligned-window algorithms lease (AlgorithmSpec.NoLease).
+//
+// Requests with an evaluation ID, policy sets and refunds pass through.
+// A process killed holding a lease leaves its unspent units counted until
+// its window ends: under-admission of at most MaxUnits per subject,
+// never over-admission.
+//
+// Files: leaser.go (Options, New, Evaluate and the lease table),
+// giveback.go (ending leases: the sweep, Close). It uses only the
+// contract; it must never import the provider or its internal packages.
+package ratelease

@@ -1,0 +1,174 @@
+package ratelease
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/tech-log/tech-log-backend/adapter-outbound-cache-redis/internal/changetest"
+	"github.com/tech-log/tech-log-backend/adapter-outbound-cache-redis/redistest"
+	"github.com/tech-log/tech-log-backend/shared-contract/ratelimit"
+)
+
+type atomicCount struct{ n atomic.Int64 }
+
+func (c *atomicCount) add(d int64) { c.n.Add(d) }
+func (c *atomicCount) load() int64 { return c.n.Load() }
+
+// run starts instances leasers (made by mk) with workers goroutines each,
+// every goroutine calling f n times; it returns when all are done.
+func run(t *testing.T, instances, workers, n int, f func(inst int, l *Leaser), mk func() *Leaser) {
+	t.Helper()
+	var wg sync.WaitGroup
+	for i := range instances {
+		l := mk()
+		for range workers {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for range n {
+					f(i, l)
+				}
+			}()
+		}
+	}
+	wg.Wait()
+}
+
+// admission is one admitted request as the history records it: the
+// instance, and the local wall-clock instants before the call and after
+// its answer (the admission happened in between).
+type admission struct {
+	instance      int
+	before, after time.Time
+}
+
+// history records admissions; safe for concurrent use.
+type history struct {
+	mu  sync.Mutex
+	all []admission
+}
+
+func (h *history) record(a admission) {
+	h.mu.Lock()
+	h.all = append(h.all, a)
+	h.mu.Unlock()
+}
+
+// overWindows is the history checker for a fixed window of limit per
+// window (aligned to the Unix epoch, as the server's): it returns every
+// window in which more than limit admissions certainly happened (both
+// instants inside it). The server runs on this machine, so its clock is
+// the one the history reads. An admission whose instants straddle a
+// boundary is counted in neither window, so a reported excess is certain.
+func overWindows(all []admission, window time.Duration, limit int64) []string {
+	counts := map[int64]int64{}
+	for _, a := range all {
+		w := a.before.UnixMilli() / window.Milliseconds()
+		if a.after.UnixMilli()/window.Milliseconds() == w {
+			counts[w]++
+		}
+	}
+	var over []string
+	for w, n := range counts {
+		if n > limit {
+			over = append(over, fmt.Sprintf("window %d: %d admissions > %d", w, n, limit))
+		}
+	}
+	return over
+}
+
+// leaseHistory runs the workload that would show a lease outliving its
+// window: three instances build leases with a short burst each near the
+// end of a window, stop (their leases keep units), then all hammer the
+// subject from just after the next window starts. It returns the history
+// and the window. breakLease makes every lease last its TTL across the
+// window's end: the build that must fail.
+func leaseHistory(t *testing.T, breakLease bool) ([]admission, time.Duration, int64) {
+	t.Helper()
+	const limit = 200
+	window, ttl := time.Second, 400*time.Millisecond
+	srv := redistest.Start(t)
+	keys := redistest.RandomKeys(t)
+	p := leasedPolicy(t, ratelimit.FixedWindow{Limit: limit, Window: window}, 0.25, ttl)
+	pols := []ratelimit.Policy{p}
+	var leasers []*Leaser
+	for range 3 {
+		l := newLeaser(t, provider(t, srv, keys, pols), pols)
+		if breakLease {
+			l.until = func(_ ratelimit.Policy, serverNow time.Time) (time.Time, bool) { return serverNow.Add(ttl), true }
+		}
+		leasers = append(leasers, l)
+	}
+	s := changetest.RandomSubject(t)
+	var h history
+	call := func(inst int) bool {
+		before := time.Now()
+		out := leasers[inst].Evaluate(context.Background(), request(p, s))
+		if admitted(out) {
+			h.record(admission{inst, before, time.Now()})
+			return true
+		}
+		return false
+	}
+	sleepUntil := func(at time.Time) { time.Sleep(time.Until(at)) }
+	next := time.UnixMilli((time.Now().UnixMilli()/window.Milliseconds() + 1) * window.Milliseconds())
+	for round := range 2 {
+		w := next.Add(time.Duration(round) * 2 * window)
+		// The burst: 30 requests per instance from 800 ms into the window.
+		sleepUntil(w.Add(800 * time.Millisecond))
+		var wg sync.WaitGroup
+		for inst := range leasers {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for range 30 {
+					call(inst)
+				}
+			}()
+		}
+		wg.Wait()
+		require.True(t, time.Now().Before(w.Add(window-50*time.Millisecond)), "the burst ran past its window: the machine is too slow for this workload")
+		// The next window: 4 workers per instance until denied or 400 ms.
+		sleepUntil(w.Add(window + 10*time.Millisecond))
+		end := w.Add(window + 400*time.Millisecond)
+		for inst := range leasers {
+			for range 4 {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					for i := 0; i < 400 && time.Now().Before(end); i++ {
+						call(inst)
+					}
+				}()
+			}
+		}
+		wg.Wait()
+	}
+	return h.all, window, limit
+}
+
+// TestHistoryKeepsTheBound (issue 37 item 4): the checker finds no window
+// with more admissions than the limit across three leasing instances, on
+// the workload that would show a lease outliving its window.
+func TestHistoryKeepsTheBound(t *testing.T) {
+	all, window, limit := leaseHistory(t, false)
+	assert.Empty(t, overWindows(all, window, limit))
+	t.Logf("%d admissions checked", len(all))
+}
+
+// TestHistoryCheckerFailsABrokenLease: the same workload with leases that
+// outlive their window (counted as if the next window refilled them):
+// the checker must find a window over the limit, or it proves nothing.
+func TestHistoryCheckerFailsABrokenLease(t *testing.T) {
+	all, window, limit := leaseHistory(t, true)
+	over := overWindows(all, window, limit)
+	assert.NotEmpty(t, over, "the checker did not see the broken build's excess")
+	t.Logf("broken build: %v", over)
+}

@@ -1,0 +1,105 @@
+package ratelease
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/tech-log/tech-log-backend/adapter-outbound-cache-redis/internal/changetest"
+	"github.com/tech-log/tech-log-backend/adapter-outbound-cache-redis/redistest"
+	"github.com/tech-log/tech-log-backend/shared-contract/ratelimit"
+)
+
+// TestHotSubjectIsAnsweredLocally: a hot subject's requests are answered
+// from leases after the first few, so the port below decides a small part
+// of them; every admission is one the window allows, no more than its
+// limit; and Close gives the unspent units back, so the server's count is
+// exactly what was admitted.
+func TestHotSubjectIsAnsweredLocally(t *testing.T) {
+	srv := redistest.Start(t)
+	keys := redistest.RandomKeys(t)
+	p := leasedPolicy(t, ratelimit.FixedWindow{Limit: 500, Window: time.Hour}, 0.1, 2*time.Second)
+	pols := []ratelimit.Policy{p}
+	inner := &counting{EdgePort: provider(t, srv, keys, pols)}
+	l, err := New(inner, Options{Policies: pols, Timeout: time.Second})
+	require.NoError(t, err)
+	s := changetest.RandomSubject(t)
+	ctx := context.Background()
+	var n int
+	for range 300 {
+		if admitted(l.Evaluate(ctx, request(p, s))) {
+			n++
+		}
+	}
+	assert.Equal(t, 300, n, "under the limit every request is admitted")
+	calls := inner.calls.Load()
+	t.Logf("300 requests, %d decisions below", calls)
+	assert.Less(t, calls, int64(40), "most requests are answered from leases")
+	l.Close()
+
+	// A fresh instance without leases sees what was admitted, no more.
+	fresh := provider(t, srv, keys, pols)
+	out := fresh.Evaluate(ctx, request(p, s))
+	require.True(t, admitted(out))
+	assert.Equal(t, int64(500-300-1), out.(ratelimit.Evaluated).Decision.Remaining, "unspent units were given back at Close")
+}
+
+// TestLimitHoldsUnderConcurrency: many goroutines on one leased subject
+// never get more than the limit admitted in a window that does not end
+// during the test.
+func TestLimitHoldsUnderConcurrency(t *testing.T) {
+	srv := redistest.Start(t)
+	keys := redistest.RandomKeys(t)
+	p := leasedPolicy(t, ratelimit.FixedWindow{Limit: 400, Window: time.Hour}, 0.2, time.Second)
+	pols := []ratelimit.Policy{p}
+	s := changetest.RandomSubject(t)
+	var total atomicCount
+	run(t, 3, 8, 120, func(inst int, l *Leaser) {
+		if admitted(l.Evaluate(context.Background(), request(p, s))) {
+			total.add(1)
+		}
+	}, func() *Leaser { return newLeaser(t, provider(t, srv, keys, pols), pols) })
+	assert.Equal(t, int64(400), total.load(), "3 instances x 8 workers x 120 requests: exactly the limit admitted")
+}
+
+// TestPassThrough: a request with an evaluation ID, a policy without a
+// lease and a subject beyond the table are decided below, one by one.
+func TestPassThrough(t *testing.T) {
+	srv := redistest.Start(t)
+	keys := redistest.RandomKeys(t)
+	leased := leasedPolicy(t, ratelimit.FixedWindow{Limit: 1000, Window: time.Hour}, 0.5, time.Second)
+	plain, err := ratelimit.NewPolicy(ratelimit.PolicySpec{ID: "plain", Revision: 1, Algorithm: ratelimit.AlgorithmFixedWindow,
+		Params: ratelimit.FixedWindow{Limit: 1000, Window: time.Hour}, MaxCost: 1, CleanupGrace: time.Minute, FailurePolicy: ratelimit.FailClosed})
+	require.NoError(t, err)
+	pols := []ratelimit.Policy{leased, plain}
+	inner := &counting{EdgePort: provider(t, srv, keys, pols)}
+	l, err := New(inner, Options{Policies: pols, Timeout: time.Second, MaxSubjects: 1})
+	require.NoError(t, err)
+	t.Cleanup(l.Close)
+	ctx := context.Background()
+	s := changetest.RandomSubject(t)
+	for range 20 {
+		require.True(t, admitted(l.Evaluate(ctx, request(plain, s))))
+	}
+	assert.Equal(t, int64(20), inner.calls.Load(), "no lease without one in the policy")
+	require.True(t, admitted(l.Evaluate(ctx, request(leased, s)))) // takes the table's one entry
+	other := changetest.RandomSubject(t)
+	before := inner.calls.Load()
+	for range 20 {
+		require.True(t, admitted(l.Evaluate(ctx, request(leased, other))))
+	}
+	assert.Equal(t, before+20, inner.calls.Load(), "a subject beyond MaxSubjects is decided below")
+}
+
+// TestNewRefusesBadOptions names the option at fault.
+func TestNewRefusesBadOptions(t *testing.T) {
+	_, err := New(nil, Options{Timeout: time.Second})
+	assert.ErrorIs(t, err, ErrInvalidOptions)
+	_, err = New(&counting{}, Options{})
+	assert.ErrorContains(t, err, "Timeout")
+	_, err = New(&counting{}, Options{Timeout: time.Second, MaxSubjects: -1})
+	assert.ErrorContains(t, err, "MaxSubjects")
+}
