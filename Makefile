@@ -194,6 +194,20 @@ bench-ceiling: ## one caller: a floor script (TIME, GET, SET, the 7-integer repl
 	@$(PREREQ) "make bench-ceiling" redis-server
 	@cd tools && go run ./cmd/bench -root .. -ceiling $(CEILING_REPS)
 
+LEASE_REPS ?= 9
+
+.PHONY: bench-lease
+bench-lease: ## the lease phase alone (issue 37): a hot leased subject vs the unleased provider vs redis_rate at c=1/16/64, and a nearly spent budget leased vs unleased, LEASE_REPS repetitions (default 9) -> bench/results.json (of an earlier make bench) and docs/performance.md's targets and lease sections; BENCH_SMOKE=1: a quick shape check that writes nothing
+	@$(PREREQ) "make bench-lease" redis-server
+	@cd tools && go run ./cmd/bench -root .. -lease $(LEASE_REPS) $(if $(filter-out 0,$(BENCH_SMOKE)),-smoke)
+
+DURATION ?= 30m
+
+.PHONY: soak
+soak: ## the lease history checker for DURATION (a Go duration, default 30m, under 23h): three leasing instances of a hot subject on a private redis-server, random demand, instances killed holding leases; fails on any window over the limit (ADR 0042)
+	@$(PREREQ) "make soak" redis-server
+	@cd adapter-outbound-cache-redis && REDIS_REQUIRED=1 SOAK_DURATION=$(DURATION) go test -count=1 -run '^TestSoak$$' -timeout 24h -v ./ratelease/
+
 RUN_ADDR ?= 127.0.0.1:8080
 RUN_ADMIN_ADDR ?= 127.0.0.1:9090
 

@@ -145,7 +145,24 @@ func (l *Leaser) Evaluate(ctx context.Context, req ratelimit.Request) (out ratel
 	if e == nil {
 		return l.inner.Evaluate(ctx, req)
 	}
-	defer e.mu.Unlock()
+	locked := true
+	defer func() {
+		if locked {
+			e.mu.Unlock()
+		}
+	}()
+	// passOn decides req below without the entry's lock, so that the
+	// subject's other requests are not queued behind it (a cold subject,
+	// a scarce budget), and keeps the remaining budget it reports.
+	passOn := func() ratelimit.Outcome {
+		e.mu.Unlock()
+		locked = false
+		out := l.inner.Evaluate(ctx, req)
+		e.mu.Lock()
+		locked = true
+		e.observed(out)
+		return out
+	}
 	now := l.now()
 	e.count(now, p)
 	if e.left >= req.Cost && now.Before(e.until) {
@@ -158,10 +175,10 @@ func (l *Leaser) Evaluate(ctx context.Context, req ratelimit.Request) (out ratel
 	}
 	k := e.size(p, req.Cost)
 	if k <= req.Cost {
-		out = l.inner.Evaluate(ctx, req)
-		e.observed(out)
-		return out
+		return passOn()
 	}
+	// The reservation keeps the lock: the subject's requests that wait
+	// for it are then answered from the lease.
 	res := req
 	res.Cost, res.Lease = k, true
 	sent := l.now()
@@ -171,9 +188,8 @@ func (l *Leaser) Evaluate(ctx context.Context, req ratelimit.Request) (out ratel
 		// Refused, denied or undecided: this request alone, as without
 		// the decorator (a fallback serves no reservation; a denial of k
 		// says nothing of req.Cost).
-		out = l.inner.Evaluate(ctx, req)
 		e.observed(out)
-		return out
+		return passOn()
 	}
 	until, ok := l.until(p, ev.Decision.ServerNow)
 	if !ok || ev.Decision.ServerNow.IsZero() || ev.Decision.Receipt.IsZero() {

@@ -2,6 +2,8 @@ package ratelease
 
 import (
 	"context"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -102,4 +104,48 @@ func TestNewRefusesBadOptions(t *testing.T) {
 	assert.ErrorContains(t, err, "Timeout")
 	_, err = New(&counting{}, Options{Timeout: time.Second, MaxSubjects: -1})
 	assert.ErrorContains(t, err, "MaxSubjects")
+}
+
+// slowDenier denies every request after a pause, counting the calls in
+// flight at once.
+type slowDenier struct {
+	ratelimit.EdgePort
+	now, peak atomic.Int64
+}
+
+func (d *slowDenier) Evaluate(_ context.Context, req ratelimit.Request) ratelimit.Outcome {
+	n := d.now.Add(1)
+	defer d.now.Add(-1)
+	for {
+		peak := d.peak.Load()
+		if n <= peak || d.peak.CompareAndSwap(peak, n) {
+			break
+		}
+	}
+	time.Sleep(20 * time.Millisecond)
+	return ratelimit.Evaluated{Decision: ratelimit.Decision{PolicyID: req.PolicyID, PolicyRevision: 1, Limit: 10, Remaining: 0,
+		RetryAfter: time.Second, Source: ratelimit.GlobalRedis, Certainty: ratelimit.Certain}}
+}
+
+// TestSpentBudgetIsNotQueued: a subject whose budget is spent gets no
+// lease, and its concurrent requests go below together, not one after the
+// other behind the subject's lease (what make bench-lease's nearly-spent
+// run found).
+func TestSpentBudgetIsNotQueued(t *testing.T) {
+	p := leasedPolicy(t, ratelimit.FixedWindow{Limit: 10, Window: time.Hour}, 0.5, time.Second)
+	d := &slowDenier{}
+	l := newLeaser(t, d, []ratelimit.Policy{p})
+	s := changetest.RandomSubject(t)
+	var wg sync.WaitGroup
+	for range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for range 3 {
+				assert.False(t, admitted(l.Evaluate(context.Background(), request(p, s))))
+			}
+		}()
+	}
+	wg.Wait()
+	assert.Greater(t, d.peak.Load(), int64(1), "the subject's requests were decided one at a time")
 }

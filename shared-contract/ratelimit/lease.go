@@ -43,7 +43,6 @@ func validateLease(v *policyValidator, spec PolicySpec, windowMs int64) (Lease, 
 	return *l, true
 }
 
-
 // windowOf is q's window in milliseconds; 0 for nil or when valid is
 // false (parameters that failed validation may not have one).
 func windowOf(q variant, valid bool) int64 {
@@ -57,7 +56,6 @@ func windowOf(q variant, valid bool) int64 {
 // (Request.Lease): the larger of MaxCost and the lease's MaxUnits; MaxCost
 // for a policy without a lease.
 func (p Policy) LeaseMaxCost() int64 { return p.requestMaxCost(true) }
-
 
 // LeaseUntil is when a lease reserved by a decision at server instant
 // serverNow must stop admitting, in server time: TTL later, or at the end

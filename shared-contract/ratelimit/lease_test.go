@@ -43,7 +43,7 @@ func TestLeasePolicy(t *testing.T) {
 		"NaN share":           {leased(fixedSpec(10, time.Second, 1), math.NaN(), time.Millisecond), "Lease.MaxShare"},
 		"zero ttl":            {leased(fixedSpec(10, time.Second, 1), 0.1, 0), "Lease.TTL"},
 		"ttl not whole ms":    {leased(fixedSpec(10, time.Second, 1), 0.1, time.Microsecond), "Lease.TTL"},
-		"ttl beyond window":   {leased(fixedSpec(10, time.Second, 1), 0.1, 2 * time.Second), "Lease.TTL"},
+		"ttl beyond window":   {leased(fixedSpec(10, time.Second, 1), 0.1, 2*time.Second), "Lease.TTL"},
 		"a token bucket":      {leased(bucketSpec(10, 1, time.Second, 1), 0.1, time.Millisecond), "Lease"},
 		"a concurrency limit": {leased(baseSpec(ratelimit.AlgorithmConcurrency, ratelimit.Concurrency{Limit: 3, MaxHold: time.Second}, 1), 0.1, time.Millisecond), "Lease"},
 	} {

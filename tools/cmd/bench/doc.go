@@ -10,6 +10,10 @@
 // outputs go to a temporary directory (the committed results stay as they
 // are); the shape of everything is validated. With -from it only
 // re-renders the chart and the document from an existing results.json.
+// With -ceiling N it runs only the one-caller ceiling and prints it; with
+// -lease N only the lease phase (issue 37), which it puts into the
+// results.json of an earlier full run and the document's targets and
+// lease sections (with -smoke it writes nothing).
 //
 // Like everything under tools/, it may import any module of the workspace
 // and any benchmark peer; no product module may import it.

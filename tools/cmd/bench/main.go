@@ -34,6 +34,7 @@ func run(args []string) error {
 	duration := fs.Duration("duration", 0, "override the duration of one run")
 	profile := fs.Duration("profile", -1, "override the duration of the client CPU profile (0: none)")
 	ceiling := fs.Int("ceiling", 0, "instead of the suite: the one-caller ceiling (floor script, bare EvalSha, provider, vs redis_rate) with this many repetitions, printed as a table; writes no file")
+	lease := fs.Int("lease", 0, "instead of the suite: the lease phase alone with this many repetitions, put into the results.json of an earlier full run (-out) and the document's targets and lease sections; -smoke: writes nothing")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -55,6 +56,9 @@ func run(args []string) error {
 	o := bench.Outputs{Dir: *out, DocIn: *docPath, DocOut: *docPath}
 	if *ceiling != 0 {
 		return runCeiling(*root, *smoke, *ceiling, *duration)
+	}
+	if *lease != 0 {
+		return runLease(*root, *smoke, *lease, *duration, o)
 	}
 
 	var res *bench.Results
@@ -152,6 +156,45 @@ func runCeiling(root string, smoke bool, reps int, duration time.Duration) error
 	}
 	fmt.Println()
 	return bench.WriteCeiling(os.Stdout, rows, reps)
+}
+
+// runLease runs bench.Lease with reps repetitions (smoke: the smoke
+// configuration, at most its repetitions), validates it and prints its
+// section; in full mode it then puts it into o.Dir's results.json
+// (default <root>/bench) and the document.
+func runLease(root string, smoke bool, reps int, duration time.Duration, o bench.Outputs) error {
+	cfg := bench.FullConfig(root)
+	if smoke {
+		cfg = bench.SmokeConfig(root)
+		reps = min(reps, cfg.Reps)
+	}
+	if duration > 0 {
+		cfg.RunDuration = duration
+	}
+	cfg.Log = os.Stdout
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	start := time.Now()
+	ph, err := bench.Lease(ctx, cfg, reps)
+	if err != nil {
+		return err
+	}
+	fmt.Printf("== measured in %s\n\n%s\n", time.Since(start).Round(time.Second), bench.RenderLease(ph))
+	if err := bench.ValidateLease(ph); err != nil {
+		return fmt.Errorf("the lease phase fails validation: %w", err)
+	}
+	if smoke {
+		fmt.Println("smoke mode: the lease phase's shape validated; nothing written, the numbers mean nothing")
+		return nil
+	}
+	if o.Dir == "" {
+		o.Dir = filepath.Join(root, "bench")
+	}
+	if _, err := bench.MergeLease(ph, o); err != nil {
+		return err
+	}
+	fmt.Printf("wrote the lease phase into %s and the targets and lease sections of %s\n", filepath.Join(o.Dir, bench.ResultsFile), o.DocOut)
+	return nil
 }
 
 // dumpResults writes results that failed validation to a temporary file,

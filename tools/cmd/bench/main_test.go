@@ -75,6 +75,24 @@ func TestCeilingSmoke(t *testing.T) {
 	assert.Contains(t, table.String(), "| hot | floor |")
 }
 
+// TestLeaseSmoke runs the lease phase alone (make bench-lease) in smoke
+// mode: it validates its shape and writes nothing, neither the committed
+// results.json nor the document.
+func TestLeaseSmoke(t *testing.T) {
+	needRedisServer(t)
+	root, err := filepath.Abs(filepath.Join("..", "..", ".."))
+	require.NoError(t, err)
+	committed := []string{filepath.Join(root, "docs", "performance.md"), filepath.Join(root, "bench", bench.ResultsFile)}
+	var before []string
+	for _, path := range committed {
+		before = append(before, string(mustRead(t, path)))
+	}
+	require.NoError(t, run([]string{"-lease", "2", "-smoke", "-root", root}))
+	for i, path := range committed {
+		assert.Equal(t, before[i], string(mustRead(t, path)), "smoke mode must not touch %s", path)
+	}
+}
+
 // needRedisServer skips t under -short and when redis-server is missing,
 // unless REDIS_REQUIRED=1 (then missing is a failure).
 func needRedisServer(t *testing.T) {

@@ -218,5 +218,8 @@ func (res *Results) Recompute() {
 	res.Cells = aggregate(res.Runs)
 	res.Comparisons = comparisons(res.Runs)
 	res.FloodSummaries = summarizeFlood(res.Flood)
+	if res.Lease != nil {
+		res.Lease.Summaries = summarizeLease(res.Lease.Runs)
+	}
 	res.Targets = evaluateTargets(res)
 }

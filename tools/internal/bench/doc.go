@@ -9,12 +9,14 @@
 // issues 13 and 24: the flood of one denied subject, with the provider's
 // local denial cache, ratedenial; and of issue 22: GCRA beside redis_rate,
 // and the sliding log's memory per subject under a client sending ten
-// times its limit).
+// times its limit; and of issue 37: a hot subject answered from leases,
+// ratelease, beside the unleased provider and redis_rate, and a nearly
+// spent budget leased and unleased).
 //
 // It owns the measurement harness (latency histogram, paired repetitions,
 // medians), the results schema, the report and its validation (the smoke
 // mode proves the shape so the tool cannot rot). It imports the Redis
-// adapter's public API (redisrate, programs, ratedenial), shared-contract, go-redis,
+// adapter's public API (redisrate, programs, ratedenial, ratelease), shared-contract, go-redis,
 // the peers and gonum/plot; it must never be imported by a product module,
 // and it never talks to a Redis it did not start (loopback only).
 //
@@ -27,7 +29,10 @@
 // workload.go (subjects, client options, policies and keys), flood.go (the
 // flood phase: its runs), flood_limiters.go (its limiters),
 // flood_report.go (its medians, targets, section and chart
-// bench/flood.png), targets.go (the issue's targets, judged), micro.go
+// bench/flood.png), lease.go (the lease phase: its runs; Lease, run
+// alone by `make bench-lease`), lease_limiters.go (its limiters),
+// lease_report.go (its medians, targets, validation and section),
+// targets.go (the issue's targets, judged), micro.go
 // (the Go micro-benchmarks), redisbench.go (redis-benchmark), server.go
 // (the private redis-server over redisserver, INFO through redisinfo),
 // hist.go (the latency histogram), results.go (the results schema),

@@ -83,3 +83,49 @@ func ReadResults(path string) (*Results, error) {
 	}
 	return &res, nil
 }
+
+// MergeLease puts ph, a lease phase run alone (`make bench-lease`), into
+// the results.json of an earlier `make bench` in o.Dir, recomputes the
+// targets, checks the whole, and writes results.json and the document's
+// targets and lease sections (the other sections and the charts derive
+// from measurements that did not change, and are left as they are).
+func MergeLease(ph *LeasePhase, o Outputs) (*Results, error) {
+	path := filepath.Join(o.Dir, ResultsFile)
+	res, err := ReadResults(path)
+	if err != nil {
+		return nil, fmt.Errorf("%w (make bench-lease adds its phase to the results of a full make bench)", err)
+	}
+	if res.Mode != ph.Settings.Mode {
+		return nil, fmt.Errorf("bench: %s is a %s run; the lease phase ran in %s mode", path, res.Mode, ph.Settings.Mode)
+	}
+	res.Lease = ph
+	res.Recompute()
+	if err := Validate(res); err != nil {
+		return nil, fmt.Errorf("bench: %s with the new lease phase: %w", path, err)
+	}
+	data, err := json.MarshalIndent(res, "", "  ")
+	if err != nil {
+		return nil, fmt.Errorf("bench: encode results: %w", err)
+	}
+	data = append(data, '\n')
+	src, err := os.ReadFile(o.DocIn)
+	if err != nil {
+		return nil, fmt.Errorf("bench: read %s: %w", o.DocIn, err)
+	}
+	doc, err := renderDocSections(src, res, []string{"targets", "lease"})
+	if err != nil {
+		return nil, err
+	}
+	for _, name := range []string{"targets", "lease"} {
+		if body, ok := SectionBody(doc, name); !ok || body == "" {
+			return nil, fmt.Errorf("bench: docs/performance.md section %q is empty or missing", name)
+		}
+	}
+	if err := os.WriteFile(path, data, 0o644); err != nil {
+		return nil, fmt.Errorf("bench: write %s: %w", path, err)
+	}
+	if err := os.WriteFile(o.DocOut, doc, 0o644); err != nil {
+		return nil, fmt.Errorf("bench: write %s: %w", o.DocOut, err)
+	}
+	return res, nil
+}

@@ -11,7 +11,7 @@ import (
 // "<!-- bench:begin NAME -->" and "<!-- bench:end NAME -->".
 var docSections = []string{
 	"machine", "targets", "chart", "throughput", "latency", "ratios",
-	"client", "memory", "server-cpu", "micro", "redis-benchmark", "profile", "flood",
+	"client", "memory", "server-cpu", "micro", "redis-benchmark", "profile", "flood", "lease",
 }
 
 // ChartDocPath is how docs/performance.md links the chart.
@@ -25,8 +25,13 @@ func endMarker(name string) string   { return "<!-- bench:end " + name + " -->" 
 // or misordered marker is an error, so the document cannot silently drift
 // from the results.
 func RenderDoc(doc []byte, res *Results) ([]byte, error) {
+	return renderDocSections(doc, res, docSections)
+}
+
+// renderDocSections is RenderDoc for the sections names only.
+func renderDocSections(doc []byte, res *Results, names []string) ([]byte, error) {
 	out := doc
-	for _, name := range docSections {
+	for _, name := range names {
 		begin, end := []byte(beginMarker(name)), []byte(endMarker(name))
 		i := bytes.Index(out, begin)
 		j := bytes.Index(out, end)
@@ -84,6 +89,8 @@ func renderSection(name string, res *Results) string {
 		renderProfile(&b, res)
 	case "flood":
 		renderFlood(&b, res)
+	case "lease":
+		renderLease(&b, res)
 	}
 	return b.String()
 }
@@ -128,6 +135,8 @@ func formatMeasured(t Target) string {
 		return fmt.Sprintf("%.1f B", t.Measured)
 	case "%":
 		return fmt.Sprintf("%.2f%%", t.Measured)
+	case unitCommandsPerAdmitted:
+		return fmt.Sprintf("%.5f commands", t.Measured)
 	default:
 		return fmt.Sprintf("%.2f %s", t.Measured, t.Unit)
 	}

@@ -38,8 +38,11 @@ type Results struct {
 	// and medians per limiter.
 	Flood          []FloodRun     `json:"flood"`
 	FloodSummaries []FloodSummary `json:"floodSummaries"`
-	Evidence       Evidence       `json:"evidence"`
-	Targets        []Target       `json:"targets"`
+	// Lease is the lease phase (issue 37 item 5), with its own settings,
+	// date and commit: `make bench-lease` replaces it alone.
+	Lease    *LeasePhase `json:"lease,omitempty"`
+	Evidence Evidence    `json:"evidence"`
+	Targets  []Target    `json:"targets"`
 }
 
 // Machine describes where the numbers come from; absolute numbers only mean

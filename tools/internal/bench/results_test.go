@@ -80,7 +80,7 @@ func TestTargetJudge(t *testing.T) {
 
 func TestEvaluateTargetsWithoutDataIsNotMeasured(t *testing.T) {
 	ts := evaluateTargets(&Results{})
-	require.Len(t, ts, 30)
+	require.Len(t, ts, 35)
 	for _, tg := range ts {
 		assert.Equal(t, StatusNotMeasured, tg.Status, tg.ID)
 	}

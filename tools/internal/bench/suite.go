@@ -222,6 +222,9 @@ func redisPhases(ctx context.Context, cfg Config, res *Results) (err error) {
 	if res.Flood, res.FloodSummaries, err = floodPhase(ctx, cfg, srv); err != nil {
 		return err
 	}
+	if res.Lease, err = leasePhase(ctx, cfg, srv); err != nil {
+		return err
+	}
 	res.RedisBenchmark, err = redisBenchmarkPhase(ctx, cfg, srv)
 	return err
 }

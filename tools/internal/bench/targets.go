@@ -184,7 +184,8 @@ func evaluateTargets(res *Results) []Target {
 	ts = append(ts, issue13Targets(res)...)
 	ts = append(ts, floodTargets(res)...)
 	ts = append(ts, issue22Targets(res)...)
-	return append(ts, issue23Targets(res)...)
+	ts = append(ts, issue23Targets(res)...)
+	return append(ts, leaseTargets(res)...)
 }
 
 // worstAt is the worst median of comparison name over the cells at the

@@ -134,6 +134,7 @@ func Validate(res *Results) error {
 		}
 	}
 	errs = append(errs, validateFlood(res)...)
+	errs = append(errs, validateLease(res)...)
 	if res.Evidence.ClockReadNanos <= 0 {
 		bad("clock read cost not measured")
 	}
@@ -150,6 +151,7 @@ func Validate(res *Results) error {
 		TargetGCRAVsRedisRateC1, TargetGCRAVsRedisRateHigh, TargetGCRAMemory, TargetSlidingLogAbuseFlat,
 		TargetSetVsOneCallP50,
 	}
+	wantTargets = append(wantTargets, leaseTargetIDs...)
 	if len(res.Targets) != len(wantTargets) {
 		bad("%d targets, want %d", len(res.Targets), len(wantTargets))
 	}

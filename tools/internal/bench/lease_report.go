@@ -1,0 +1,413 @@
+package bench
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+)
+
+// LeaseSummary is the median over repetitions of one limiter in one
+// scenario at one concurrency; the leased limiter's row also carries its
+// ratios to the others, paired by repetition (0 elsewhere).
+type LeaseSummary struct {
+	Scenario    string `json:"scenario"`
+	Limiter     string `json:"limiter"`
+	Concurrency int    `json:"concurrency"`
+	Reps        int    `json:"reps"`
+	// AdmittedPerSec and DecisionsPerSec (admitted and denied); the hot
+	// scenario's throughput is the first, the nearly spent one's the
+	// second.
+	AdmittedPerSec  float64 `json:"admittedPerSec"`
+	DecisionsPerSec float64 `json:"decisionsPerSec"`
+	P50Micros       float64 `json:"p50Micros"`
+	P99Micros       float64 `json:"p99Micros"`
+	// Admitted and Denied per run.
+	Admitted float64 `json:"admitted"`
+	Denied   float64 `json:"denied"`
+	// CommandsPerAdmitted and ScriptCallsPerAdmitted: Redis commands
+	// (inner script commands included) and round trips per admitted
+	// decision; CommandsPerDecision per decision of either kind.
+	CommandsPerAdmitted    float64 `json:"commandsPerAdmitted"`
+	ScriptCallsPerAdmitted float64 `json:"scriptCallsPerAdmitted"`
+	CommandsPerDecision    float64 `json:"commandsPerDecision"`
+	// Reserved: the leased limiter's reservations per run.
+	Reserved float64 `json:"reserved,omitempty"`
+	// OpsVsRedisRate and P99VsRedisRate (hot), OpsVsUnleased and
+	// P99VsUnleased (both scenarios): the leased limiter's throughput and
+	// p99 over the other's in the same repetition, median.
+	OpsVsRedisRate float64 `json:"opsVsRedisRate,omitempty"`
+	P99VsRedisRate float64 `json:"p99VsRedisRate,omitempty"`
+	OpsVsUnleased  float64 `json:"opsVsUnleased,omitempty"`
+	P99VsUnleased  float64 `json:"p99VsUnleased,omitempty"`
+}
+
+// leaseOps is a run's throughput: admitted decisions per second on the
+// hot subject (every one is admitted), decisions of either kind per
+// second on the nearly spent one (most are denied).
+func leaseOps(r LeaseRun) float64 {
+	if r.Scenario == LeaseScenarioNearly {
+		return r.DecisionsPerSec
+	}
+	return r.AdmittedPerSec
+}
+
+// summarizeLease takes the medians per scenario, concurrency and
+// limiter, in the phase's order, and the leased limiter's paired ratios.
+func summarizeLease(runs []LeaseRun) []LeaseSummary {
+	type key struct {
+		scenario, limiter string
+		c                 int
+	}
+	groups := map[key][]LeaseRun{}
+	var order []key
+	for _, r := range runs {
+		k := key{r.Scenario, r.Limiter, r.Concurrency}
+		if _, ok := groups[k]; !ok {
+			order = append(order, k)
+		}
+		groups[k] = append(groups[k], r)
+	}
+	rank := func(k key) int {
+		names := leaseHotOrder
+		if k.scenario == LeaseScenarioNearly {
+			names = leaseNearlyOrder
+		}
+		i := slices.Index(names, k.limiter)
+		if i < 0 {
+			i = len(names)
+		}
+		return i
+	}
+	slices.SortStableFunc(order, func(a, b key) int {
+		if a.scenario != b.scenario {
+			if a.scenario == LeaseScenarioHot {
+				return -1
+			}
+			return 1
+		}
+		if a.c != b.c {
+			return a.c - b.c
+		}
+		return rank(a) - rank(b)
+	})
+	// byRep is limiter's metric f per repetition in scenario at c, in
+	// repetition order, for pairing.
+	byRep := func(scenario, limiter string, c int, f func(LeaseRun) float64) map[int]float64 {
+		out := map[int]float64{}
+		for _, r := range groups[key{scenario, limiter, c}] {
+			out[r.Rep] = f(r)
+		}
+		return out
+	}
+	paired := func(k key, other string, f func(LeaseRun) float64) float64 {
+		a, b := byRep(k.scenario, k.limiter, k.c, f), byRep(k.scenario, other, k.c, f)
+		var vs []float64
+		for rep, x := range a {
+			if y, ok := b[rep]; ok && y > 0 {
+				vs = append(vs, x/y)
+			}
+		}
+		return median(vs)
+	}
+	p99 := func(r LeaseRun) float64 { return r.P99Micros }
+	out := make([]LeaseSummary, 0, len(order))
+	for _, k := range order {
+		rs := groups[k]
+		col := func(f func(LeaseRun) float64) float64 {
+			vs := make([]float64, len(rs))
+			for i, r := range rs {
+				vs[i] = f(r)
+			}
+			return median(vs)
+		}
+		s := LeaseSummary{
+			Scenario: k.scenario, Limiter: k.limiter, Concurrency: k.c, Reps: len(rs),
+			AdmittedPerSec:         col(func(r LeaseRun) float64 { return r.AdmittedPerSec }),
+			DecisionsPerSec:        col(func(r LeaseRun) float64 { return r.DecisionsPerSec }),
+			P50Micros:              col(func(r LeaseRun) float64 { return r.P50Micros }),
+			P99Micros:              col(p99),
+			Admitted:               col(func(r LeaseRun) float64 { return float64(r.Admitted) }),
+			Denied:                 col(func(r LeaseRun) float64 { return float64(r.Denied) }),
+			CommandsPerAdmitted:    col(func(r LeaseRun) float64 { return perAdmitted(r.RedisCommands, r.Admitted) }),
+			ScriptCallsPerAdmitted: col(func(r LeaseRun) float64 { return perAdmitted(r.ScriptCalls, r.Admitted) }),
+			CommandsPerDecision:    col(func(r LeaseRun) float64 { return perAdmitted(r.RedisCommands, r.Admitted+r.Denied) }),
+			Reserved:               col(func(r LeaseRun) float64 { return float64(r.Reserved) }),
+		}
+		if k.limiter == LeaseLeased {
+			if k.scenario == LeaseScenarioHot {
+				s.OpsVsRedisRate, s.P99VsRedisRate = paired(k, FamilyRedisRate, leaseOps), paired(k, FamilyRedisRate, p99)
+			}
+			s.OpsVsUnleased, s.P99VsUnleased = paired(k, LeaseUnleased, leaseOps), paired(k, LeaseUnleased, p99)
+		}
+		out = append(out, s)
+	}
+	return out
+}
+
+// leaseSummary returns the summary of limiter in scenario at c.
+func (res *Results) leaseSummary(scenario, limiter string, c int) (LeaseSummary, bool) {
+	if res.Lease == nil {
+		return LeaseSummary{}, false
+	}
+	for _, s := range res.Lease.Summaries {
+		if s.Scenario == scenario && s.Limiter == limiter && s.Concurrency == c {
+			return s, true
+		}
+	}
+	return LeaseSummary{}, false
+}
+
+// Target IDs of issue 37 item 5 (the lease phase).
+const (
+	TargetLeaseCommands       = "i37-lease-redis-commands-per-admitted"
+	TargetLeaseVsRedisRate    = "i37-lease-throughput-vs-redis_rate-c1-c64"
+	TargetLeaseP99VsRedisRate = "i37-lease-p99-vs-redis_rate"
+	TargetLeaseNearlyOps      = "i37-lease-nearly-spent-throughput-vs-unleased"
+	TargetLeaseNearlyP99      = "i37-lease-nearly-spent-p99-vs-unleased"
+)
+
+// leaseTargetIDs are the lease targets, in order.
+var leaseTargetIDs = []string{TargetLeaseCommands, TargetLeaseVsRedisRate, TargetLeaseP99VsRedisRate, TargetLeaseNearlyOps, TargetLeaseNearlyP99}
+
+// leaseTargets judges the lease phase (issue 37 item 5), each on its
+// worst cell: Redis commands per admitted request of the leased provider
+// (every concurrency), its throughput over redis_rate's at c=1 and c=64,
+// its p99 over redis_rate's (every concurrency), and on the nearly spent
+// subject its throughput and p99 over the unleased provider's.
+func leaseTargets(res *Results) []Target {
+	var cs []int
+	if res.Lease != nil {
+		cs = res.Lease.Settings.Concurrency
+	}
+	// worst is the worst value of f over the leased hot rows at want
+	// (every concurrency when nil), with every value for where; found is
+	// false when one of them was not measured.
+	worst := func(want []int, f func(LeaseSummary) float64, higherIsWorse bool, format func(float64) string) (v float64, where string, found bool) {
+		if want == nil {
+			want = cs
+		}
+		at := 0
+		var all []string
+		for _, c := range want {
+			s, ok := res.leaseSummary(LeaseScenarioHot, LeaseLeased, c)
+			if !ok {
+				return 0, "", false
+			}
+			x := f(s)
+			all = append(all, fmt.Sprintf("c=%d %s", c, format(x)))
+			if !found || (higherIsWorse && x > v) || (!higherIsWorse && x < v) {
+				v, at, found = x, c, true
+			}
+		}
+		if !found {
+			return 0, "", false
+		}
+		return v, fmt.Sprintf("worst: c=%d; %s", at, strings.Join(all, ", ")), true
+	}
+	var ts []Target
+	add := func(t Target, measured float64, where string, found bool) {
+		ts = append(ts, judged(t, measured, where, found))
+	}
+	v, w, ok := worst(nil, func(s LeaseSummary) float64 { return s.CommandsPerAdmitted }, true, func(x float64) string { return fmt.Sprintf("%.5f", x) })
+	var unleased []string
+	for _, c := range cs {
+		if u, uok := res.leaseSummary(LeaseScenarioHot, LeaseUnleased, c); uok {
+			unleased = append(unleased, fmt.Sprintf("c=%d %.2f", c, u.CommandsPerAdmitted))
+		}
+	}
+	note := ""
+	if len(unleased) > 0 {
+		note = "unleased provider: " + strings.Join(unleased, ", ")
+	}
+	add(Target{ID: TargetLeaseCommands, Title: "Issue 37: Redis commands per admitted request of a hot leased subject (inner script commands included)", Goal: "<= 0.02", Op: "<=", Threshold: 0.02, Unit: unitCommandsPerAdmitted, Note: note}, v, w, ok)
+	v, w, ok = worst([]int{1, 64}, func(s LeaseSummary) float64 { return s.OpsVsRedisRate }, false, ratioText)
+	add(Target{ID: TargetLeaseVsRedisRate, Title: "Issue 37: leased throughput vs redis_rate Allow on a hot subject at c=1 and c=64", Goal: ">= 20x", Op: ">=", Threshold: 20, Unit: "x"}, v, w, ok)
+	v, w, ok = worst(nil, func(s LeaseSummary) float64 { return s.P99VsRedisRate }, true, ratioText)
+	add(Target{ID: TargetLeaseP99VsRedisRate, Title: "Issue 37: leased p99 vs redis_rate's on a hot subject, every concurrency", Goal: "<= 1.0x", Op: "<=", Threshold: 1, Unit: "x"}, v, w, ok)
+
+	n, nok := res.leaseSummary(LeaseScenarioNearly, LeaseLeased, leaseNearlyConcurrency)
+	u, uok := res.leaseSummary(LeaseScenarioNearly, LeaseUnleased, leaseNearlyConcurrency)
+	nw := fmt.Sprintf("c=%d: %.0f vs %.0f decisions/s, p99 %.1f vs %.1f µs (medians; ratios paired by repetition)", leaseNearlyConcurrency, n.DecisionsPerSec, u.DecisionsPerSec, n.P99Micros, u.P99Micros)
+	add(Target{ID: TargetLeaseNearlyOps, Title: "Issue 37: nearly spent budget, leased throughput vs unleased", Goal: ">= 0.9x (no worse, within noise)", Op: ">=", Threshold: 0.9, Unit: "x"}, n.OpsVsUnleased, nw, nok && uok)
+	add(Target{ID: TargetLeaseNearlyP99, Title: "Issue 37: nearly spent budget, leased p99 vs unleased", Goal: "<= 1.1x", Op: "<=", Threshold: 1.1, Unit: "x"}, n.P99VsUnleased, nw, nok && uok)
+	return ts
+}
+
+// validateLease checks the lease phase's shape: its settings, a run per
+// repetition of every limiter of each scenario, every hot call admitted,
+// the nearly spent budget never exceeded and most of its calls denied,
+// and a summary per cell. It does not judge the numbers.
+func validateLease(res *Results) []error {
+	ph := res.Lease
+	if ph == nil {
+		return []error{errors.New("bench: results: the lease phase is missing")}
+	}
+	var errs []error
+	bad := func(format string, args ...any) {
+		errs = append(errs, fmt.Errorf("bench: results: lease: "+format, args...))
+	}
+	s := ph.Settings
+	if s.Mode != res.Mode || s.Reps < 1 || len(s.Concurrency) == 0 || s.RunSeconds <= 0 || s.NearlyRemaining < 1 ||
+		s.NearlyRemaining >= s.NearlyLimit || s.NearlyConcurrency < 1 || s.HotLimit < 1 || !(s.MaxShare > 0 && s.MaxShare <= 1) ||
+		s.TTLMillis < 1 || s.RedisVersion == "" || !s.Finished.After(s.Started) {
+		bad("settings implausible: %+v (results mode %q)", s, res.Mode)
+	}
+	type key struct {
+		scenario, limiter string
+		c, rep            int
+	}
+	seen := map[key]int{}
+	for _, r := range ph.Runs {
+		seen[key{r.Scenario, r.Limiter, r.Concurrency, r.Rep}]++
+		where := fmt.Sprintf("%s %s c=%d rep %d", r.Scenario, r.Limiter, r.Concurrency, r.Rep)
+		if r.Errors != 0 || r.Seconds <= 0 || r.Admitted+r.Denied < 1 || r.P50Micros <= 0 || r.P50Micros > r.P99Micros || r.RedisCommands < r.ScriptCalls {
+			bad("run %s: errors %d %v, %.3f s, %d admitted, %d denied, p50 %.1f p99 %.1f, commands %d, script calls %d",
+				where, r.Errors, r.ErrorSamples, r.Seconds, r.Admitted, r.Denied, r.P50Micros, r.P99Micros, r.RedisCommands, r.ScriptCalls)
+		}
+		switch r.Scenario {
+		case LeaseScenarioHot:
+			if r.Denied != 0 || r.Admitted < 1 {
+				bad("run %s: %d admitted, %d denied on a subject that never reaches its limit", where, r.Admitted, r.Denied)
+			}
+			if r.Limiter == LeaseLeased && r.Local < 1 {
+				bad("run %s: no admission answered from a lease", where)
+			}
+			if r.Limiter != LeaseLeased && r.ScriptCalls < r.Admitted {
+				bad("run %s: %d script calls for %d decisions", where, r.ScriptCalls, r.Admitted)
+			}
+		case LeaseScenarioNearly:
+			if r.Admitted > s.NearlyRemaining || r.Denied <= r.Admitted {
+				bad("run %s: %d admitted of %d left, %d denied (the budget must hold and most calls be denied)", where, r.Admitted, s.NearlyRemaining, r.Denied)
+			}
+		default:
+			bad("run %s: unknown scenario", where)
+		}
+	}
+	want := 0
+	for rep := range s.Reps {
+		for _, c := range s.Concurrency {
+			for _, name := range leaseHotOrder {
+				want++
+				if seen[key{LeaseScenarioHot, name, c, rep}] != 1 {
+					bad("run hot %s c=%d rep %d missing or repeated", name, c, rep)
+				}
+			}
+		}
+		for _, name := range leaseNearlyOrder {
+			want++
+			if seen[key{LeaseScenarioNearly, name, s.NearlyConcurrency, rep}] != 1 {
+				bad("run nearly-spent %s c=%d rep %d missing or repeated", name, s.NearlyConcurrency, rep)
+			}
+		}
+	}
+	if len(ph.Runs) != want {
+		bad("%d runs, want %d", len(ph.Runs), want)
+	}
+	if n := len(leaseHotOrder)*len(s.Concurrency) + len(leaseNearlyOrder); len(ph.Summaries) != n {
+		bad("%d summaries, want %d", len(ph.Summaries), n)
+	}
+	for _, x := range ph.Summaries {
+		if x.Reps != s.Reps || leaseOps(LeaseRun{Scenario: x.Scenario, AdmittedPerSec: x.AdmittedPerSec, DecisionsPerSec: x.DecisionsPerSec}) <= 0 || x.P99Micros <= 0 {
+			bad("summary %s %s c=%d incomplete: %+v", x.Scenario, x.Limiter, x.Concurrency, x)
+		}
+	}
+	return errs
+}
+
+// ValidateLease checks a lease phase run alone (`make bench-lease`):
+// its shape and its targets.
+func ValidateLease(ph *LeasePhase) error {
+	res := &Results{Mode: ph.Settings.Mode, Lease: ph}
+	errs := validateLease(res)
+	for _, t := range leaseTargets(res) {
+		if t.Status != StatusMet && t.Status != StatusMissed {
+			errs = append(errs, fmt.Errorf("bench: lease: target %s: status %q", t.ID, t.Status))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// renderLease is the lease section of docs/performance.md.
+func renderLease(b *strings.Builder, res *Results) {
+	ph := res.Lease
+	if ph == nil {
+		b.WriteString("Not measured.\n")
+		return
+	}
+	s := ph.Settings
+	fmt.Fprintf(b, "Measured %s UTC at commit %s (%s mode), redis-server %s; %d repetitions of %.1f s per run%s after %d untimed calls, the limiters of a repetition back to back in a rotated order; medians, ratios paired by repetition.\n\n",
+		s.Started.Format("2006-01-02 15:04"), orDash(s.GitCommit), s.Mode, s.RedisVersion, s.Reps, s.RunSeconds, maxOpsNote(s.MaxOpsPerRun), s.Warmup)
+	fmt.Fprintf(b, "**Hot subject**: one subject of a fixed window of %d per %s (never reached: every call admitted) with a lease of %.2f of the limit for %d ms; `provider_leased` is ratelease over redisrate.Provider (a fresh Leaser per run, closed at its end: the units it gives back are counted in the run), `provider` the same provider without it (both pipelined, PipelineMaxBatch %d, the shipped default), redis_rate Allow with Rate = Burst = the same limit per hour. Throughput is admitted decisions per second; Redis commands are INFO commandstats calls from the start of the run until the leases were given back, the scripts' inner commands included.\n\n",
+		s.HotLimit, windowText(s.HotWindowSeconds), s.MaxShare, s.TTLMillis, s.PipelineMaxBatch)
+	fmt.Fprintf(b, "| c | limiter | admitted/s | p50 | p99 | Redis commands per admitted (script calls) | reservations per run | vs redis_rate: throughput, p99 | vs unleased: throughput, p99 |\n|---:|---|---:|---:|---:|---:|---:|---:|---:|\n")
+	for _, x := range ph.Summaries {
+		if x.Scenario != LeaseScenarioHot {
+			continue
+		}
+		reserved, rsv, unl := "-", "-", "-"
+		if x.Limiter == LeaseLeased {
+			reserved = fmt.Sprintf("%.0f", x.Reserved)
+			rsv = ratioText(x.OpsVsRedisRate) + ", " + ratioText(x.P99VsRedisRate)
+			unl = ratioText(x.OpsVsUnleased) + ", " + ratioText(x.P99VsUnleased)
+		}
+		fmt.Fprintf(b, "| %d | %s | %.0f | %.1f µs | %.1f µs | %.5f (%.5f) | %s | %s | %s |\n",
+			x.Concurrency, x.Limiter, x.AdmittedPerSec, x.P50Micros, x.P99Micros, x.CommandsPerAdmitted, x.ScriptCallsPerAdmitted, reserved, rsv, unl)
+	}
+	fmt.Fprintf(b, "\n**Nearly spent budget**: a fresh subject per run of a fixed window of %d per hour with the same lease, charged by one request to %d left before the run, then asked by %d workers: the first %d are admitted, the rest denied. Throughput is decisions (admitted or denied) per second.\n\n",
+		s.NearlyLimit, s.NearlyRemaining, s.NearlyConcurrency, s.NearlyRemaining)
+	fmt.Fprintf(b, "| limiter | decisions/s | p50 | p99 | admitted / denied per run | Redis commands per decision | reservations per run | vs unleased: throughput, p99 |\n|---|---:|---:|---:|---:|---:|---:|---:|\n")
+	for _, x := range ph.Summaries {
+		if x.Scenario != LeaseScenarioNearly {
+			continue
+		}
+		rsv, unl := "-", "-"
+		if x.Limiter == LeaseLeased {
+			rsv = fmt.Sprintf("%.0f", x.Reserved)
+			unl = ratioText(x.OpsVsUnleased) + ", " + ratioText(x.P99VsUnleased)
+		}
+		fmt.Fprintf(b, "| %s | %.0f | %.1f µs | %.1f µs | %.0f / %.0f | %.3f | %s | %s |\n",
+			x.Limiter, x.DecisionsPerSec, x.P50Micros, x.P99Micros, x.Admitted, x.Denied, x.CommandsPerDecision, rsv, unl)
+	}
+	fmt.Fprintf(b, "\n| target | goal | measured | status | where |\n|---|---|---|---|---|\n")
+	for _, t := range leaseTargets(res) {
+		where := t.Where
+		if t.Note != "" {
+			where += "; " + t.Note
+		}
+		fmt.Fprintf(b, "| %s | %s | %s | **%s** | %s |\n", t.Title, t.Goal, formatMeasured(t), t.Status, where)
+	}
+}
+
+// RenderLease is the lease section for ph alone (the console of `make
+// bench-lease`).
+func RenderLease(ph *LeasePhase) string {
+	var b strings.Builder
+	renderLease(&b, &Results{Mode: ph.Settings.Mode, Lease: ph})
+	return b.String()
+}
+
+// unitCommandsPerAdmitted is the unit of TargetLeaseCommands, printed
+// with five decimals (a leased subject's figure is far below 0.01).
+const unitCommandsPerAdmitted = "commands/admitted"
+
+// ratioText prints a ratio with three significant digits at least.
+func ratioText(x float64) string {
+	switch {
+	case x >= 10:
+		return fmt.Sprintf("%.1fx", x)
+	case x >= 0.01 || x == 0:
+		return fmt.Sprintf("%.3fx", x)
+	default:
+		return fmt.Sprintf("%.2gx", x)
+	}
+}
+
+// windowText names a window of seconds: "hour" for 3600.
+func windowText(seconds int64) string {
+	if seconds == 3600 {
+		return "hour"
+	}
+	return (time.Duration(seconds) * time.Second).String()
+}
