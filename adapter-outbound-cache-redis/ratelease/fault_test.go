@@ -18,17 +18,7 @@ import (
 
 // kill stops l as SIGKILL would: no more decisions, and no lease given
 // back (Close, at cleanup, then does nothing).
-func (l *Leaser) kill() {
-	l.mu.Lock()
-	if l.closed {
-		l.mu.Unlock()
-		return
-	}
-	l.closed = true
-	l.mu.Unlock()
-	close(l.stop)
-	<-l.done
-}
+func (l *Leaser) kill() { l.stopSweep() }
 
 // unspent is the units l's leases hold unspent.
 func (l *Leaser) unspent() int64 {

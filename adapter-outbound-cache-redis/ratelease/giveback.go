@@ -86,14 +86,22 @@ func (l *Leaser) endLeases(all bool) {
 // lease (the process stops); later requests pass through. It does not
 // close the port below.
 func (l *Leaser) Close() {
+	if l.stopSweep() {
+		l.endLeases(true)
+	}
+}
+
+// stopSweep marks l closed (later requests pass through) and stops the
+// sweep; false when l was closed already.
+func (l *Leaser) stopSweep() bool {
 	l.mu.Lock()
 	if l.closed {
 		l.mu.Unlock()
-		return
+		return false
 	}
 	l.closed = true
 	l.mu.Unlock()
 	close(l.stop)
 	<-l.done
-	l.endLeases(true)
+	return true
 }
