@@ -125,6 +125,19 @@ func (c *Clock) Advance(t testing.TB, d time.Duration) {
 	c.offset += d
 }
 
+// AdvanceToPhase moves the server's wall clock forward to the next
+// instant that is phase past a multiple of period (by the server's clock,
+// period and phase positive, phase < period), so that a test of aligned
+// windows knows where their boundaries fall whenever it starts.
+func (c *Clock) AdvanceToPhase(t testing.TB, period, phase time.Duration) {
+	t.Helper()
+	if period <= 0 || phase <= 0 || phase >= period {
+		t.Fatalf("redistest: clock: AdvanceToPhase(%v, %v): want 0 < phase < period", period, phase)
+	}
+	into := time.Duration(time.Now().Add(c.Offset()).UnixNano() % int64(period))
+	c.Advance(t, (period-into+phase)%period)
+}
+
 // Offset is how far the server's clock is ahead of real time.
 func (c *Clock) Offset() time.Duration {
 	c.mu.Lock()
