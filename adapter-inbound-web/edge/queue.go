@@ -56,18 +56,15 @@ func (m *Middleware) hold(w http.ResponseWriter, r *http.Request, req ratelimit.
 	return nil, false
 }
 
-// giveBack refunds the admission d through the port (EdgePort.Refund) on
-// a context of its own, bounded by the edge's timeout: the request's has
-// ended. It reports whether the refund was evaluated; a decision without
+// giveBack refunds the admission d through the port
+// (ratelimit.RefundDetached, bounded by the edge's timeout: the request's
+// context has ended or is about to). It reports whether the refund was evaluated; a decision without
 // a receipt, or a refund that fails, leaves the charge in place, which
 // can only under-admit.
 func (m *Middleware) giveBack(ctx context.Context, req ratelimit.Request, d ratelimit.Decision) bool {
 	if d.Receipt.IsZero() {
 		return false
 	}
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), m.timeout)
-	defer cancel()
-	req.Deadline = m.now().Add(m.timeout)
-	out := m.port.Refund(ctx, req, d.Receipt)
+	out := ratelimit.RefundDetached(ctx, m.port, req, d.Receipt, m.now(), m.timeout)
 	return out != nil && out.Kind() == ratelimit.KindEvaluated
 }

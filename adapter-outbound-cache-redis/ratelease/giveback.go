@@ -17,12 +17,9 @@ func (l *Leaser) giveBack(ctx context.Context, e *lease) {
 	if left <= 0 || e.receipt.IsZero() {
 		return
 	}
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), l.timeout)
-	defer cancel()
 	req := e.req
 	req.Lease = true // the receipt's cost is the reservation's, up to LeaseMaxCost
-	req.Deadline = l.now().Add(l.timeout)
-	out := l.inner.Refund(ctx, req, e.receipt.WithCost(left))
+	out := ratelimit.RefundDetached(ctx, l.inner, req, e.receipt.WithCost(left), l.now(), l.timeout)
 	if ev, ok := out.(ratelimit.Evaluated); ok {
 		l.emit(req.PolicyID, Returned, ev.Decision.Refunded)
 		return

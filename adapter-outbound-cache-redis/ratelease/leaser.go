@@ -194,16 +194,17 @@ func (l *Leaser) Evaluate(ctx context.Context, req ratelimit.Request) (out ratel
 	until, ok := l.until(p, ev.Decision.ServerNow)
 	if !ok || ev.Decision.ServerNow.IsZero() || ev.Decision.Receipt.IsZero() {
 		// No server instant to end the lease by, or no receipt to give it
-		// back with: the reservation is this request's and the rest goes
-		// back now.
-		e.left, e.until = 0, time.Time{}
-		rest := ev.Decision.Receipt
-		if !rest.IsZero() {
-			e.req, e.receipt, e.left = req, rest, k-req.Cost
-			l.giveBack(ctx, e)
-		}
+		// back with: the reservation is this request's alone, its other
+		// units go back now, and the caller's receipt is for its own cost.
 		e.observed(out)
-		return out
+		d := ev.Decision
+		e.left, e.until = 0, time.Time{}
+		if !d.Receipt.IsZero() {
+			e.req, e.receipt, e.left = req, d.Receipt, k-req.Cost
+			l.giveBack(ctx, e)
+			d.Receipt = d.Receipt.WithCost(req.Cost)
+		}
+		return ratelimit.Evaluated{Decision: d}
 	}
 	l.emit(req.PolicyID, Reserved, k)
 	e.req, e.receipt, e.decision, e.sent = req, ev.Decision.Receipt, ev.Decision, sent
@@ -211,7 +212,7 @@ func (l *Leaser) Evaluate(ctx context.Context, req ratelimit.Request) (out ratel
 	// Counted from when the reservation was sent: the server's instant is
 	// later, so the lease ends here before it ends there.
 	e.until = sent.Add(until.Sub(ev.Decision.ServerNow))
-	e.remaining = ev.Decision.Remaining
+	e.observed(out)
 	l.emit(req.PolicyID, Local, req.Cost)
 	return ratelimit.Evaluated{Decision: e.local(now)}
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/tech-log/tech-log-backend/adapter-outbound-cache-redis/internal/changetest"
 	"github.com/tech-log/tech-log-backend/adapter-outbound-cache-redis/redistest"
 	"github.com/tech-log/tech-log-backend/shared-contract/ratelimit"
+	"github.com/tech-log/tech-log-backend/shared-contract/ratelimit/ratelimittest"
 )
 
 // TestHotSubjectIsAnsweredLocally: a hot subject's requests are answered
@@ -148,4 +149,48 @@ func TestSpentBudgetIsNotQueued(t *testing.T) {
 	}
 	wg.Wait()
 	assert.Greater(t, d.peak.Load(), int64(1), "the subject's requests were decided one at a time")
+}
+
+// TestReservationWithoutServerInstantIsTheRequestsAlone: a reservation
+// answered without the server's instant (nothing to end a lease by) gives
+// its other units back at once, and the caller's receipt is for its own
+// cost, so a later refund of it cannot give back more than it took.
+func TestReservationWithoutServerInstantIsTheRequestsAlone(t *testing.T) {
+	p := leasedPolicy(t, ratelimit.FixedWindow{Limit: 1000, Window: time.Hour}, 0.5, time.Second)
+	var mu sync.Mutex
+	var reserved, returned []int64
+	f := ratelimittest.NewFake(p)
+	f.Func = func(_ context.Context, req ratelimit.Request) ratelimit.Outcome {
+		if req.Lease {
+			mu.Lock()
+			reserved = append(reserved, req.Cost)
+			mu.Unlock()
+		}
+		r := ratelimit.NewReceipt(p.ID(), p.Revision(), req.Cost, time.Now().UnixMilli(), ratelimit.GlobalRedis)
+		return ratelimit.Evaluated{Decision: ratelimit.Decision{Allowed: true, Limit: 1000, Remaining: 900, PolicyID: p.ID(),
+			PolicyRevision: p.Revision(), Source: ratelimit.GlobalRedis, Receipt: r}}
+	}
+	f.RefundFunc = func(_ context.Context, _ ratelimit.Request, r ratelimit.Receipt) ratelimit.Outcome {
+		mu.Lock()
+		returned = append(returned, r.Cost())
+		mu.Unlock()
+		return ratelimit.Evaluated{Decision: ratelimit.Decision{Allowed: true, Refunded: r.Cost()}}
+	}
+	l := newLeaser(t, f, []ratelimit.Policy{p})
+	s := changetest.RandomSubject(t)
+	for range 40 {
+		out := l.Evaluate(context.Background(), request(p, s))
+		ev, ok := out.(ratelimit.Evaluated)
+		require.True(t, ok, "outcome %T", out)
+		require.True(t, ev.Decision.Allowed)
+		assert.Equal(t, int64(1), ev.Decision.Receipt.Cost(), "the caller's receipt is its own cost")
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	require.NotEmpty(t, reserved, "a hot subject asks for reservations")
+	want := make([]int64, 0, len(reserved))
+	for _, k := range reserved {
+		want = append(want, k-1)
+	}
+	assert.Equal(t, want, returned, "every reservation's other units go back at once")
 }

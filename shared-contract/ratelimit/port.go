@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/tech-log/tech-log-backend/shared-contract/keyspace"
 )
@@ -87,4 +88,17 @@ func (id PolicyID) Known() PolicyID {
 		return id
 	}
 	return ""
+}
+
+// RefundDetached is Refund for a caller whose request may already have
+// ended (a queue left, a handler returned, a lease given back at Close):
+// port.Refund on a context that keeps ctx's values but not its
+// cancellation, bounded by timeout, with req.Deadline now + timeout. A
+// refund that does not run leaves the charge in place, which can only
+// under-admit.
+func RefundDetached(ctx context.Context, port EdgePort, req Request, r Receipt, now time.Time, timeout time.Duration) Outcome {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), timeout)
+	defer cancel()
+	req.Deadline = now.Add(timeout)
+	return port.Refund(ctx, req, r)
 }
