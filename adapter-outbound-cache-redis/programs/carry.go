@@ -35,13 +35,28 @@ func Consumed(p ratelimit.Policy, st State, serverNowMillis int64) int64 {
 // from then on, never both limits. Nothing consumed is a missing state (a
 // full budget).
 func Carry(pred ratelimit.Policy, predState State, succ ratelimit.Policy, serverNowMillis int64) State {
-	units := min(Consumed(pred, predState, serverNowMillis), succ.Limit())
+	units := CarriedUnits(pred, predState, succ, serverNowMillis)
 	if units < 1 {
 		return nil
 	}
-	r, st := Charge(succ, nil, serverNowMillis, units)
-	if r.Status != StatusAllowed {
-		return nil
-	}
+	st, _ := ChargedState(succ, nil, serverNowMillis, units)
 	return st
+}
+
+// CarriedUnits is what succ takes over from pred's state predState at
+// serverNowMillis (Carry's rule): what predState holds of pred's limit,
+// at most succ's limit.
+func CarriedUnits(pred ratelimit.Policy, predState State, succ ratelimit.Policy, serverNowMillis int64) int64 {
+	return min(Consumed(pred, predState, serverNowMillis), succ.Limit())
+}
+
+// ChargedState is st under p charged with units at serverNowMillis
+// (Charge) and the TTL in milliseconds a program would write it with
+// (Reply.ExpiryMillis); nil and 0 when the model refuses the charge.
+func ChargedState(p ratelimit.Policy, st State, serverNowMillis, units int64) (State, int64) {
+	r, next := Charge(p, st, serverNowMillis, units)
+	if r.Status != StatusAllowed {
+		return nil, 0
+	}
+	return next, r.ExpiryMillis(p)
 }

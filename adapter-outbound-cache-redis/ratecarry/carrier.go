@@ -325,14 +325,14 @@ func MarkKey(keys *keyspace.Builder, p ratelimit.Policy, subject ratelimit.Subje
 // instances still deciding by the predecessor cannot reach); the
 // predecessor charged to empty.
 func seedArgs(s *succession, old programs.State, now int64) ([]any, error) {
-	units := max(1, min(programs.Consumed(s.pred, old, now), s.policy.Limit()))
-	r, st := programs.Charge(s.policy, nil, now, units)
-	if r.Status != programs.StatusAllowed {
+	units := max(1, programs.CarriedUnits(s.pred, old, s.policy, now))
+	st, ttl := programs.ChargedState(s.policy, nil, now, units)
+	if st == nil {
 		return nil, fmt.Errorf("ratecarry: the model refused to carry %d units into %q", units, s.policy.ID())
 	}
-	args := []any{string(old), string(st), r.ExpiryMillis(s.policy), "", 0}
-	if r, st := programs.Charge(s.pred, old, now, s.pred.Limit()); r.Status == programs.StatusAllowed {
-		args[3], args[4] = string(st), r.ExpiryMillis(s.pred)
+	args := []any{string(old), string(st), ttl, "", 0}
+	if spent, ttl := programs.ChargedState(s.pred, old, now, s.pred.Limit()); spent != nil {
+		args[3], args[4] = string(spent), ttl
 	}
 	return args, nil
 }

@@ -247,7 +247,7 @@ func (s *Store) carry(ctx context.Context, tx *redis.Tx, m *move, back programs.
 	}
 	pf, pt := s.policies[m.From], s.policies[m.To]
 	m.Consumed = programs.Consumed(pf, m.left, now)
-	units := min(m.Consumed, pt.Limit())
+	units := programs.CarriedUnits(pf, m.left, pt, now)
 	had := programs.Consumed(pt, back, now)
 	switch {
 	case had > 0 && had >= units:
@@ -257,23 +257,15 @@ func (s *Store) carry(ctx context.Context, tx *redis.Tx, m *move, back programs.
 			m.toState, m.toTTL = back, r.ResetAtMillis-r.ServerNowMillis+pt.CleanupGrace().Milliseconds()
 		}
 	case had > 0:
-		r, st := programs.Charge(pt, back, now, units-had)
-		if r.Status == programs.StatusAllowed {
-			m.toState, m.toTTL = st, r.ExpiryMillis(pt)
-		}
+		m.toState, m.toTTL = programs.ChargedState(pt, back, now, units-had)
 	case units > 0:
-		r, st := programs.Charge(pt, nil, now, units)
-		if r.Status == programs.StatusAllowed {
-			m.toState, m.toTTL = st, r.ExpiryMillis(pt)
-		}
+		m.toState, m.toTTL = programs.ChargedState(pt, nil, now, units)
 	}
 	if m.toState == nil && units > 0 {
 		return fmt.Errorf("carry %q -> %q: the model refused the carried state", m.From, m.To)
 	}
 	m.Carried = programs.Consumed(pt, m.toState, now)
-	if r, st := programs.Charge(pf, m.left, now, pf.Limit()); r.Status == programs.StatusAllowed {
-		m.fromState, m.fromTTL = st, r.ExpiryMillis(pf)
-	}
+	m.fromState, m.fromTTL = programs.ChargedState(pf, m.left, now, pf.Limit())
 	if m.toState != nil && m.toTTL <= 0 || m.fromState != nil && m.fromTTL <= 0 {
 		return fmt.Errorf("carry %q -> %q: a state without a positive TTL", m.From, m.To)
 	}
