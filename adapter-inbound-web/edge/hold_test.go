@@ -31,7 +31,8 @@ func holding(id ratelimit.PolicyID, at int64) ratelimit.Decision {
 // (ADR 0041) is given back with its receipt once the handler returns:
 // normally, by a panic (which still reaches the caller), and after the
 // client left; the release runs on a live context with a deadline. The
-// handler's context ends at maxHold from the decision's sending; the
+// handler's context ends at maxHold from the decision's sending (its
+// whole millisecond, ratelimit.HoldEnd); the
 // fields say the quota is in flight and have no window.
 func TestSlotGivenBackWhateverWayTheHandlerEnds(t *testing.T) {
 	for _, ending := range []string{"return", "panic", "client gone"} {
@@ -64,7 +65,7 @@ func TestSlotGivenBackWhateverWayTheHandlerEnds(t *testing.T) {
 				h.ServeHTTP(w, req)
 			}
 			require.True(t, hasDeadline)
-			assert.Equal(t, now.Add(2*time.Second), deadline, "the handler's context ends at maxHold from the decision's sending")
+			assert.Equal(t, now.Truncate(time.Millisecond).Add(2*time.Second), deadline, "the handler's context ends at maxHold from the decision's sending millisecond")
 			require.Len(t, port.refunds, 1, "given back once")
 			assert.Equal(t, holding("api", 1_800_000_000_000).Receipt, port.refunds[0])
 			assert.True(t, port.deadline[0], "released on a live context with a deadline")

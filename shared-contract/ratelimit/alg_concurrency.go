@@ -82,3 +82,12 @@ func (q Concurrency) fallbackShares(share, _ int64) ([]Params, error) {
 }
 
 func (Concurrency) sealedParams() {}
+
+// HoldEnd is when a handler holding a slot of a concurrency limit, taken
+// by a decision sent at sent, must have stopped: maxHold after sent's
+// whole millisecond, the earliest instant the server can reclaim the slot
+// (it counts the hold from its admission's millisecond, no earlier than
+// sent's).
+func HoldEnd(sent time.Time, maxHold time.Duration) time.Time {
+	return sent.Truncate(time.Millisecond).Add(maxHold)
+}

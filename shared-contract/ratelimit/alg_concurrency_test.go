@@ -53,3 +53,16 @@ func TestConcurrencyPolicy(t *testing.T) {
 	// A set member: a request needs its rate budget and a slot.
 	assert.NoError(t, ratelimit.CanJoinSet(p))
 }
+
+// TestHoldEndIsNoLaterThanTheServersReclaim: the server counts a hold from
+// its admission's whole millisecond, which is no earlier than the sending
+// instant's, so the handler's end is maxHold after that millisecond: on
+// it for a sending instant on a millisecond, before maxHold after the
+// sending otherwise.
+func TestHoldEndIsNoLaterThanTheServersReclaim(t *testing.T) {
+	onMillisecond := time.UnixMilli(1_800_000_000_123)
+	assert.Equal(t, onMillisecond.Add(30*time.Second), ratelimit.HoldEnd(onMillisecond, 30*time.Second))
+	within := onMillisecond.Add(999 * time.Microsecond)
+	assert.Equal(t, onMillisecond.Add(2*time.Second), ratelimit.HoldEnd(within, 2*time.Second),
+		"a decision sent 999 µs into a millisecond may be admitted in that millisecond and reclaimed maxHold after its start")
+}
