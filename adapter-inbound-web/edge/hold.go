@@ -44,4 +44,3 @@ func (m *Middleware) release(ctx context.Context, t *target, req ratelimit.Reque
 		}
 	}
 }
-
