@@ -108,10 +108,13 @@ func TestKilledInstanceOnlyUnderAdmits(t *testing.T) {
 }
 
 // TestSoak runs the history checker for SOAK_DURATION (make soak): rounds
-// of random demand on three instances of a leased subject, an instance
-// killed holding leases and replaced at random, against private servers
-// only. Every loop is bounded by the duration and a round count. Without
-// SOAK_DURATION it says so and does not run.
+// of random demand on three instances of a leased subject with the fault
+// lane's faults at random (TestKilledInstanceOnlyUnderAdmits,
+// TestHistoryThroughFaults): an instance killed holding leases and
+// replaced, the third instance cut off from Redis for the rest of a round,
+// Redis restarted (its append-only file written at every command);
+// private servers only. Every loop is bounded by the duration and a round
+// count. Without SOAK_DURATION it says so and does not run.
 func TestSoak(t *testing.T) {
 	d, err := time.ParseDuration(os.Getenv("SOAK_DURATION"))
 	if err != nil || d <= 0 {
@@ -119,17 +122,23 @@ func TestSoak(t *testing.T) {
 	}
 	const limit = 300
 	window := time.Second
-	srv := redistest.Start(t)
+	srv := redistest.Start(t, redistest.WithConfig("appendonly", "yes"), redistest.WithConfig("appendfsync", "always"))
 	keys := redistest.RandomKeys(t)
 	p := leasedPolicy(t, ratelimit.FixedWindow{Limit: limit, Window: window}, 0.2, 300*time.Millisecond)
 	pols := []ratelimit.Policy{p}
-	mk := func() *Leaser { return newLeaser(t, provider(t, srv, keys, pols), pols) }
-	leasers := []*Leaser{mk(), mk(), mk()}
+	proxy := redistest.StartProxy(t, srv.Addr())
+	mk := func(inst int) *Leaser {
+		if inst == 2 { // the one a partition cuts off
+			return newLeaser(t, changetest.Provider(t, changetest.ClientAt(t, proxy.Addr()), keys, pols...), pols)
+		}
+		return newLeaser(t, provider(t, srv, keys, pols), pols)
+	}
+	leasers := []*Leaser{mk(0), mk(1), mk(2)}
 	s := changetest.RandomSubject(t)
 	rng := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 37))
 	var h history
 	deadline := time.Now().Add(d)
-	kills := 0
+	kills, cuts, restarts := 0, 0, 0
 	for round := 0; round < 1_000_000 && time.Now().Before(deadline); round++ {
 		var wg sync.WaitGroup
 		stop := time.Now().Add(time.Duration(200+rng.IntN(800)) * time.Millisecond)
@@ -149,22 +158,33 @@ func TestSoak(t *testing.T) {
 				}()
 			}
 		}
-		if rng.IntN(4) == 0 {
+		cut := false
+		time.Sleep(time.Duration(rng.IntN(150)) * time.Millisecond)
+		switch rng.IntN(8) {
+		case 0, 1:
 			// Kill one mid-round, holding whatever it holds.
-			victim := rng.IntN(len(leasers))
-			time.Sleep(time.Duration(rng.IntN(150)) * time.Millisecond)
-			leasers[victim].kill()
+			leasers[rng.IntN(len(leasers))].kill()
 			kills++
+		case 2:
+			proxy.Refuse() // until the round ends
+			cut = true
+			cuts++
+		case 3:
+			srv.Restart()
+			restarts++
 		}
 		wg.Wait()
+		if cut {
+			require.NoError(t, proxy.Accept())
+		}
 		for i, l := range leasers {
 			if l.closedNow() {
-				leasers[i] = mk()
+				leasers[i] = mk(i)
 			}
 		}
 		require.Empty(t, overWindows(h.all, window, limit), "round %d", round)
 	}
-	t.Logf("soak: %v, %d admissions checked, %d kills", d, len(h.all), kills)
+	t.Logf("soak: %v, %d admissions checked, %d kills, %d partitions, %d Redis restarts", d, len(h.all), kills, cuts, restarts)
 }
 
 // closedNow reports whether l was closed or killed.
