@@ -209,9 +209,10 @@ func (l *Leaser) Evaluate(ctx context.Context, req ratelimit.Request) (out ratel
 	l.emit(req.PolicyID, Reserved, k)
 	e.req, e.receipt, e.decision, e.sent = req, ev.Decision.Receipt, ev.Decision, sent
 	e.left = k - req.Cost
-	// Counted from when the reservation was sent: the server's instant is
-	// later, so the lease ends here before it ends there.
-	e.until = sent.Add(until.Sub(ev.Decision.ServerNow))
+	// Counted from when the reservation was sent (its whole millisecond:
+	// the server's instant is later, floored to its millisecond), so the
+	// lease ends here before it ends there.
+	e.until = ratelimit.LocalUntil(sent, ev.Decision.ServerNow, until)
 	e.observed(out)
 	l.emit(req.PolicyID, Local, req.Cost)
 	return ratelimit.Evaluated{Decision: e.local(now)}

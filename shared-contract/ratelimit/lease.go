@@ -76,3 +76,14 @@ func (p Policy) LeaseUntil(serverNow time.Time) (until time.Time, ok bool) {
 	}
 	return end, true
 }
+
+// LocalUntil is the local instant at which an instance stops using a
+// lease whose reservation it sent at sent, decided at server instant
+// serverNow and ending at until (LeaseUntil): sent's whole millisecond
+// plus until - serverNow. The server floors its TIME to the millisecond,
+// and its decision came after sent, so serverNow is no earlier than
+// sent's whole millisecond and on one clock the lease ends here no later
+// than there (ADR 0042).
+func LocalUntil(sent, serverNow, until time.Time) time.Time {
+	return sent.Truncate(time.Millisecond).Add(until.Sub(serverNow))
+}

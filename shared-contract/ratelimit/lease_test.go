@@ -56,3 +56,23 @@ func TestLeasePolicy(t *testing.T) {
 		})
 	}
 }
+
+// TestLocalUntilEndsNoLaterThanTheServer: a reservation sent 0.7 ms into
+// a millisecond and decided in that millisecond (the server floors its
+// TIME) ends here no later than the window's end on the same clock, and
+// exactly then when sent on the millisecond.
+func TestLocalUntilEndsNoLaterThanTheServer(t *testing.T) {
+	p := mustPolicy(t, with(fixedSpec(1000, time.Second, 1), func(s *ratelimit.PolicySpec) {
+		s.Lease = &ratelimit.Lease{MaxShare: 0.05, TTL: 200 * time.Millisecond}
+	}))
+	serverNow := time.UnixMilli(1_800_000_000_995) // 5 ms before a second's end
+	until, ok := p.LeaseUntil(serverNow)
+	require.True(t, ok)
+	require.Equal(t, time.UnixMilli(1_800_000_001_000), until, "the window's end comes before the ttl")
+	sent := serverNow.Add(700 * time.Microsecond)
+	got := ratelimit.LocalUntil(sent, serverNow, until)
+	assert.False(t, got.After(until), "the lease ends at %v here, after the server's %v", got, until)
+	assert.Equal(t, until, ratelimit.LocalUntil(serverNow, serverNow, until))
+	assert.Equal(t, until.Add(-2*time.Millisecond), ratelimit.LocalUntil(serverNow.Add(-1500*time.Microsecond), serverNow, until),
+		"a reservation sent earlier than the server's millisecond ends earlier by whole milliseconds")
+}
