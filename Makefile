@@ -197,7 +197,7 @@ bench-ceiling: ## one caller: a floor script (TIME, GET, SET, the 7-integer repl
 LEASE_REPS ?= 9
 
 .PHONY: bench-lease
-bench-lease: ## the lease phase alone (issue 37): a hot leased subject vs the unleased provider vs redis_rate at c=1/16/64, and a nearly spent budget leased vs unleased, LEASE_REPS repetitions (default 9) -> bench/results.json (of an earlier make bench) and docs/performance.md's targets and lease sections; BENCH_SMOKE=1: a quick shape check that writes nothing
+bench-lease: ## the lease phase alone (issue 37): a hot leased subject vs the unleased provider vs redis_rate at c=1/16/64, a nearly spent budget leased vs unleased, and a concurrency limit's acquire + release vs one decision at c=1/16/64, LEASE_REPS repetitions (default 9) -> bench/results.json (of an earlier make bench) and docs/performance.md's targets and lease sections; BENCH_SMOKE=1: a quick shape check that writes nothing
 	@$(PREREQ) "make bench-lease" redis-server
 	@cd tools && go run ./cmd/bench -root .. -lease $(LEASE_REPS) $(if $(filter-out 0,$(BENCH_SMOKE)),-smoke)
 

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/tech-log/tech-log-backend/adapter-outbound-cache-redis/redisinfo"
+	"github.com/tech-log/tech-log-backend/shared-contract/ratelimit"
 )
 
 // The lease phase (issue 37 item 5): one hot subject of a fixed-window
@@ -31,6 +32,10 @@ const (
 	leaseNearlyLimit = 5_000
 	// leaseNearlyConcurrency is the nearly spent scenario's workers.
 	leaseNearlyConcurrency = 16
+	// leaseHoldLimit and leaseHoldMaxHold are the concurrency limit of
+	// the holds scenario: never reached at any concurrency measured.
+	leaseHoldLimit   = ratelimit.MaxConcurrencyLimit
+	leaseHoldMaxHold = ratelimit.DefaultMaxHold
 )
 
 // leaseNearlyRemaining is what a nearly spent run starts with: a few
@@ -48,19 +53,41 @@ func leaseNearlyRemaining(mode string) int64 {
 const (
 	LeaseScenarioHot    = "hot"          // limit never reached
 	LeaseScenarioNearly = "nearly-spent" // budget nearly spent: most requests denied
+	// LeaseScenarioHolds is a concurrency limit's acquire and release
+	// against one decision (issue 37 item 5, ADR 0041).
+	LeaseScenarioHolds = "concurrency"
 )
 
 // Lease limiters.
 const (
 	LeaseLeased   = "provider_leased" // ratelease over redisrate.Provider
 	LeaseUnleased = "provider"        // the same provider, no lease
+	// LeaseHolding takes a slot of a concurrency limit and gives it back,
+	// on the unleased provider: what a request under a concurrency limit
+	// costs.
+	LeaseHolding = "provider_holding"
 )
 
-// leaseHotOrder and leaseNearlyOrder are the limiters of each scenario.
+// leaseHotOrder, leaseNearlyOrder and leaseHoldsOrder are the limiters of
+// each scenario.
 var (
 	leaseHotOrder    = []string{LeaseLeased, LeaseUnleased, FamilyRedisRate}
 	leaseNearlyOrder = []string{LeaseLeased, LeaseUnleased}
+	leaseHoldsOrder  = []string{LeaseHolding, LeaseUnleased}
 )
+
+// leaseOrder is scenario's limiters, and its rank among the scenarios.
+func leaseOrder(scenario string) (names []string, rank int) {
+	switch scenario {
+	case LeaseScenarioHot:
+		return leaseHotOrder, 0
+	case LeaseScenarioNearly:
+		return leaseNearlyOrder, 1
+	case LeaseScenarioHolds:
+		return leaseHoldsOrder, 2
+	}
+	return nil, 3
+}
 
 // LeasePhase is everything the lease phase measured, with its own
 // settings, date and commit: `make bench-lease` replaces it alone in a
@@ -96,6 +123,10 @@ type LeaseSettings struct {
 	TTLMillis int64   `json:"ttlMillis"`
 	// PipelineMaxBatch of both providers (the shipped default).
 	PipelineMaxBatch int `json:"pipelineMaxBatch"`
+	// HoldLimit and HoldMaxHoldMillis: the holds scenario's concurrency
+	// limit.
+	HoldLimit         int64 `json:"holdLimit"`
+	HoldMaxHoldMillis int64 `json:"holdMaxHoldMillis"`
 }
 
 // LeaseRun is one timed run of one limiter in one scenario.
@@ -172,6 +203,7 @@ func leasePhase(ctx context.Context, cfg Config, srv *Server) (*LeasePhase, erro
 		Concurrency: cfg.Concurrency, HotLimit: leaseHotLimit, HotWindowSeconds: int64(time.Hour / time.Second),
 		NearlyLimit: leaseNearlyLimit, NearlyRemaining: leaseNearlyRemaining(cfg.Mode), NearlyConcurrency: leaseNearlyConcurrency,
 		MaxShare: leaseMaxShare, TTLMillis: leaseTTL.Milliseconds(), PipelineMaxBatch: benchPipelineBatch,
+		HoldLimit: leaseHoldLimit, HoldMaxHoldMillis: leaseHoldMaxHold.Milliseconds(),
 	}}
 	set, err := newLeaseLimiters(ctx, srv.Addr)
 	if err != nil {
@@ -208,6 +240,24 @@ func leasePhase(ctx context.Context, cfg Config, srv *Server) (*LeasePhase, erro
 			ph.Runs = append(ph.Runs, r)
 			cfg.logf("   nearly-spent c=%d rep %d %-16s %9.0f decisions/s  p99 %8.1fµs  %d admitted, %d denied",
 				leaseNearlyConcurrency, rep, name, r.DecisionsPerSec, r.P99Micros, r.Admitted, r.Denied)
+		}
+	}
+	cfg.logf("== lease: a concurrency limit's acquire and release (%d slots) against one decision, at c=%s", int64(leaseHoldLimit), joinInts(cfg.Concurrency))
+	for _, c := range cfg.Concurrency {
+		for rep := range cfg.Reps {
+			order := leaseHoldsOrder
+			if rep%2 == 1 {
+				order = []string{order[1], order[0]}
+			}
+			for _, name := range order {
+				r, err := set.holdRun(ctx, cfg, srv, name, c, rep)
+				if err != nil {
+					return nil, err
+				}
+				ph.Runs = append(ph.Runs, r)
+				cfg.logf("   concurrency c=%-2d rep %d %-16s %9.0f requests/s  p99 %8.1fµs  %.2f script calls/request",
+					c, rep, name, r.AdmittedPerSec, r.P99Micros, perAdmitted(r.ScriptCalls, r.Admitted))
+			}
 		}
 	}
 	ph.Summaries = summarizeLease(ph.Runs)

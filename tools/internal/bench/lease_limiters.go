@@ -27,7 +27,9 @@ type leaseSet struct {
 	rateClient  *redis.Client
 	rl          *redis_rate.Limiter
 	hot, nearly ratelimit.Policy
-	policies    []ratelimit.Policy
+	// hold is the holds scenario's concurrency limit.
+	hold     ratelimit.Policy
+	policies []ratelimit.Policy
 	deadline    time.Time
 	// nextSubject numbers the nearly spent runs' fresh subjects.
 	nextSubject int
@@ -38,7 +40,19 @@ type leaseSet struct {
 const (
 	leaseHotID    ratelimit.PolicyID = "lh"
 	leaseNearlyID ratelimit.PolicyID = "ln"
+	leaseHoldID   ratelimit.PolicyID = "lc"
 )
+
+// holdPolicy is the holds scenario's concurrency limit: leaseHoldLimit
+// slots held at most leaseHoldMaxHold.
+func holdPolicy() (ratelimit.Policy, error) {
+	pols, err := newPolicies([]ratelimit.PolicySpec{{ID: leaseHoldID, Algorithm: ratelimit.AlgorithmConcurrency,
+		Params: ratelimit.Concurrency{Limit: leaseHoldLimit, MaxHold: leaseHoldMaxHold}}})
+	if err != nil {
+		return ratelimit.Policy{}, err
+	}
+	return pols[0], nil
+}
 
 // leaseSubject is the lease phase's subject i, a digest like newSubjects'
 // (43 characters): 0 is the hot subject, -1 the warm-up's, 1.. the nearly
@@ -88,7 +102,10 @@ func newLeaseLimiters(ctx context.Context, addr string) (s *leaseSet, err error)
 	if s.hot, s.nearly, err = leasePolicies(); err != nil {
 		return s, err
 	}
-	s.policies = []ratelimit.Policy{s.hot, s.nearly}
+	if s.hold, err = holdPolicy(); err != nil {
+		return s, err
+	}
+	s.policies = []ratelimit.Policy{s.hot, s.nearly, s.hold}
 	cfg := clientConfig(addr)
 	provider := func(seed string) (*redisrate.Provider, error) {
 		keys, err := keyBuilder(seed)
@@ -277,4 +294,49 @@ func (s *leaseSet) nearlyRun(ctx context.Context, cfg Config, srv *Server, name 
 		}
 		cfg.logf("   nearly-spent %s rep %d: the hour ended during the run (%d admitted of %d left); again on a fresh subject", name, rep, r.Admitted, remaining)
 	}
+}
+
+// holding is one request under the concurrency limit through port: its slot
+// taken, then given back by the receipt (what the edge does around a
+// handler); an error when either is not evaluated or the slot does not
+// come back.
+func (s *leaseSet) holding(port ratelimit.EdgePort, subject ratelimit.SubjectDigest) leasePort {
+	return func(ctx context.Context) (bool, error) {
+		req := ratelimit.Request{PolicyID: leaseHoldID, SubjectDigest: subject, Cost: 1, Deadline: s.deadline}
+		out := port.Evaluate(ctx, req)
+		ev, ok := out.(ratelimit.Evaluated)
+		if !ok {
+			return false, fmt.Errorf("acquire not evaluated: %#v", out)
+		}
+		if !ev.Decision.Allowed {
+			return false, nil
+		}
+		back := port.Refund(ctx, req, ev.Decision.Receipt)
+		if bv, ok := back.(ratelimit.Evaluated); !ok || bv.Decision.Refunded != 1 {
+			return false, fmt.Errorf("release did not give the slot back: %#v", back)
+		}
+		return true, nil
+	}
+}
+
+// holdRun is one run of limiter name in the holds scenario at
+// concurrency c: a slot taken and given back per request, or one
+// decision of the hot policy, both on the unleased provider and the hot
+// subject.
+func (s *leaseSet) holdRun(ctx context.Context, cfg Config, srv *Server, name string, c, rep int) (LeaseRun, error) {
+	r := LeaseRun{Scenario: LeaseScenarioHolds, Limiter: name, Concurrency: c, Rep: rep}
+	subject := leaseSubject(0)
+	var decide leasePort
+	switch name {
+	case LeaseHolding:
+		decide = s.holding(s.plain, subject)
+	case LeaseUnleased:
+		decide = s.decide(s.plain, leaseHotID, subject)
+	default:
+		return r, fmt.Errorf("bench: lease: no concurrency limiter %q", name)
+	}
+	if err := s.warm(ctx, cfg, name, c, decide); err != nil {
+		return r, err
+	}
+	return leaseRun(ctx, cfg, srv, r, decide, func() {}, true)
 }

@@ -8,8 +8,8 @@ import (
 )
 
 // LeaseSummary is the median over repetitions of one limiter in one
-// scenario at one concurrency; the leased limiter's row also carries its
-// ratios to the others, paired by repetition (0 elsewhere).
+// scenario at one concurrency; the leased (holding) limiter's row also
+// carries its ratios to the others, paired by repetition (0 elsewhere).
 type LeaseSummary struct {
 	Scenario    string `json:"scenario"`
 	Limiter     string `json:"limiter"`
@@ -34,8 +34,9 @@ type LeaseSummary struct {
 	// Reserved: the leased limiter's reservations per run.
 	Reserved float64 `json:"reserved,omitempty"`
 	// OpsVsRedisRate and P99VsRedisRate (hot), OpsVsUnleased and
-	// P99VsUnleased (both scenarios): the leased limiter's throughput and
-	// p99 over the other's in the same repetition, median.
+	// P99VsUnleased (every scenario): the leased (or, in the holds
+	// scenario, the holding) limiter's throughput and p99 over the
+	// other's in the same repetition, median.
 	OpsVsRedisRate float64 `json:"opsVsRedisRate,omitempty"`
 	P99VsRedisRate float64 `json:"p99VsRedisRate,omitempty"`
 	OpsVsUnleased  float64 `json:"opsVsUnleased,omitempty"`
@@ -69,10 +70,7 @@ func summarizeLease(runs []LeaseRun) []LeaseSummary {
 		groups[k] = append(groups[k], r)
 	}
 	rank := func(k key) int {
-		names := leaseHotOrder
-		if k.scenario == LeaseScenarioNearly {
-			names = leaseNearlyOrder
-		}
+		names, _ := leaseOrder(k.scenario)
 		i := slices.Index(names, k.limiter)
 		if i < 0 {
 			i = len(names)
@@ -81,10 +79,9 @@ func summarizeLease(runs []LeaseRun) []LeaseSummary {
 	}
 	slices.SortStableFunc(order, func(a, b key) int {
 		if a.scenario != b.scenario {
-			if a.scenario == LeaseScenarioHot {
-				return -1
-			}
-			return 1
+			_, ra := leaseOrder(a.scenario)
+			_, rb := leaseOrder(b.scenario)
+			return ra - rb
 		}
 		if a.c != b.c {
 			return a.c - b.c
@@ -134,7 +131,7 @@ func summarizeLease(runs []LeaseRun) []LeaseSummary {
 			CommandsPerDecision:    col(func(r LeaseRun) float64 { return perAdmitted(r.RedisCommands, r.Admitted+r.Denied) }),
 			Reserved:               col(func(r LeaseRun) float64 { return float64(r.Reserved) }),
 		}
-		if k.limiter == LeaseLeased {
+		if k.limiter == LeaseLeased || k.limiter == LeaseHolding {
 			if k.scenario == LeaseScenarioHot {
 				s.OpsVsRedisRate, s.P99VsRedisRate = paired(k, FamilyRedisRate, leaseOps), paired(k, FamilyRedisRate, p99)
 			}
@@ -198,6 +195,20 @@ func renderLease(b *strings.Builder, res *Results) {
 		}
 		fmt.Fprintf(b, "| %s | %.0f | %.1f µs | %.1f µs | %.0f / %.0f | %.3f | %s | %s |\n",
 			x.Limiter, x.DecisionsPerSec, x.P50Micros, x.P99Micros, x.Admitted, x.Denied, x.CommandsPerDecision, rsv, unl)
+	}
+	fmt.Fprintf(b, "\n**Concurrency limit** (ADR 0041): `provider_holding` takes a slot of a concurrency limit of %d (maxHold %d ms, never reached) and gives it back by its receipt, as the edge does around a handler, on the unleased provider and the hot subject; `provider` makes one decision of the hot policy. Throughput is requests per second; what a request under a concurrency limit adds is the release's round trip (after the handler: the client waits for the acquire only).\n\n",
+		s.HoldLimit, s.HoldMaxHoldMillis)
+	fmt.Fprintf(b, "| c | limiter | requests/s | p50 | p99 | script calls per request | vs one decision: throughput, p99 |\n|---:|---|---:|---:|---:|---:|---:|\n")
+	for _, x := range ph.Summaries {
+		if x.Scenario != LeaseScenarioHolds {
+			continue
+		}
+		vs := "-"
+		if x.Limiter == LeaseHolding {
+			vs = ratioText(x.OpsVsUnleased) + ", " + ratioText(x.P99VsUnleased)
+		}
+		fmt.Fprintf(b, "| %d | %s | %.0f | %.1f µs | %.1f µs | %.2f | %s |\n",
+			x.Concurrency, x.Limiter, x.AdmittedPerSec, x.P50Micros, x.P99Micros, x.ScriptCallsPerAdmitted, vs)
 	}
 	fmt.Fprintf(b, "\n| target | goal | measured | status | where |\n|---|---|---|---|---|\n")
 	for _, t := range leaseTargets(res) {

@@ -85,7 +85,8 @@ func leaseTargets(res *Results) []Target {
 // validateLease checks the lease phase's shape: its settings, a run per
 // repetition of every limiter of each scenario, every hot call admitted,
 // the nearly spent budget never exceeded and most of its calls denied,
-// and a summary per cell. It does not judge the numbers.
+// every request under the concurrency limit admitted with its acquire
+// and release, and a summary per cell. It does not judge the numbers.
 func validateLease(res *Results) []error {
 	ph := res.Lease
 	if ph == nil {
@@ -98,7 +99,7 @@ func validateLease(res *Results) []error {
 	s := ph.Settings
 	if s.Mode != res.Mode || s.Reps < 1 || len(s.Concurrency) == 0 || s.RunSeconds <= 0 || s.NearlyRemaining < 1 ||
 		s.NearlyRemaining >= s.NearlyLimit || s.NearlyConcurrency < 1 || s.HotLimit < 1 || !(s.MaxShare > 0 && s.MaxShare <= 1) ||
-		s.TTLMillis < 1 || s.RedisVersion == "" || !s.Finished.After(s.Started) {
+		s.TTLMillis < 1 || s.RedisVersion == "" || !s.Finished.After(s.Started) || s.HoldLimit < 1 || s.HoldMaxHoldMillis < 1 {
 		bad("settings implausible: %+v (results mode %q)", s, res.Mode)
 	}
 	type key struct {
@@ -128,6 +129,14 @@ func validateLease(res *Results) []error {
 			if r.Admitted > s.NearlyRemaining || r.Denied <= r.Admitted {
 				bad("run %s: %d admitted of %d left, %d denied (the budget must hold and most calls be denied)", where, r.Admitted, s.NearlyRemaining, r.Denied)
 			}
+		case LeaseScenarioHolds:
+			calls := int64(1) // per request: a decision, or an acquire and a release
+			if r.Limiter == LeaseHolding {
+				calls = 2
+			}
+			if r.Denied != 0 || r.Admitted < 1 || r.ScriptCalls < calls*r.Admitted {
+				bad("run %s: %d admitted, %d denied, %d script calls (want every request admitted, %d calls each)", where, r.Admitted, r.Denied, r.ScriptCalls, calls)
+			}
 		default:
 			bad("run %s: unknown scenario", where)
 		}
@@ -148,11 +157,19 @@ func validateLease(res *Results) []error {
 				bad("run nearly-spent %s c=%d rep %d missing or repeated", name, s.NearlyConcurrency, rep)
 			}
 		}
+		for _, c := range s.Concurrency {
+			for _, name := range leaseHoldsOrder {
+				want++
+				if seen[key{LeaseScenarioHolds, name, c, rep}] != 1 {
+					bad("run concurrency %s c=%d rep %d missing or repeated", name, c, rep)
+				}
+			}
+		}
 	}
 	if len(ph.Runs) != want {
 		bad("%d runs, want %d", len(ph.Runs), want)
 	}
-	if n := len(leaseHotOrder)*len(s.Concurrency) + len(leaseNearlyOrder); len(ph.Summaries) != n {
+	if n := (len(leaseHotOrder)+len(leaseHoldsOrder))*len(s.Concurrency) + len(leaseNearlyOrder); len(ph.Summaries) != n {
 		bad("%d summaries, want %d", len(ph.Summaries), n)
 	}
 	for _, x := range ph.Summaries {

@@ -17,14 +17,16 @@ import (
 // on the hot subject with 2 commands per run, the unleased 5000 f/s and
 // redis_rate 4000 f/s with 4 commands per call; p99s 10, 500 and 800 µs;
 // on the nearly spent subject the leased one decides 9000 f/s, p99 1100,
-// the unleased 10000 f/s, p99 1000.
+// the unleased 10000 f/s, p99 1000; under the concurrency limit the
+// holding limiter makes 3000 f/s requests (two script calls each), p99
+// 600, against 5000 f/s decisions, p99 500.
 func syntheticLease(reps int) *LeasePhase {
 	start := time.Date(2026, 12, 7, 12, 0, 0, 0, time.UTC)
 	ph := &LeasePhase{Settings: LeaseSettings{
 		Mode: ModeFull, Started: start, Finished: start.Add(time.Minute), RedisVersion: "7.0.15",
 		Reps: reps, RunSeconds: 1, Warmup: 10, Concurrency: []int{1, 16, 64},
 		HotLimit: leaseHotLimit, HotWindowSeconds: 3600, NearlyLimit: leaseNearlyLimit, NearlyRemaining: 500, NearlyConcurrency: 16,
-		MaxShare: leaseMaxShare, TTLMillis: 200, PipelineMaxBatch: 16,
+		MaxShare: leaseMaxShare, TTLMillis: 200, PipelineMaxBatch: 16, HoldLimit: leaseHoldLimit, HoldMaxHoldMillis: 30_000,
 	}}
 	hot := func(name string, c, rep int, ops, p99 float64, cmds int64) LeaseRun {
 		r := LeaseRun{Scenario: LeaseScenarioHot, Limiter: name, Concurrency: c, Rep: rep, Seconds: 1,
@@ -42,6 +44,17 @@ func syntheticLease(reps int) *LeasePhase {
 				hot(LeaseUnleased, c, rep, 5_000*f, 500, int64(4*5_000*f)),
 				hot(FamilyRedisRate, c, rep, 4_000*f, 800, int64(4*4_000*f)),
 			)
+		}
+		for _, c := range ph.Settings.Concurrency {
+			for _, x := range []struct {
+				name     string
+				ops, p99 float64
+				calls    int64
+			}{{LeaseHolding, 3_000 * f, 600, 2}, {LeaseUnleased, 5_000 * f, 500, 1}} {
+				ph.Runs = append(ph.Runs, LeaseRun{Scenario: LeaseScenarioHolds, Limiter: x.name, Concurrency: c, Rep: rep, Seconds: 1,
+					Admitted: int64(x.ops), AdmittedPerSec: x.ops, DecisionsPerSec: x.ops, P50Micros: x.p99 / 2, P99Micros: x.p99,
+					RedisCommands: 4 * x.calls * int64(x.ops), ScriptCalls: x.calls * int64(x.ops)})
+			}
 		}
 		for _, x := range []struct {
 			name     string
@@ -62,7 +75,7 @@ func syntheticLease(reps int) *LeasePhase {
 func TestSummarizeLeaseAndTargets(t *testing.T) {
 	ph := syntheticLease(3)
 	sums := ph.Summaries
-	require.Len(t, sums, 3*3+2)
+	require.Len(t, sums, 3*3+2+3*2)
 	assert.Equal(t, []string{LeaseLeased, LeaseUnleased, FamilyRedisRate}, []string{sums[0].Limiter, sums[1].Limiter, sums[2].Limiter})
 	assert.Equal(t, []int{1, 1, 1, 16, 16, 16, 64, 64, 64}, func() []int {
 		var cs []int
@@ -87,6 +100,14 @@ func TestSummarizeLeaseAndTargets(t *testing.T) {
 	assert.InDelta(t, 1.1, n.P99VsUnleased, 1e-9)
 	assert.Zero(t, n.OpsVsRedisRate, "no redis_rate on the nearly spent subject")
 	assert.InDelta(t, 500, n.Admitted, 1e-9)
+	h, u := sums[11], sums[12]
+	assert.Equal(t, []string{LeaseScenarioHolds, LeaseHolding, LeaseScenarioHolds, LeaseUnleased}, []string{h.Scenario, h.Limiter, u.Scenario, u.Limiter})
+	assert.Equal(t, 1, h.Concurrency)
+	assert.InDelta(t, 0.6, h.OpsVsUnleased, 1e-9, "acquire and release against one decision, paired")
+	assert.InDelta(t, 1.2, h.P99VsUnleased, 1e-9)
+	assert.InDelta(t, 2, h.ScriptCallsPerAdmitted, 1e-9)
+	assert.Zero(t, u.OpsVsUnleased, "only the holding row carries ratios")
+	assert.Equal(t, 64, sums[len(sums)-1].Concurrency)
 
 	res := &Results{Mode: ModeFull, Lease: ph}
 	ts := leaseTargets(res)
@@ -161,15 +182,36 @@ func TestValidateLease(t *testing.T) {
 		"over budget": func(ph *LeasePhase) {
 			ph.Runs[len(ph.Runs)-1].Admitted = ph.Settings.NearlyRemaining + 1
 		},
-		"few denied": func(ph *LeasePhase) { ph.Runs[len(ph.Runs)-1].Denied = 3 },
-		"errors":     func(ph *LeasePhase) { ph.Runs[2].Errors = 1 },
-		"summaries":  func(ph *LeasePhase) { ph.Summaries = ph.Summaries[:3] },
-		"settings":   func(ph *LeasePhase) { ph.Settings.NearlyRemaining = 0 },
+		"few denied":    func(ph *LeasePhase) { ph.Runs[len(ph.Runs)-1].Denied = 3 },
+		"errors":        func(ph *LeasePhase) { ph.Runs[2].Errors = 1 },
+		"summaries":     func(ph *LeasePhase) { ph.Summaries = ph.Summaries[:3] },
+		"settings":      func(ph *LeasePhase) { ph.Settings.NearlyRemaining = 0 },
+		"no hold limit": func(ph *LeasePhase) { ph.Settings.HoldLimit = 0 },
+		"hold denied":   func(ph *LeasePhase) { ph.Runs[lastRun(ph, LeaseScenarioHolds, LeaseHolding)].Denied = 1 },
+		"no release": func(ph *LeasePhase) {
+			i := lastRun(ph, LeaseScenarioHolds, LeaseHolding)
+			ph.Runs[i].ScriptCalls = ph.Runs[i].Admitted
+		},
+		"hold run missing": func(ph *LeasePhase) {
+			i := lastRun(ph, LeaseScenarioHolds, LeaseUnleased)
+			ph.Runs = append(ph.Runs[:i], ph.Runs[i+1:]...)
+		},
 	} {
 		ph := syntheticLease(2)
 		breakIt(ph)
 		assert.NotEmpty(t, validateLease(&Results{Mode: ModeFull, Lease: ph}), name)
 	}
+}
+
+// lastRun is the index of ph's last run of limiter in scenario (-1 when
+// there is none).
+func lastRun(ph *LeasePhase, scenario, limiter string) int {
+	for i := len(ph.Runs) - 1; i >= 0; i-- {
+		if ph.Runs[i].Scenario == scenario && ph.Runs[i].Limiter == limiter {
+			return i
+		}
+	}
+	return -1
 }
 
 // TestRenderLease: the section names every row and the targets, and
@@ -185,6 +227,9 @@ func TestRenderLease(t *testing.T) {
 	assert.Contains(t, body, "0.900x, 1.100x")
 	assert.Equal(t, len(leaseTargetIDs), strings.Count(body, "| Issue 37:"))
 	assert.Contains(t, body, "0.00004 commands")
+	assert.Contains(t, body, "concurrency limit of 10000 (maxHold 30000 ms")
+	assert.Contains(t, body, "| 16 | provider_holding | 6000 | 300.0 µs | 600.0 µs | 2.00 | 0.600x, 1.200x |")
+	assert.Contains(t, body, "| 64 | provider | 10000 | 250.0 µs | 500.0 µs | 1.00 | - |")
 
 	doc := "x\n" + beginMarker("lease") + "\nstale\n" + endMarker("lease") + "\ny\n"
 	out, err := renderDocSections([]byte(doc), &Results{Lease: ph}, []string{"lease"})
