@@ -13,11 +13,11 @@ import (
 // whatever way it returns: normally, by a panic (given back, then the
 // panic goes on to net/http), or after the client left (given back on a
 // context of its own: giveBack). next's context ends at the hold's end,
-// counted from sent, the instant the decision was sent, less the server's
-// millisecond: the server counts the hold from its admission's whole
-// millisecond, which is no earlier than sent's, so a handler that honours
-// its context has stopped before its slot can be reclaimed. A release
-// that fails leaves the slot held until maxHold, which can only
+// ratelimit.HoldEnd: maxHold after the whole millisecond of sent, the
+// instant the decision was sent. The server counts the hold from its
+// admission's millisecond, no earlier than sent's, so a handler that
+// honours its context has stopped before its slot can be reclaimed. A
+// release that fails leaves the slot held until maxHold, which can only
 // under-admit.
 func (m *Middleware) serveHolding(w http.ResponseWriter, r *http.Request, next http.Handler, t *target, req ratelimit.Request, o ratelimit.Evaluated, sent time.Time) {
 	ctx, cancel := context.WithDeadline(r.Context(), ratelimit.HoldEnd(sent, t.holds))

@@ -56,11 +56,11 @@ func (m *Middleware) hold(w http.ResponseWriter, r *http.Request, req ratelimit.
 	return nil, false
 }
 
-// giveBack refunds the admission d through the port
-// (ratelimit.RefundDetached, bounded by the edge's timeout: the request's
-// context has ended or is about to). It reports whether the refund was evaluated; a decision without
-// a receipt, or a refund that fails, leaves the charge in place, which
-// can only under-admit.
+// giveBack refunds the admission d through the port on a context that
+// outlives the request's, bounded by the edge's timeout
+// (ratelimit.RefundDetached). It reports whether the refund was
+// evaluated; a decision without a receipt, or a refund that fails, leaves
+// the charge in place, which can only under-admit.
 func (m *Middleware) giveBack(ctx context.Context, req ratelimit.Request, d ratelimit.Decision) bool {
 	if d.Receipt.IsZero() {
 		return false
