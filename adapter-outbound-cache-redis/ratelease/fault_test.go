@@ -178,20 +178,13 @@ func TestSoak(t *testing.T) {
 			require.NoError(t, proxy.Accept())
 		}
 		for i, l := range leasers {
-			if l.closedNow() {
+			if l.isClosed() {
 				leasers[i] = mk(i)
 			}
 		}
 		require.Empty(t, overWindows(h.all, window, limit), "round %d", round)
 	}
 	t.Logf("soak: %v, %d admissions checked, %d kills, %d partitions, %d Redis restarts", d, len(h.all), kills, cuts, restarts)
-}
-
-// closedNow reports whether l was closed or killed.
-func (l *Leaser) closedNow() bool {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.closed
 }
 
 // TestHistoryThroughFaults (issue 37 item 4): three instances of a

@@ -65,7 +65,7 @@ func (l *Leaser) endLeases(all bool) {
 		}
 		p := l.policies[k.policy]
 		lp, _ := p.Lease()
-		if e.left == 0 && now.Sub(e.periodStart) >= 2*lp.TTL && !all {
+		if e.left == 0 && !e.reserving && now.Sub(e.periodStart) >= 2*lp.TTL && !all {
 			// Idle: dropped, so that the table holds only recent subjects
 			// (lock order: an entry, then the table).
 			l.mu.Lock()

@@ -79,11 +79,13 @@ type key struct {
 }
 
 // lease is one subject's lease under one policy and the demand it is
-// sized from; mu is held while it is used, renewed or given back (a
-// reservation's round trip included: the subject's other requests wait
-// for it and are then answered from it).
+// sized from; mu is held while it is used or given back, and released
+// while a reservation is sent (reserving: the subject's other requests
+// then pass on, one reservation at a time).
 type lease struct {
 	mu sync.Mutex
+	// reserving: a reservation is in flight.
+	reserving bool
 	// left units of the live lease, its local end, its reservation's
 	// request, receipt and decision.
 	left     int64
@@ -174,15 +176,24 @@ func (l *Leaser) Evaluate(ctx context.Context, req ratelimit.Request) (out ratel
 		l.giveBack(ctx, e) // the lease ended (or cannot pay this cost)
 	}
 	k := e.size(p, req.Cost)
-	if k <= req.Cost {
+	if k <= req.Cost || e.reserving {
+		// No lease worth reserving, or another request's reservation in
+		// flight: this request goes below at once rather than wait for
+		// it, so that no request waits longer than its own round trip.
 		return passOn()
 	}
-	// The reservation keeps the lock: the subject's requests that wait
-	// for it are then answered from the lease.
+	// The reservation does not keep the lock while it is sent: the
+	// subject's other requests pass on meanwhile (reserving).
 	res := req
 	res.Cost, res.Lease = k, true
+	e.reserving = true
+	e.mu.Unlock()
+	locked = false
 	sent := l.now()
 	out = l.inner.Evaluate(ctx, res)
+	e.mu.Lock()
+	locked = true
+	e.reserving = false
 	ev, ok := out.(ratelimit.Evaluated)
 	if !ok || !ev.Decision.Allowed {
 		// Refused, denied or undecided: this request alone, as without
@@ -192,10 +203,11 @@ func (l *Leaser) Evaluate(ctx context.Context, req ratelimit.Request) (out ratel
 		return passOn()
 	}
 	until, ok := l.until(p, ev.Decision.ServerNow)
-	if !ok || ev.Decision.ServerNow.IsZero() || ev.Decision.Receipt.IsZero() {
-		// No server instant to end the lease by, or no receipt to give it
-		// back with: the reservation is this request's alone, its other
-		// units go back now, and the caller's receipt is for its own cost.
+	if !ok || ev.Decision.ServerNow.IsZero() || ev.Decision.Receipt.IsZero() || l.isClosed() {
+		// No server instant to end the lease by, no receipt to give it
+		// back with, or the leaser closed while the reservation was out:
+		// the reservation is this request's alone, its other units go
+		// back now, and the caller's receipt is for its own cost.
 		e.observed(out)
 		d := ev.Decision
 		e.left, e.until = 0, time.Time{}
@@ -289,6 +301,13 @@ func (e *lease) size(p ratelimit.Policy, cost int64) int64 {
 		k = min(k, int64(float64(e.remaining)*lp.MaxShare))
 	}
 	return max(k, cost)
+}
+
+// isClosed reports whether l was closed (or killed in a test).
+func (l *Leaser) isClosed() bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.closed
 }
 
 // observed keeps the remaining budget a decision from below reports.

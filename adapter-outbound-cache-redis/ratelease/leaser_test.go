@@ -194,3 +194,66 @@ func TestReservationWithoutServerInstantIsTheRequestsAlone(t *testing.T) {
 	}
 	assert.Equal(t, want, returned, "every reservation's other units go back at once")
 }
+
+// TestRequestsDoNotWaitForAReservation: while a subject's reservation is
+// in flight, its other requests pass on below at once rather than queue
+// behind it (no request waits longer than its own round trip), and the
+// reservation, once answered, serves the requests after it.
+func TestRequestsDoNotWaitForAReservation(t *testing.T) {
+	p := leasedPolicy(t, ratelimit.FixedWindow{Limit: 1000, Window: time.Hour}, 0.5, time.Second)
+	reserving, release := make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	var passed atomic.Int64
+	f := ratelimittest.NewFake(p)
+	f.Func = func(_ context.Context, req ratelimit.Request) ratelimit.Outcome {
+		if req.Lease {
+			once.Do(func() { close(reserving) })
+			<-release
+		} else {
+			passed.Add(1)
+		}
+		r := ratelimit.NewReceipt(p.ID(), p.Revision(), req.Cost, time.Now().UnixMilli(), ratelimit.GlobalRedis)
+		return ratelimit.Evaluated{Decision: ratelimit.Decision{Allowed: true, Limit: 1000, Remaining: 900, PolicyID: p.ID(),
+			PolicyRevision: p.Revision(), Source: ratelimit.GlobalRedis, Receipt: r, ServerNow: time.Now()}}
+	}
+	l := newLeaser(t, f, []ratelimit.Policy{p})
+	s := changetest.RandomSubject(t)
+	ctx := context.Background()
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for i := 0; i < 100; i++ {
+			select {
+			case <-reserving:
+				return
+			default:
+			}
+			l.Evaluate(ctx, request(p, s))
+		}
+	}()
+	select {
+	case <-reserving:
+	case <-time.After(5 * time.Second):
+		close(release)
+		t.Fatal("no reservation after a run of requests")
+	}
+	before := passed.Load()
+	answered := make(chan ratelimit.Outcome, 1)
+	go func() { answered <- l.Evaluate(ctx, request(p, s)) }()
+	select {
+	case out := <-answered:
+		assert.True(t, admitted(out))
+		assert.Equal(t, before+1, passed.Load(), "decided below while the reservation was out")
+	case <-time.After(5 * time.Second):
+		t.Error("a request waited for another's reservation")
+	}
+	close(release)
+	select {
+	case <-done:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the reservation did not return")
+	}
+	before = passed.Load()
+	require.True(t, admitted(l.Evaluate(ctx, request(p, s))))
+	assert.Equal(t, before, passed.Load(), "answered from the lease once it arrived")
+}
