@@ -30,7 +30,7 @@ type leaseSet struct {
 	// hold is the holds scenario's concurrency limit.
 	hold     ratelimit.Policy
 	policies []ratelimit.Policy
-	deadline    time.Time
+	deadline time.Time
 	// nextSubject numbers the nearly spent runs' fresh subjects.
 	nextSubject int
 	closers     []func() error
