@@ -20,12 +20,17 @@ import (
 // back (Close, at cleanup, then does nothing).
 func (l *Leaser) kill() { l.stopSweep() }
 
-// unspent is the units l's leases hold unspent.
+// unspent is the units l's leases hold unspent. The lock order is an
+// entry, then the table: the table is copied first, as endLeases does.
 func (l *Leaser) unspent() int64 {
 	l.mu.Lock()
-	defer l.mu.Unlock()
-	var n int64
+	entries := make([]*lease, 0, len(l.table))
 	for _, e := range l.table {
+		entries = append(entries, e)
+	}
+	l.mu.Unlock()
+	var n int64
+	for _, e := range entries {
 		e.mu.Lock()
 		n += e.left
 		e.mu.Unlock()
