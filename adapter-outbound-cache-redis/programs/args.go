@@ -70,6 +70,13 @@ func RefundArgs(p ratelimit.Policy, cost, atMillis int64) []any {
 	return append(appendArgs(make([]any, 0, maxArgCount+ArgCountRefund), p, cost), atMillis)
 }
 
+// ArgCountLease is the number of ARGV a lease's reservation program
+// (Bundle.Lease, ADR 0042) appends to its algorithm's: the lease's length
+// in ms (ratelimit.Lease.TTL) and the reservation instant of the lease it
+// replaces (0: none). Its give-back program (Bundle.GiveBack) appends
+// ArgCountRefund: the reservation's effective instant.
+const ArgCountLease = 2
+
 // NumKeys is the number of KEYS every program takes: its one state hash.
 const NumKeys = 1
 

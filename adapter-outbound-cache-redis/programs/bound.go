@@ -47,6 +47,14 @@ type Bundle struct {
 	HasDedup bool
 	// Refund is the bound refund program; its ARGV is BoundRefundArgs.
 	Refund Program
+	// Lease and GiveBack are the bound programs of a lease (ADR 0042),
+	// set when HasLease: the policy leases (ratelimit.Policy.Lease) and
+	// its algorithm's state records leases. Lease reserves: its ARGV is
+	// BoundLeaseArgs. GiveBack returns a lease's unspent units: its ARGV
+	// is BoundRefundArgs with the reservation's receipt.
+	Lease, GiveBack Program
+	// HasLease reports whether Lease and GiveBack are set.
+	HasLease bool
 }
 
 // ForPolicy renders p's programs bound to p (Bundle): one lookup and one
@@ -113,6 +121,15 @@ func ForPolicy(p ratelimit.Policy) (Bundle, error) {
 	if b.Refund, err = bind(refund, "refund"); err != nil {
 		return Bundle{}, err
 	}
+	if _, leases := p.Lease(); leases && alg.Leases {
+		if b.Lease, err = bind(c.leases[a], "lease"); err != nil {
+			return Bundle{}, err
+		}
+		if b.GiveBack, err = bind(c.giveBacks[a], "giveback"); err != nil {
+			return Bundle{}, err
+		}
+		b.HasLease = true
+	}
 	return b, nil
 }
 
@@ -124,7 +141,11 @@ func (b Bundle) Programs() []Program {
 	if b.HasDedup {
 		out = append(out, b.Dedup)
 	}
-	return append(out, b.Refund)
+	out = append(out, b.Refund)
+	if b.HasLease {
+		out = append(out, b.Lease, b.GiveBack)
+	}
+	return out
 }
 
 // Bind returns p's bound decision program, ForPolicy(p).Decide.
@@ -151,6 +172,18 @@ func BoundRefundArgs(p ratelimit.Policy, cost, atMillis int64) []any {
 		return nil
 	}
 	return []any{p.Revision(), cost, atMillis}
+}
+
+// BoundLeaseArgs returns the ARGV of p's bound reservation program
+// (Bundle.Lease) for a lease of cost units lasting p's lease TTL that
+// replaces the lease reserved at replacesMillis (0: none): the revision,
+// the cost, the length and that instant.
+func BoundLeaseArgs(p ratelimit.Policy, cost, replacesMillis int64) []any {
+	l, ok := p.Lease()
+	if p.IsZero() || !ok {
+		return nil
+	}
+	return []any{p.Revision(), cost, l.TTL.Milliseconds(), replacesMillis}
 }
 
 // bindingOf is p's generic ARGV (Args(p, 1)) as the template's data.

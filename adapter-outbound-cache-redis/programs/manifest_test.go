@@ -165,6 +165,17 @@ func TestProgramSourceRules(t *testing.T) {
 			}
 			assert.Contains(t, code, fmt.Sprintf("sunpack('%s', g)", format), "the stored layout is read")
 			assert.Contains(t, code, fmt.Sprintf("spack('%s', %d, ", format, hdr), "the stored layout is written")
+			if p.Algorithm == ratelimit.AlgorithmTokenBucket {
+				// ADR 0042: with live leases, schema 3, the record count
+				// and the records before the revision.
+				assert.Contains(t, code, fmt.Sprintf("fh == %d and #g > %d + #ARGV[1]", (SchemaVersion+1)<<4|int(p.Algorithm), FixedStateBytes(p.Algorithm)), "a value with records is told by its header")
+				assert.Contains(t, code, fmt.Sprintf("#g == %d + %d * ln + #ARGV[1]", FixedStateBytes(p.Algorithm)+1, LeaseRecordBytes), "the length holds the records")
+				assert.Contains(t, code, fmt.Sprintf("#g < %d + #ARGV[1]", FixedStateBytes(p.Algorithm)), "the length is checked first")
+				assert.Contains(t, code, fmt.Sprintf("fh == %d and #g == %d + #ARGV[1]", hdr, FixedStateBytes(p.Algorithm)), "a value without records has the fixed length")
+				assert.Contains(t, code, "v .. ARGV[1], 'PX', reset - now + grace)", "the revision is written as sent")
+				assert.Contains(t, code, "sub(g, n) == ARGV[1]", "the stored revision must be the one sent")
+				return
+			}
 			assert.Regexp(t, `(\)|kept) \.\. ARGV\[1\],\n`, code, "the revision is written as sent")
 			if p.Algorithm == ratelimit.AlgorithmSlidingLog || p.Algorithm == ratelimit.AlgorithmConcurrency {
 				// The revision follows the n entries (ADR 0024).

@@ -113,7 +113,9 @@ func admit(p ratelimit.Policy, st State, now, units int64, c *calc) (n numbers, 
 	n = numbersOf(p)
 	if st != nil {
 		var ok bool
-		if f, ok = st.fields(n.alg); !ok || !n.validState(f, p.Revision(), c) || !st.logNewestValid(f) {
+		// The model does not cover lease records (ADR 0042): the server
+		// tests and the history checker do.
+		if f, ok = st.fields(n.alg); !ok || f[FieldLeases] > 0 || !n.validState(f, p.Revision(), c) || !st.logNewestValid(f) {
 			return n, nil, 0, fail(StatusStateIncompatible, now), true
 		}
 	}

@@ -77,6 +77,14 @@ var (
 	leakyBucketChargeSource string
 	//go:embed rate-leaky-bucket-refund-v1.lua
 	leakyBucketRefundSource string
+	//go:embed rate-token-bucket-lease-v1.lua
+	tokenBucketLeaseSource string
+	//go:embed rate-token-bucket-giveback-v1.lua
+	tokenBucketGiveBackSource string
+	//go:embed rate-gcra-lease-v1.lua
+	gcraLeaseSource string
+	//go:embed rate-gcra-giveback-v1.lua
+	gcraGiveBackSource string
 	//go:embed manifest.json
 	manifestJSON []byte
 )
@@ -121,36 +129,43 @@ type definition struct {
 	dedup bool
 	// refund marks a refund program (RefundFor).
 	refund bool
+	// lease marks a lease program: a reservation (lease) or a give-back
+	// (giveBack) (ADR 0042; Bundle.Lease and Bundle.GiveBack).
+	lease, giveBack bool
 }
 
 func definitions() []definition {
 	return []definition{
-		{"rate-fixed-window-v1", 1, ratelimit.AlgorithmFixedWindow, ArgCountWindow, fixedWindowSource, false, false, false},
-		{"rate-sliding-counter-v1", 1, ratelimit.AlgorithmSlidingWindowCounter, ArgCountWindow, slidingCounterSource, false, false, false},
-		{"rate-token-bucket-v1", 1, ratelimit.AlgorithmTokenBucket, ArgCountTokenBucket, tokenBucketSource, false, false, false},
-		{"rate-gcra-v1", 1, ratelimit.AlgorithmGCRA, ArgCountGCRA, gcraSource, false, false, false},
-		{"rate-sliding-log-v1", 1, ratelimit.AlgorithmSlidingLog, ArgCountWindow, slidingLogSource, false, false, false},
-		{"rate-leaky-bucket-v1", 1, ratelimit.AlgorithmLeakyBucket, ArgCountLeakyBucket, leakyBucketSource, false, false, false},
-		{"rate-concurrency-v1", 1, ratelimit.AlgorithmConcurrency, ArgCountWindow, concurrencySource, false, false, false},
-		{"rate-fixed-window-charge-v1", 1, ratelimit.AlgorithmFixedWindow, ArgCountWindow, fixedWindowChargeSource, true, false, false},
-		{"rate-sliding-counter-charge-v1", 1, ratelimit.AlgorithmSlidingWindowCounter, ArgCountWindow, slidingCounterChargeSource, true, false, false},
-		{"rate-token-bucket-charge-v1", 1, ratelimit.AlgorithmTokenBucket, ArgCountTokenBucket, tokenBucketChargeSource, true, false, false},
-		{"rate-gcra-charge-v1", 1, ratelimit.AlgorithmGCRA, ArgCountGCRA, gcraChargeSource, true, false, false},
-		{"rate-sliding-log-charge-v1", 1, ratelimit.AlgorithmSlidingLog, ArgCountWindow, slidingLogChargeSource, true, false, false},
-		{"rate-leaky-bucket-charge-v1", 1, ratelimit.AlgorithmLeakyBucket, ArgCountLeakyBucket, leakyBucketChargeSource, true, false, false},
-		{"rate-concurrency-charge-v1", 1, ratelimit.AlgorithmConcurrency, ArgCountWindow, concurrencyChargeSource, true, false, false},
-		{"rate-fixed-window-dedup-v2", 2, ratelimit.AlgorithmFixedWindow, ArgCountWindow + ArgCountDedup, fixedWindowDedupSource, false, true, false},
-		{"rate-sliding-counter-dedup-v2", 2, ratelimit.AlgorithmSlidingWindowCounter, ArgCountWindow + ArgCountDedup, slidingCounterDedupSource, false, true, false},
-		{"rate-token-bucket-dedup-v2", 2, ratelimit.AlgorithmTokenBucket, ArgCountTokenBucket + ArgCountDedup, tokenBucketDedupSource, false, true, false},
-		{"rate-gcra-dedup-v2", 2, ratelimit.AlgorithmGCRA, ArgCountGCRA + ArgCountDedup, gcraDedupSource, false, true, false},
-		{"rate-sliding-log-dedup-v2", 2, ratelimit.AlgorithmSlidingLog, ArgCountWindow + ArgCountDedup, slidingLogDedupSource, false, true, false},
-		{"rate-fixed-window-refund-v1", 1, ratelimit.AlgorithmFixedWindow, ArgCountWindow + ArgCountRefund, fixedWindowRefundSource, false, false, true},
-		{"rate-sliding-counter-refund-v1", 1, ratelimit.AlgorithmSlidingWindowCounter, ArgCountWindow + ArgCountRefund, slidingCounterRefundSource, false, false, true},
-		{"rate-token-bucket-refund-v1", 1, ratelimit.AlgorithmTokenBucket, ArgCountTokenBucket + ArgCountRefund, tokenBucketRefundSource, false, false, true},
-		{"rate-gcra-refund-v1", 1, ratelimit.AlgorithmGCRA, ArgCountGCRA + ArgCountRefund, gcraRefundSource, false, false, true},
-		{"rate-sliding-log-refund-v1", 1, ratelimit.AlgorithmSlidingLog, ArgCountWindow + ArgCountRefund, slidingLogRefundSource, false, false, true},
-		{"rate-leaky-bucket-refund-v1", 1, ratelimit.AlgorithmLeakyBucket, ArgCountLeakyBucket + ArgCountRefund, leakyBucketRefundSource, false, false, true},
-		{"rate-concurrency-refund-v1", 1, ratelimit.AlgorithmConcurrency, ArgCountWindow + ArgCountRefund, concurrencyRefundSource, false, false, true},
+		{"rate-fixed-window-v1", 1, ratelimit.AlgorithmFixedWindow, ArgCountWindow, fixedWindowSource, false, false, false, false, false},
+		{"rate-sliding-counter-v1", 1, ratelimit.AlgorithmSlidingWindowCounter, ArgCountWindow, slidingCounterSource, false, false, false, false, false},
+		{"rate-token-bucket-v1", 1, ratelimit.AlgorithmTokenBucket, ArgCountTokenBucket, tokenBucketSource, false, false, false, false, false},
+		{"rate-gcra-v1", 1, ratelimit.AlgorithmGCRA, ArgCountGCRA, gcraSource, false, false, false, false, false},
+		{"rate-sliding-log-v1", 1, ratelimit.AlgorithmSlidingLog, ArgCountWindow, slidingLogSource, false, false, false, false, false},
+		{"rate-leaky-bucket-v1", 1, ratelimit.AlgorithmLeakyBucket, ArgCountLeakyBucket, leakyBucketSource, false, false, false, false, false},
+		{"rate-concurrency-v1", 1, ratelimit.AlgorithmConcurrency, ArgCountWindow, concurrencySource, false, false, false, false, false},
+		{"rate-fixed-window-charge-v1", 1, ratelimit.AlgorithmFixedWindow, ArgCountWindow, fixedWindowChargeSource, true, false, false, false, false},
+		{"rate-sliding-counter-charge-v1", 1, ratelimit.AlgorithmSlidingWindowCounter, ArgCountWindow, slidingCounterChargeSource, true, false, false, false, false},
+		{"rate-token-bucket-charge-v1", 1, ratelimit.AlgorithmTokenBucket, ArgCountTokenBucket, tokenBucketChargeSource, true, false, false, false, false},
+		{"rate-gcra-charge-v1", 1, ratelimit.AlgorithmGCRA, ArgCountGCRA, gcraChargeSource, true, false, false, false, false},
+		{"rate-sliding-log-charge-v1", 1, ratelimit.AlgorithmSlidingLog, ArgCountWindow, slidingLogChargeSource, true, false, false, false, false},
+		{"rate-leaky-bucket-charge-v1", 1, ratelimit.AlgorithmLeakyBucket, ArgCountLeakyBucket, leakyBucketChargeSource, true, false, false, false, false},
+		{"rate-concurrency-charge-v1", 1, ratelimit.AlgorithmConcurrency, ArgCountWindow, concurrencyChargeSource, true, false, false, false, false},
+		{"rate-fixed-window-dedup-v2", 2, ratelimit.AlgorithmFixedWindow, ArgCountWindow + ArgCountDedup, fixedWindowDedupSource, false, true, false, false, false},
+		{"rate-sliding-counter-dedup-v2", 2, ratelimit.AlgorithmSlidingWindowCounter, ArgCountWindow + ArgCountDedup, slidingCounterDedupSource, false, true, false, false, false},
+		{"rate-token-bucket-dedup-v2", 2, ratelimit.AlgorithmTokenBucket, ArgCountTokenBucket + ArgCountDedup, tokenBucketDedupSource, false, true, false, false, false},
+		{"rate-gcra-dedup-v2", 2, ratelimit.AlgorithmGCRA, ArgCountGCRA + ArgCountDedup, gcraDedupSource, false, true, false, false, false},
+		{"rate-sliding-log-dedup-v2", 2, ratelimit.AlgorithmSlidingLog, ArgCountWindow + ArgCountDedup, slidingLogDedupSource, false, true, false, false, false},
+		{"rate-fixed-window-refund-v1", 1, ratelimit.AlgorithmFixedWindow, ArgCountWindow + ArgCountRefund, fixedWindowRefundSource, false, false, true, false, false},
+		{"rate-sliding-counter-refund-v1", 1, ratelimit.AlgorithmSlidingWindowCounter, ArgCountWindow + ArgCountRefund, slidingCounterRefundSource, false, false, true, false, false},
+		{"rate-token-bucket-refund-v1", 1, ratelimit.AlgorithmTokenBucket, ArgCountTokenBucket + ArgCountRefund, tokenBucketRefundSource, false, false, true, false, false},
+		{"rate-gcra-refund-v1", 1, ratelimit.AlgorithmGCRA, ArgCountGCRA + ArgCountRefund, gcraRefundSource, false, false, true, false, false},
+		{"rate-sliding-log-refund-v1", 1, ratelimit.AlgorithmSlidingLog, ArgCountWindow + ArgCountRefund, slidingLogRefundSource, false, false, true, false, false},
+		{"rate-leaky-bucket-refund-v1", 1, ratelimit.AlgorithmLeakyBucket, ArgCountLeakyBucket + ArgCountRefund, leakyBucketRefundSource, false, false, true, false, false},
+		{"rate-concurrency-refund-v1", 1, ratelimit.AlgorithmConcurrency, ArgCountWindow + ArgCountRefund, concurrencyRefundSource, false, false, true, false, false},
+		{name: "rate-token-bucket-lease-v1", version: 1, algorithm: ratelimit.AlgorithmTokenBucket, argCount: ArgCountTokenBucket + ArgCountLease, source: tokenBucketLeaseSource, lease: true},
+		{name: "rate-gcra-lease-v1", version: 1, algorithm: ratelimit.AlgorithmGCRA, argCount: ArgCountGCRA + ArgCountLease, source: gcraLeaseSource, lease: true},
+		{name: "rate-token-bucket-giveback-v1", version: 1, algorithm: ratelimit.AlgorithmTokenBucket, argCount: ArgCountTokenBucket + ArgCountRefund, source: tokenBucketGiveBackSource, giveBack: true},
+		{name: "rate-gcra-giveback-v1", version: 1, algorithm: ratelimit.AlgorithmGCRA, argCount: ArgCountGCRA + ArgCountRefund, source: gcraGiveBackSource, giveBack: true},
 	}
 }
 
@@ -242,6 +257,8 @@ type catalog struct {
 	allCharges  []Program
 	dedups      map[ratelimit.Algorithm]Program
 	refunds     map[ratelimit.Algorithm]Program
+	leases      map[ratelimit.Algorithm]Program
+	giveBacks   map[ratelimit.Algorithm]Program
 }
 
 // buildCatalog decodes raw and checks it entry by entry against defs: same
@@ -259,7 +276,8 @@ func buildCatalog(raw []byte, defs []definition) (catalog, error) {
 	if len(m.Programs) != len(defs) {
 		return catalog{}, fmt.Errorf("%w: %d programs listed, %d embedded", ErrManifest, len(m.Programs), len(defs))
 	}
-	c := catalog{byAlgorithm: make(map[ratelimit.Algorithm]Program, len(defs)), charges: map[ratelimit.Algorithm]Program{}, dedups: map[ratelimit.Algorithm]Program{}, refunds: map[ratelimit.Algorithm]Program{}}
+	c := catalog{byAlgorithm: make(map[ratelimit.Algorithm]Program, len(defs)), charges: map[ratelimit.Algorithm]Program{}, dedups: map[ratelimit.Algorithm]Program{}, refunds: map[ratelimit.Algorithm]Program{},
+		leases: map[ratelimit.Algorithm]Program{}, giveBacks: map[ratelimit.Algorithm]Program{}}
 	for i, d := range defs {
 		e := m.Programs[i]
 		switch {
@@ -291,6 +309,14 @@ func buildCatalog(raw []byte, defs []definition) (catalog, error) {
 		}
 		if d.refund {
 			c.refunds[d.algorithm] = p
+			continue
+		}
+		if d.lease {
+			c.leases[d.algorithm] = p
+			continue
+		}
+		if d.giveBack {
+			c.giveBacks[d.algorithm] = p
 			continue
 		}
 		if d.charge {

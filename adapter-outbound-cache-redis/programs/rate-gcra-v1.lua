@@ -25,6 +25,15 @@ revision, w = 4..7 the width of d:
      6-byte field holds 2^46*(7-w) + l (S < 2^46)
   d  theoretical arrival time after l*1000 us, in 1/R us: TAT = l*1000 + d/R
      us; 0..B*P + 999*R; written in the fewest of 4..7 bytes that hold it
+With live leases (ADR 0042) the first byte is 52 (schema 3) and d is
+followed by the record count n, 1..LMAX (one byte), and n records
+'>I6I6I7' (at, end, units) before the revision: a lease reserved at the
+effective instant at (its receipt's), ending at end, at <= end <= S + H,
+holding units 1..B, the units of all records at most B. While a record is
+live (end > eff) TAT is at least the effective instant plus the live
+records' units of emission intervals: the level never refills into leased
+units. Every write drops the records that ended (end <= eff) and keeps the
+TTL past the last end.
 A missing key is an empty state (TAT in the past: B requests admitted at once).
 Reply, 7 integers: status, serverNowMillis, effectiveNowMillis, limit (= B),
   remaining, retryAfterMillis, resetAtMillis
@@ -40,6 +49,7 @@ local M = 9007199254740991
 local S = 35184372088832
 local H = 9223372036854    -- floor((2^63-1) / 1e6): the longest time.Duration in ms
 local SECMAX = 35184372088 -- floor(S / 1000)
+local LMAX = 64 -- the most live lease records of one subject (ADR 0042)
 
 local find = string.find
 -- POS is int()'s pattern without its "0": a canonical integer >= 1.
@@ -114,16 +124,36 @@ if future then return {3, 0, 0, 0, 0, 0, 0} end
 -- only their ranges are checked (the 6-byte field is below 2^48, exact).
 local g = redis.pcall('GET', KEYS[1])
 local fl, fd -- fl is nil when there is no state
+-- The lease records (ADR 0042): reserved at, end, units; ln of them.
+local lt, le, lu, ln = nil, nil, nil, 0
 if g then
   if type(g) == 'table' then -- an error reply
     if g.err and find(g.err, '^WRONGTYPE') then return {4, now, 0, 0, 0, 0, 0} end
     return g
   end
   local w, f = #g - 7 - #ARGV[1], '>BI6I7'
-  if w == 4 then f = '>BI6I4' elseif w == 5 then f = '>BI6I5' elseif w == 6 then f = '>BI6I6'
-  elseif w ~= 7 then return {4, now, 0, 0, 0, 0, 0} end
   local fh, n
-  fh, fl, fd, n = sunpack(f, g)
+  if #g > 7 + #ARGV[1] and sunpack('>B', g) == 52 then
+    -- With records l's field gives w, then d, the count and the records.
+    fh, fl, n = sunpack('>BI6', g)
+    w = 7 - math.floor(fl / 70368744177664)
+    if #g < 27 + w + #ARGV[1] then return {4, now, 0, 0, 0, 0, 0} end
+    fd, ln, n = sunpack('>I' .. w .. 'B', g, n)
+    if not (ln >= 1 and ln <= LMAX and #g == 8 + w + 19 * ln + #ARGV[1]) then return {4, now, 0, 0, 0, 0, 0} end
+    lt, le, lu = {}, {}, {}
+    local sum = 0
+    for i = 1, ln do
+      lt[i], le[i], lu[i], n = sunpack('>I6I6I7', g, n)
+      if not (lt[i] <= le[i] and le[i] <= S + H and lu[i] >= 1 and lu[i] <= burst) then return {4, now, 0, 0, 0, 0, 0} end
+      sum = sum + lu[i]
+    end
+    if sum > burst then return {4, now, 0, 0, 0, 0, 0} end
+    fh = 36
+  else
+    if w == 4 then f = '>BI6I4' elseif w == 5 then f = '>BI6I5' elseif w == 6 then f = '>BI6I6'
+    elseif w ~= 7 then return {4, now, 0, 0, 0, 0, 0} end
+    fh, fl, fd, n = sunpack(f, g)
+  end
   fl = fl - (7 - w) * 70368744177664 -- 2^46*(7-w): l's field carries w
   if not (fh == 36 and sub(g, n) == ARGV[1] and fl >= 0 and fl <= S
       and fd <= burst * per + 999 * rate) then
@@ -159,6 +189,35 @@ if fl then
     if delta < k then D = fd - delta * rate end
   end
 end
+-- Leases (ADR 0042): while a record is live, TAT is at least the
+-- effective instant plus its units of emission intervals. Since the last
+-- write that floor fell at each end that passed (to the units of the
+-- records ending no earlier) and TAT came nearer from there at one
+-- microsecond per microsecond; then the live records' floor (live their
+-- units). The live records are kept, compacted, kn of them; lend is the
+-- last end. Dropping a record later leaves D as it is: the level goes on
+-- from where the floor held it, it does not jump.
+local live, kn, lend = 0, 0, 0
+for i = 1, ln do
+  if le[i] <= eff then
+    local room = 0
+    for j = 1, ln do
+      if le[j] >= le[i] then room = room + lu[j] * per end
+    end
+    -- As in the TAT above: elapsed * R is formed only below room.
+    local elapsed = (eff - le[i]) * 1000 + frac
+    if elapsed < ceil(room, rate) and room - elapsed * rate > D then D = room - elapsed * rate end
+  end
+end
+for i = 1, ln do
+  if le[i] > eff then
+    kn = kn + 1
+    lt[kn], le[kn], lu[kn] = lt[i], le[i], lu[i]
+    live = live + lu[i]
+    if le[i] > lend then lend = le[i] end
+  end
+end
+if D < live * per then D = live * per end
 local need = cost * per
 if D <= bp - need then
   -- Admit: TAT becomes max(TAT, now) + cost*P/R, at most now + B*P/R.
@@ -171,6 +230,12 @@ if D <= bp - need then
   elseif nd < 1099511627776 then nv = spack('>BI6I5', 36, 140737488355328 + eff, nd)
   elseif nd < 281474976710656 then nv = spack('>BI6I6', 36, 70368744177664 + eff, nd)
   else nv = spack('>BI6I7', 36, eff, nd) end
+  if kn > 0 then
+    -- The live lease records (ADR 0042), and a TTL past the last end.
+    nv = string.char(52) .. sub(nv, 2) .. spack('>B', kn)
+    for i = 1, kn do nv = nv .. spack('>I6I6I7', lt[i], le[i], lu[i]) end
+    if reset < lend then reset = lend end
+  end
   redis.call('SET', KEYS[1], nv .. ARGV[1], 'PX', reset - now + grace)
   return {1, now, eff, burst, math.floor((bp - after) / per), 0, reset}
 end

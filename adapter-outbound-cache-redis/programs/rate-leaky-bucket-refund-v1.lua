@@ -57,6 +57,7 @@ local M = 9007199254740991
 local S = 35184372088832
 local H = 9223372036854    -- floor((2^63-1) / 1e6): the longest time.Duration in ms
 local SECMAX = 35184372088 -- floor(S / 1000)
+local LMAX = 64 -- the most live lease records of one subject (ADR 0042)
 
 local find = string.find
 -- POS is int()'s pattern without its "0": a canonical integer >= 1.
@@ -136,16 +137,36 @@ if not (at and at <= S) then return {5, now, 0, 0, 0, 0, 0} end
 -- only their ranges are checked (the 6-byte field is below 2^48, exact).
 local g = redis.pcall('GET', KEYS[1])
 local fl, fd -- fl is nil when there is no state
+-- The lease records (ADR 0042): reserved at, end, units; ln of them.
+local lt, le, lu, ln = nil, nil, nil, 0
 if g then
   if type(g) == 'table' then -- an error reply
     if g.err and find(g.err, '^WRONGTYPE') then return {4, now, 0, 0, 0, 0, 0} end
     return g
   end
   local w, f = #g - 7 - #ARGV[1], '>BI6I7'
-  if w == 4 then f = '>BI6I4' elseif w == 5 then f = '>BI6I5' elseif w == 6 then f = '>BI6I6'
-  elseif w ~= 7 then return {4, now, 0, 0, 0, 0, 0} end
   local fh, n
-  fh, fl, fd, n = sunpack(f, g)
+  if #g > 7 + #ARGV[1] and sunpack('>B', g) == 0 then
+    -- With records l's field gives w, then d, the count and the records.
+    fh, fl, n = sunpack('>BI6', g)
+    w = 7 - math.floor(fl / 70368744177664)
+    if #g < 27 + w + #ARGV[1] then return {4, now, 0, 0, 0, 0, 0} end
+    fd, ln, n = sunpack('>I' .. w .. 'B', g, n)
+    if not (ln >= 1 and ln <= LMAX and #g == 8 + w + 19 * ln + #ARGV[1]) then return {4, now, 0, 0, 0, 0, 0} end
+    lt, le, lu = {}, {}, {}
+    local sum = 0
+    for i = 1, ln do
+      lt[i], le[i], lu[i], n = sunpack('>I6I6I7', g, n)
+      if not (lt[i] <= le[i] and le[i] <= S + H and lu[i] >= 1 and lu[i] <= burst) then return {4, now, 0, 0, 0, 0, 0} end
+      sum = sum + lu[i]
+    end
+    if sum > burst then return {4, now, 0, 0, 0, 0, 0} end
+    fh = 38
+  else
+    if w == 4 then f = '>BI6I4' elseif w == 5 then f = '>BI6I5' elseif w == 6 then f = '>BI6I6'
+    elseif w ~= 7 then return {4, now, 0, 0, 0, 0, 0} end
+    fh, fl, fd, n = sunpack(f, g)
+  end
   fl = fl - (7 - w) * 70368744177664 -- 2^46*(7-w): l's field carries w
   if not (fh == 38 and sub(g, n) == ARGV[1] and fl >= 0 and fl <= S
       and fd <= burst * per + 999 * rate) then
@@ -181,9 +202,39 @@ if fl then
     if delta < k then D = fd - delta * rate end
   end
 end
--- The refund moves TAT back by cost*P/R, never before the effective instant.
+-- Leases (ADR 0042): while a record is live, TAT is at least the
+-- effective instant plus its units of emission intervals. Since the last
+-- write that floor fell at each end that passed (to the units of the
+-- records ending no earlier) and TAT came nearer from there at one
+-- microsecond per microsecond; then the live records' floor (live their
+-- units). The live records are kept, compacted, kn of them; lend is the
+-- last end. Dropping a record later leaves D as it is: the level goes on
+-- from where the floor held it, it does not jump.
+local live, kn, lend = 0, 0, 0
+for i = 1, ln do
+  if le[i] <= eff then
+    local room = 0
+    for j = 1, ln do
+      if le[j] >= le[i] then room = room + lu[j] * per end
+    end
+    -- As in the TAT above: elapsed * R is formed only below room.
+    local elapsed = (eff - le[i]) * 1000 + frac
+    if elapsed < ceil(room, rate) and room - elapsed * rate > D then D = room - elapsed * rate end
+  end
+end
+for i = 1, ln do
+  if le[i] > eff then
+    kn = kn + 1
+    lt[kn], le[kn], lu[kn] = lt[i], le[i], lu[i]
+    live = live + lu[i]
+    if le[i] > lend then lend = le[i] end
+  end
+end
+if D < live * per then D = live * per end
+-- The refund moves TAT back by cost*P/R, never before the effective
+-- instant, nor before the live lease records' floor.
 local back = cost * per
-if back > D then back = D end
+if back > D - live * per then back = D - live * per end
 local after = D - back
 local left = 0
 if after < bp then left = math.floor((bp - after) / per) end
@@ -197,6 +248,12 @@ if back > 0 then
     elseif nd < 1099511627776 then nv = spack('>BI6I5', 38, 140737488355328 + eff, nd)
     elseif nd < 281474976710656 then nv = spack('>BI6I6', 38, 70368744177664 + eff, nd)
     else nv = spack('>BI6I7', 38, eff, nd) end
+    if kn > 0 then
+      -- The live lease records (ADR 0042), and a TTL past the last end.
+      nv = string.char(0) .. sub(nv, 2) .. spack('>B', kn)
+      for i = 1, kn do nv = nv .. spack('>I6I6I7', lt[i], le[i], lu[i]) end
+      if reset < lend then reset = lend end
+    end
     redis.call('SET', KEYS[1], nv .. ARGV[1], 'PX', reset - now + grace)
   else
     redis.call('DEL', KEYS[1])

@@ -35,11 +35,20 @@ const (
 	// FieldEntries is the sliding log's number of entries; the entries
 	// themselves are LogEntries.
 	FieldEntries = "n"
+	// FieldLeases is a token bucket's or a GCRA's number of live lease
+	// records (ADR 0042), present only when it has some (schema 3); the records
+	// themselves are LeaseRecords.
+	FieldLeases = "k"
 )
 
 // LogEntryBytes is the size of one sliding-log entry: the admission's
 // millisecond (6 bytes) and its cost (2 bytes), big-endian (ADR 0024).
 const LogEntryBytes = 8
+
+// LeaseRecordBytes is the size of one lease record of a token bucket's
+// or a GCRA's state (ADR 0042): the reservation's effective millisecond and the
+// lease's end (6 bytes each) and its units (7 bytes), big-endian.
+const LeaseRecordBytes = 19
 
 // LogEntry is one admission a sliding log holds: its effective millisecond
 // and its cost.
@@ -182,7 +191,8 @@ func (st State) Decode() (map[string]int64, error) {
 		return nil, fmt.Errorf("state: empty value")
 	}
 	schema, alg := int64(st[0]>>4), ratelimit.Algorithm(st[0]&15)
-	if schema != SchemaVersion {
+	leases := schema == SchemaVersion+1 && (alg == ratelimit.AlgorithmTokenBucket || alg == ratelimit.AlgorithmGCRA)
+	if schema != SchemaVersion && !leases {
 		return nil, fmt.Errorf("state: schema %d, want %d", schema, SchemaVersion)
 	}
 	lay := stateLayout(alg)
@@ -210,6 +220,17 @@ func (st State) Decode() (map[string]int64, error) {
 		f[fl.name] = int64(v) // widths <= 7 bytes: never negative
 		pos += width
 	}
+	if leases {
+		// ADR 0042: the record count, then the records.
+		if len(st) <= fixed {
+			return nil, fmt.Errorf("state: %d bytes, want a lease record count", len(st))
+		}
+		f[FieldLeases] = int64(st[fixed])
+		fixed += 1 + LeaseRecordBytes*int(st[fixed])
+		if len(st) <= fixed {
+			return nil, fmt.Errorf("state: %d bytes, want more than %d for %d lease records", len(st), fixed, f[FieldLeases])
+		}
+	}
 	if modelOf(alg).logEntries {
 		fixed += LogEntryBytes * int(f[FieldEntries])
 		if len(st) <= fixed {
@@ -222,6 +243,38 @@ func (st State) Decode() (map[string]int64, error) {
 	}
 	f[FieldRevision] = rev
 	return f, nil
+}
+
+// LeaseRecord is one live lease a token bucket's or a GCRA's state
+// records (ADR 0042): the effective millisecond of its reservation (its receipt's),
+// its end and its units.
+type LeaseRecord struct {
+	AtMillis, EndMillis, Units int64
+}
+
+// LeaseRecords returns a token bucket's or a GCRA's lease records in
+// stored order (none for a value without them). It checks the encoding
+// as Decode does.
+func (st State) LeaseRecords() ([]LeaseRecord, error) {
+	f, err := st.Decode()
+	if err != nil {
+		return nil, err
+	}
+	n := int(f[FieldLeases])
+	out := make([]LeaseRecord, n)
+	pos := st.packedLen() + 1
+	be := func(b []byte) int64 {
+		var v uint64
+		for _, x := range b {
+			v = v<<8 | uint64(x)
+		}
+		return int64(v)
+	}
+	for i := range out {
+		out[i] = LeaseRecord{AtMillis: be(st[pos : pos+6]), EndMillis: be(st[pos+6 : pos+12]), Units: be(st[pos+12 : pos+LeaseRecordBytes])}
+		pos += LeaseRecordBytes
+	}
+	return out, nil
 }
 
 // LogEntries returns a sliding-log state's entries, oldest first. It

@@ -12,14 +12,18 @@
 // most the budget's remaining times MaxShare: 1 (no lease, one decision
 // per request as without the decorator) when demand is low or the budget
 // is scarce. Every admission from a lease falls in the window its
-// reservation was counted in, so the admissions of all processes satisfy
-// the algorithm's bound exactly as if each had been decided by the
-// server; only aligned-window algorithms lease (AlgorithmSpec.NoLease).
+// reservation was counted in, or, for an algorithm whose state records
+// leases (AlgorithmSpec.LeaseRecords: a token bucket, GCRA), within a
+// lease the server counts as live and never refills into, so the
+// admissions of all processes satisfy the algorithm's bound exactly as
+// if each had been decided by the server (AlgorithmSpec.NoLease names
+// the algorithms that cannot lease). A reservation names the previous
+// lease it replaces (Request.Replaces), so a process holds one record.
 //
 // Requests with an evaluation ID, policy sets and refunds pass through.
 // A process killed holding a lease leaves its unspent units counted until
-// its window ends: under-admission of at most MaxUnits per subject,
-// never over-admission.
+// its window ends (or its record does): under-admission of at most
+// MaxUnits per subject, never over-admission.
 //
 // Files: leaser.go (Options, New, Evaluate and the lease table),
 // giveback.go (ending leases: the sweep, Close). It uses only the

@@ -185,7 +185,10 @@ func (l *Leaser) Evaluate(ctx context.Context, req ratelimit.Request) (out ratel
 	// The reservation does not keep the lock while it is sent: the
 	// subject's other requests pass on meanwhile (reserving).
 	res := req
-	res.Cost, res.Lease = k, true
+	// The previous lease (ended or spent, its unspent units given back
+	// above) goes with this reservation: an algorithm that records leases
+	// drops its record, so this instance holds one.
+	res.Cost, res.Lease, res.Replaces = k, true, e.receipt
 	e.reserving = true
 	e.mu.Unlock()
 	locked = false

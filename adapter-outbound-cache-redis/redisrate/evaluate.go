@@ -41,6 +41,17 @@ func (p *Provider) evaluate(ctx context.Context, req ratelimit.Request, pre *pre
 		pre.PreCharge = send.PreCharge{Script: c.policy.charge, Argv: c.policy.argv, Units: pre.units, UnitsArg: programs.ArgCost}
 		sp = &pre.PreCharge
 	}
+	if req.Lease && c.policy.lease != nil && pre == nil && c.dedupKey == "" {
+		// A lease's reservation, recorded in the state (ADR 0042); it
+		// drops the record of the lease it replaces, one of this policy
+		// revision's in Redis.
+		var replaces int64
+		if r := req.Replaces; r.PolicyID() == req.PolicyID && r.Revision() == c.policy.policy.Revision() && r.Source() == ratelimit.GlobalRedis {
+			replaces = r.AtMillis()
+		}
+		res := p.exec.Run(ctx, send.Call{Script: c.policy.lease, Key: c.key, Argv: programs.BoundLeaseArgs(c.policy.policy, req.Cost, replaces), SendBy: c.sendBy})
+		return p.outcome(c.policy, res, req.Cost)
+	}
 	if c.dedupKey == "" {
 		res := p.exec.Run(ctx, send.Call{Script: c.policy.script, Key: c.key, Argv: c.policy.boundArgv, Cost: req.Cost, CostArg: programs.ArgCost, SendBy: c.sendBy, Pre: sp})
 		return p.outcome(c.policy, res, req.Cost)

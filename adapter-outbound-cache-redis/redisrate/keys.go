@@ -71,6 +71,12 @@ type policyState struct {
 	// 0025, ADR 0035): Refund, and a set giving back its members admitted
 	// before a denial.
 	refund *send.Script
+	// lease and giveBack are the policy's bound lease programs (ADR 0042),
+	// set when it leases and its algorithm's state records leases: a
+	// reservation (Request.Lease) is sent to lease (programs.BoundLeaseArgs),
+	// its unspent units (a Refund of a Lease request) to giveBack. Without
+	// them a reservation is a decision of its cost (the aligned windows).
+	lease, giveBack *send.Script
 	// setMember is the policy's part of the set program's ARGV, prepared
 	// once (the zero SetMember for a queue, which is never a set member).
 	setMember programs.SetMember

@@ -288,6 +288,10 @@ func newProvider(client coordinationClient, keys *keyspace.Builder, policies []r
 		}
 		// A queue is never a set member (ADR 0028): no part to prepare.
 		setMember, _ := programs.NewSetMember(pol)
+		var lease, giveBack *send.Script
+		if bundle.HasLease {
+			lease, giveBack = send.NewScript(bundle.Lease), send.NewScript(bundle.GiveBack)
+		}
 		p.policies[pol.ID()] = &policyState{
 			policy:     pol,
 			script:     s,
@@ -302,6 +306,8 @@ func newProvider(client coordinationClient, keys *keyspace.Builder, policies []r
 			dedupIDArg: dedupIDArg,
 			charge:     send.NewScript(bundle.Charge),
 			refund:     send.NewScript(bundle.Refund),
+			lease:      lease,
+			giveBack:   giveBack,
 			setMember:  setMember,
 		}
 	}

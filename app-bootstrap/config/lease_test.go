@@ -20,6 +20,11 @@ func TestParsePoliciesLease(t *testing.T) {
 	l, ok := set.Policies[0].Lease()
 	require.True(t, ok)
 	assert.Equal(t, ratelimit.Lease{MaxShare: 0.05, TTL: 200 * time.Millisecond}, l)
+	// A token bucket records its leases (ADR 0042).
+	set, err = ParsePolicies(strings.NewReader(policyJSONText(replace(tbBase, `"lease":{"maxShare":0.1,"ttl":"500ms"}`)...)))
+	require.NoError(t, err)
+	_, ok = set.Policies[0].Lease()
+	assert.True(t, ok)
 
 	for name, tc := range map[string]struct {
 		fields []string
@@ -31,7 +36,7 @@ func TestParsePoliciesLease(t *testing.T) {
 		"share above 1":       {replace(fwBase, `"lease":{"maxShare":2,"ttl":"1s"}`), "Lease.MaxShare"},
 		"unknown lease field": {replace(fwBase, `"lease":{"maxShare":0.05,"ttl":"1s","units":3}`), `unknown field "units"`},
 		"wrong case":          {replace(fwBase, `"lease":{"MaxShare":0.05,"ttl":"1s"}`), `lease: key "MaxShare" is not "maxShare"`},
-		"a token bucket":      {replace(tbBase, `"lease":{"maxShare":0.05,"ttl":"1s"}`), "token_bucket policy cannot lease"},
+		"a leaky bucket":      {replace(lbBase, `"lease":{"maxShare":0.05,"ttl":"1s"}`), "leaky_bucket policy cannot lease"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			_, err := ParsePolicies(strings.NewReader(policyJSONText(tc.fields...)))

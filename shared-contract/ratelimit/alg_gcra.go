@@ -34,7 +34,7 @@ var gcraSpec = register[GCRA](AlgorithmSpec{
 	DenialCacheExact: true,
 	DecidesInMicros:  true,
 	Charge:           true,
-	NoLease:          "its state does not yet hold outstanding leases, and without them refill during a lease would admit beyond the bound (ADR 0042)",
+	LeaseRecords:     true,
 	Refund:           true,
 })
 

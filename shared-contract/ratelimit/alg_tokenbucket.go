@@ -28,7 +28,7 @@ var tokenBucketSpec = register[TokenBucket](AlgorithmSpec{
 	// first millisecond the level reaches need.
 	DenialCacheExact: true,
 	Charge:           true,
-	NoLease:          "its state does not yet hold outstanding leases, and without them refill during a lease would admit beyond the bound (ADR 0042)",
+	LeaseRecords:     true,
 	Refund:           true,
 })
 

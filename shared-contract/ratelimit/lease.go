@@ -58,13 +58,17 @@ func windowOf(q variant, valid bool) int64 {
 func (p Policy) LeaseMaxCost() int64 { return p.requestMaxCost(true) }
 
 // LeaseUntil is when a lease reserved by a decision at server instant
-// serverNow must stop admitting, in server time: TTL later, or at the end
-// of the window serverNow is in (the windows are aligned to the Unix epoch
-// in server time), whichever is first, so that every admission from the
-// lease falls in the window its reservation was counted in (ADR 0042). ok
-// is false for a policy without a lease.
+// serverNow must stop admitting, in server time: TTL later, or, for an
+// algorithm without lease records (AlgorithmSpec.LeaseRecords), at the
+// end of the window serverNow is in (the windows are aligned to the Unix
+// epoch in server time) if that is first, so that every admission from
+// the lease falls in the window its reservation was counted in (ADR
+// 0042). ok is false for a policy without a lease.
 func (p Policy) LeaseUntil(serverNow time.Time) (until time.Time, ok bool) {
 	l, ok := p.Lease()
+	if s, known := p.Algorithm().Spec(); ok && known && s.LeaseRecords {
+		return serverNow.Add(l.TTL), true
+	}
 	w := p.WindowMillis()
 	if !ok || w <= 0 {
 		return time.Time{}, false

@@ -38,14 +38,15 @@ func TestLeasePolicy(t *testing.T) {
 		spec  ratelimit.PolicySpec
 		field string
 	}{
-		"zero share":          {leased(fixedSpec(10, time.Second, 1), 0, time.Millisecond), "Lease.MaxShare"},
-		"share above 1":       {leased(fixedSpec(10, time.Second, 1), 1.5, time.Millisecond), "Lease.MaxShare"},
-		"NaN share":           {leased(fixedSpec(10, time.Second, 1), math.NaN(), time.Millisecond), "Lease.MaxShare"},
-		"zero ttl":            {leased(fixedSpec(10, time.Second, 1), 0.1, 0), "Lease.TTL"},
-		"ttl not whole ms":    {leased(fixedSpec(10, time.Second, 1), 0.1, time.Microsecond), "Lease.TTL"},
-		"ttl beyond window":   {leased(fixedSpec(10, time.Second, 1), 0.1, 2*time.Second), "Lease.TTL"},
-		"a token bucket":      {leased(bucketSpec(10, 1, time.Second, 1), 0.1, time.Millisecond), "Lease"},
-		"a concurrency limit": {leased(baseSpec(ratelimit.AlgorithmConcurrency, ratelimit.Concurrency{Limit: 3, MaxHold: time.Second}, 1), 0.1, time.Millisecond), "Lease"},
+		"zero share":             {leased(fixedSpec(10, time.Second, 1), 0, time.Millisecond), "Lease.MaxShare"},
+		"share above 1":          {leased(fixedSpec(10, time.Second, 1), 1.5, time.Millisecond), "Lease.MaxShare"},
+		"NaN share":              {leased(fixedSpec(10, time.Second, 1), math.NaN(), time.Millisecond), "Lease.MaxShare"},
+		"zero ttl":               {leased(fixedSpec(10, time.Second, 1), 0.1, 0), "Lease.TTL"},
+		"ttl not whole ms":       {leased(fixedSpec(10, time.Second, 1), 0.1, time.Microsecond), "Lease.TTL"},
+		"ttl beyond window":      {leased(fixedSpec(10, time.Second, 1), 0.1, 2*time.Second), "Lease.TTL"},
+		"a sliding log":          {leased(baseSpec(ratelimit.AlgorithmSlidingLog, ratelimit.SlidingLog{Limit: 10, Window: time.Second}, 1), 0.1, time.Millisecond), "Lease"},
+		"bucket ttl beyond fill": {leased(bucketSpec(10, 1, time.Second, 1), 0.1, 11*time.Second), "Lease.TTL"},
+		"a concurrency limit":    {leased(baseSpec(ratelimit.AlgorithmConcurrency, ratelimit.Concurrency{Limit: 3, MaxHold: time.Second}, 1), 0.1, time.Millisecond), "Lease"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			_, err := ratelimit.NewPolicy(tc.spec)
@@ -55,6 +56,22 @@ func TestLeasePolicy(t *testing.T) {
 			assert.Equal(t, tc.field, pe.Field, "%v", err)
 		})
 	}
+}
+
+// TestTokenBucketLeaseEndsByItsTTL: a token bucket records its leases
+// (ADR 0042), so a lease ends its TTL after the reservation, whatever the
+// bucket's fill time's alignment.
+func TestTokenBucketLeaseEndsByItsTTL(t *testing.T) {
+	p := mustPolicy(t, with(bucketSpec(100, 10, time.Second, 1), func(s *ratelimit.PolicySpec) {
+		s.Lease = &ratelimit.Lease{MaxShare: 0.1, TTL: 300 * time.Millisecond}
+	}))
+	for _, ms := range []int64{1_800_000_009_995, 1_800_000_000_000, 1_800_000_000_001} {
+		until, ok := p.LeaseUntil(time.UnixMilli(ms))
+		require.True(t, ok)
+		assert.Equal(t, time.UnixMilli(ms+300), until)
+	}
+	_, ok := mustPolicy(t, bucketSpec(100, 10, time.Second, 1)).LeaseUntil(time.UnixMilli(1))
+	assert.False(t, ok, "no lease, no end")
 }
 
 // TestLocalUntilEndsNoLaterThanTheServer: a reservation sent 0.7 ms into

@@ -26,6 +26,12 @@ type Request struct {
 	// Cost units at once to admit from locally. Only a lease decorator
 	// sets it; an inbound adapter never does.
 	Lease bool
+	// Replaces, with Lease, is the receipt of the same instance's previous
+	// lease of the subject, which has ended or is spent: an algorithm that
+	// records leases (AlgorithmSpec.LeaseRecords) drops its record in the
+	// same call, so that a spent lease stops holding the bucket below its
+	// capacity (ADR 0042). The zero Receipt replaces nothing.
+	Replaces Receipt
 	// EvaluationID, optional, names this evaluation so that a retry of it is
 	// charged once: 1..MaxEvaluationIDLen characters of [A-Za-z0-9._-]
 	// (EvaluationID.Validate). It is accepted only for a policy with a

@@ -65,10 +65,16 @@ type Algorithm struct {
 	// are still set members (a concurrency limit, ADR 0041: a replay
 	// would hold no slot of its own).
 	NoDedup bool
+	// Leases marks an algorithm whose state records leases (ADR 0042):
+	// it has the Variant.Lease programs, a reservation and a give-back.
+	Leases bool
 }
 
 // Renders reports whether alg has a program of variant v.
 func (alg Algorithm) Renders(v Variant) bool {
+	if v.Lease {
+		return alg.Leases
+	}
 	return !(alg.Delays || alg.NoDedup) || v.Name != "dedup"
 }
 
@@ -86,8 +92,8 @@ func (alg Algorithm) files(variant string) []string {
 var Algorithms = []Algorithm{
 	{Slug: "fixed-window", Args: 6},
 	{Slug: "sliding-counter", Args: 6},
-	{Slug: "token-bucket", Args: 7},
-	{Slug: "gcra", Args: 7},
+	{Slug: "token-bucket", Args: 7, Leases: true},
+	{Slug: "gcra", Args: 7, Leases: true},
 	{Slug: "sliding-log", Args: 6},
 	{Slug: "leaky-bucket", Args: 8, Base: "gcra", Delays: true},
 	{Slug: "concurrency", Args: 6, Base: "sliding-log", NoDedup: true},
@@ -108,6 +114,8 @@ type Variant struct {
 	// ExtraArgs is the number of ARGV entries the variant appends after the
 	// algorithm's.
 	ExtraArgs int
+	// Lease marks a lease variant, rendered only for Algorithm.Leases.
+	Lease bool
 }
 
 // Variants lists the program variants in manifest order.
@@ -118,6 +126,12 @@ var Variants = []Variant{
 	{Name: "dedup", Suffix: "-dedup", Version: 2, Keys: 2, ExtraArgs: 5},
 	// ADR 0025: give back one admission; the extra ARGV is its receipt's instant.
 	{Name: "refund", Suffix: "-refund", Version: 1, Keys: 1, ExtraArgs: 1},
+	// ADR 0042: reserve a lease (the extra ARGV are its length and the
+	// instant of the lease it replaces) and give its unspent units back
+	// (the extra ARGV is its reservation's instant); only for an algorithm
+	// whose state records leases (Algorithm.Leases).
+	{Name: "lease", Suffix: "-lease", Version: 1, Keys: 1, ExtraArgs: 2, Lease: true},
+	{Name: "giveback", Suffix: "-giveback", Version: 1, Keys: 1, ExtraArgs: 1, Lease: true},
 }
 
 // File is one rendered program.

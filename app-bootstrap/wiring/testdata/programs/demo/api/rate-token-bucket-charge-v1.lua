@@ -24,7 +24,15 @@ Stored value (ADR 0010): one string, '>BI6I7I6' then the revision:
      refills up to the instant it is made at)
   t  whole tokens after the last admission, 0..C-1
   m  sub-token remainder in 1/P tokens, 0..P-1
-A missing key is a full bucket.
+With live leases (ADR 0042) the first byte is 51 (schema 3) and the
+packed fields are followed by their count n, 1..LMAX (one byte), and n
+records '>I6I6I7' (at, end, units) before the revision: a lease reserved
+at the effective instant at (its receipt's), ending at end, at <= end <=
+S + H, holding units 1..C, the units of all records at most C. While a
+record is live (end > eff) the level never refills above
+C - (the units of the live records): refill never reaches leased units.
+Every write drops the records that ended (end <= eff) and keeps the TTL
+past the last end. A missing key is a full bucket.
 Reply, 7 integers: status, serverNowMillis, effectiveNowMillis, limit (= C),
   remaining, retryAfterMillis, resetAtMillis
   1 ALLOWED / 2 DENIED: every field set; a denial writes nothing.
@@ -43,6 +51,7 @@ local M = 9007199254740991
 local S = 35184372088832
 local H = 9223372036854    -- floor((2^63-1) / 1e6): the longest time.Duration in ms
 local SECMAX = 35184372088 -- floor(S / 1000)
+local LMAX = 64 -- the most live lease records of one subject (ADR 0042)
 
 local find = string.find
 -- POS is int()'s pattern without its "0": a canonical integer >= 1.
@@ -108,21 +117,38 @@ if future then return {3, 0, 0, 0, 0, 0, 0} end
 
 -- One GET is the type check (WRONGTYPE: not a string) and the read. The
 -- value is 20 bytes packed as '>BI6I7I6' (header 16*schema+algorithm,
--- l, t, m), then the policy revision exactly as ARGV[1]; the length check
--- comes first, so unpack never reads past the end. The fields are unsigned,
--- so only their ranges are checked; a field above 2^53 unpacks to an inexact
--- double that is still above every bound it is compared with.
+-- l, t, m), with live leases the record count and the records, then the
+-- policy revision exactly as ARGV[1]; the length checks come first, so
+-- unpack never reads past the end. The fields are unsigned, so only their
+-- ranges are checked; a field above 2^53 unpacks to an inexact double
+-- that is still above every bound it is compared with.
 local g = redis.pcall('GET', KEYS[1])
 local fl, ft, fm -- fl is nil when there is no state
+-- The lease records (ADR 0042): reserved at, end, units; ln of them.
+local lt, le, lu, ln = nil, nil, nil, 0
 if g then
   if type(g) == 'table' then -- an error reply
     if g.err and find(g.err, '^WRONGTYPE') then return {4, now, 0, 0, 0, 0, 0} end
     return g
   end
-  if #g ~= 20 + #ARGV[1] then return {4, now, 0, 0, 0, 0, 0} end
+  if #g < 20 + #ARGV[1] then return {4, now, 0, 0, 0, 0, 0} end
   local fh, n
   fh, fl, ft, fm, n = sunpack('>BI6I7I6', g)
-  if not (fh == 35 and sub(g, n) == ARGV[1] and fl <= S
+  if fh == 51 and #g > 20 + #ARGV[1] then
+    ln, n = sunpack('>B', g, n)
+    if not (ln >= 1 and ln <= LMAX and #g == 21 + 19 * ln + #ARGV[1]) then return {4, now, 0, 0, 0, 0, 0} end
+    lt, le, lu = {}, {}, {}
+    local sum = 0
+    for i = 1, ln do
+      lt[i], le[i], lu[i], n = sunpack('>I6I6I7', g, n)
+      if not (lt[i] <= le[i] and le[i] <= S + H and lu[i] >= 1 and lu[i] <= cap) then return {4, now, 0, 0, 0, 0, 0} end
+      sum = sum + lu[i]
+    end
+    if sum > cap then return {4, now, 0, 0, 0, 0, 0} end
+  elseif not (fh == 35 and #g == 20 + #ARGV[1]) then
+    return {4, now, 0, 0, 0, 0, 0}
+  end
+  if not (sub(g, n) == ARGV[1] and fl <= S
       and ft < cap and fm < per) then
     return {4, now, 0, 0, 0, 0, 0}
   end
@@ -147,11 +173,55 @@ if fl then
     s = s + (eff - fl) * rate
   end
 end
+-- Leases (ADR 0042): while a record is live the level is at most full less
+-- the live records' units. Since the last write the cap rose at each end
+-- that passed (to full less the units of the records ending no earlier),
+-- and the level refilled from there at the rate; top is the cap at eff.
+-- The live records are kept, compacted, kn of them; lend is the last end.
+local top, kn, lend = full, 0, 0
+for i = 1, ln do
+  if le[i] <= eff then
+    local room = 0
+    for j = 1, ln do
+      if le[j] >= le[i] then room = room + lu[j] * per end
+    end
+    -- As above: d < ceil(room / R) bounds d * R below room.
+    local d = eff - le[i]
+    if d < ceil(room, rate) and full - room + d * rate < s then s = full - room + d * rate end
+  end
+end
+for i = 1, ln do
+  if le[i] > eff then
+    top = top - lu[i] * per
+    kn = kn + 1
+    lt[kn], le[kn], lu[kn] = lt[i], le[i], lu[i]
+    if le[i] > lend then lend = le[i] end
+  end
+end
+if s > top then s = top end
+-- put writes the level after (scaled) at eff with the live records, its
+-- TTL past reset (resetOf: at least the last end, so no record is lost).
+local function put(after, reset)
+  local tokens = math.floor(after / per)
+  local v
+  if kn == 0 then
+    v = spack('>BI6I7I6', 35, eff, tokens, after - tokens * per)
+  else
+    v = spack('>BI6I7I6B', 51, eff, tokens, after - tokens * per, kn)
+    for i = 1, kn do v = v .. spack('>I6I6I7', lt[i], le[i], lu[i]) end
+  end
+  redis.call('SET', KEYS[1], v .. ARGV[1], 'PX', reset - now + grace)
+end
+-- resetOf is when the bucket is full again from the scaled level x: the
+-- refill time, and no earlier than the last record's end.
+local function resetOf(x)
+  local r = eff + ceil(full - x, rate) -- T2
+  if r < lend then r = lend end
+  return r
+end
 -- The charge consumes without denying and saturates at an empty bucket.
 local after = s - cost * per
 if after < 0 then after = 0 end
-local tokens = math.floor(after / per)
-local reset = eff + ceil(full - after, rate) -- T2
-redis.call('SET', KEYS[1], spack('>BI6I7I6', 35, eff, tokens, after - tokens * per) .. ARGV[1],
-  'PX', reset - now + grace)
-return {1, now, eff, cap, tokens, 0, reset}
+local reset = resetOf(after)
+put(after, reset)
+return {1, now, eff, cap, math.floor(after / per), 0, reset}
