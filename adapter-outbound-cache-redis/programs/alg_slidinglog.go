@@ -46,6 +46,10 @@ func (st State) logNewestValid(f map[string]int64) bool {
 	if m := modelOf(ratelimit.Algorithm(f[FieldAlgorithm])); m == nil || !m.logEntries {
 		return true
 	}
+	// A lease's entry (ADR 0042) is at its end, up to a window after l;
+	// the model does not cover leases and refuses it, the programs accept
+	// it (docs/programs.md, "Lease programs"); one more than a window
+	// after l both refuse.
 	entries := st.logEntries(f[FieldEntries])
 	return entries[len(entries)-1].AtMillis <= f[FieldLastObserved]
 }

@@ -73,9 +73,13 @@ func RefundArgs(p ratelimit.Policy, cost, atMillis int64) []any {
 // ArgCountLease is the number of ARGV a lease's reservation program
 // (Bundle.Lease, ADR 0042) appends to its algorithm's: the lease's length
 // in ms (ratelimit.Lease.TTL) and the reservation instant of the lease it
-// replaces (0: none). Its give-back program (Bundle.GiveBack) appends
-// ArgCountRefund: the reservation's effective instant.
+// replaces (0: none).
 const ArgCountLease = 2
+
+// ArgCountGiveBack is the number of ARGV a lease's give-back program
+// (Bundle.GiveBack) appends: the reservation's effective instant (its
+// receipt's) and the lease's length.
+const ArgCountGiveBack = 2
 
 // NumKeys is the number of KEYS every program takes: its one state hash.
 const NumKeys = 1

@@ -51,7 +51,7 @@ type Bundle struct {
 	// set when HasLease: the policy leases (ratelimit.Policy.Lease) and
 	// its algorithm's state records leases. Lease reserves: its ARGV is
 	// BoundLeaseArgs. GiveBack returns a lease's unspent units: its ARGV
-	// is BoundRefundArgs with the reservation's receipt.
+	// is BoundGiveBackArgs with the reservation's receipt.
 	Lease, GiveBack Program
 	// HasLease reports whether Lease and GiveBack are set.
 	HasLease bool
@@ -184,6 +184,18 @@ func BoundLeaseArgs(p ratelimit.Policy, cost, replacesMillis int64) []any {
 		return nil
 	}
 	return []any{p.Revision(), cost, l.TTL.Milliseconds(), replacesMillis}
+}
+
+// BoundGiveBackArgs returns the ARGV of p's bound give-back program
+// (Bundle.GiveBack) for cost unspent units of the lease reserved at
+// atMillis (its receipt): the revision, the cost, the instant and p's
+// lease TTL.
+func BoundGiveBackArgs(p ratelimit.Policy, cost, atMillis int64) []any {
+	l, ok := p.Lease()
+	if p.IsZero() || !ok {
+		return nil
+	}
+	return []any{p.Revision(), cost, atMillis, l.TTL.Milliseconds()}
 }
 
 // bindingOf is p's generic ARGV (Args(p, 1)) as the template's data.

@@ -69,7 +69,7 @@ func tbRun(t *testing.T, m *mini, p ratelimit.Policy, kind string, now, cost, ar
 	case "replace":
 		prog, args = lease, append(args, 300, arg)
 	case "giveback":
-		prog, args = giveBack, append(args, arg)
+		prog, args = giveBack, append(args, arg, 300)
 	}
 	v, err := m.run(prog, now, "tb", args...)
 	require.NoError(t, err)
@@ -305,4 +305,55 @@ func TestLeaseProgramsAgree(t *testing.T) {
 			leases = append(leases, now)
 		}
 	}
+}
+
+// TestSlidingLogLeaseIsAdmittedAtItsEnd: a sliding log's reservation
+// (ADR 0042) is one entry at the lease's end, placed in instant order:
+// it counts from the reservation until a window after its end; a
+// give-back lowers that entry (removed at 0, the key with the last one).
+func TestSlidingLogLeaseIsAdmittedAtItsEnd(t *testing.T) {
+	p := mustPolicy(t, ratelimit.AlgorithmSlidingLog, ratelimit.SlidingLog{Limit: 10, Window: time.Second}, 10, time.Second, time.Second)
+	m := newMini(t)
+	const t0 = 1_800_000_000_000
+	entries := func() []LogEntry {
+		st := getState(t, m.c, "tb")
+		if st == nil {
+			return nil
+		}
+		e, err := st.LogEntries()
+		require.NoError(t, err)
+		return e
+	}
+	r := tbRun(t, m, p, "lease", t0, 4, 300)
+	require.Equal(t, StatusAllowed, r.Status)
+	assert.Equal(t, int64(6), r.Remaining)
+	assert.Equal(t, int64(t0+1300), r.ResetAtMillis, "a window after the lease's end")
+	r = tbRun(t, m, p, "decide", t0+10, 6, 0)
+	require.Equal(t, StatusAllowed, r.Status)
+	assert.Equal(t, []LogEntry{{t0 + 10, 6}, {t0 + 300, 4}}, entries(), "in instant order")
+	// A window after the admission, the lease still counts: it is
+	// admitted at its end.
+	r = tbRun(t, m, p, "decide", t0+1100, 7, 0)
+	assert.Equal(t, StatusDenied, r.Status)
+	assert.Equal(t, int64(6), r.Remaining)
+	assert.Equal(t, int64(200), r.RetryAfterMillis, "until the lease's entry leaves, a window after its end")
+	require.Equal(t, StatusAllowed, tbRun(t, m, p, "decide", t0+1100, 6, 0).Status)
+	r = tbRun(t, m, p, "decide", t0+1301, 1, 0)
+	assert.Equal(t, int64(3), r.Remaining, "the lease's entry has left")
+
+	m = newMini(t)
+	require.Equal(t, StatusAllowed, tbRun(t, m, p, "lease", t0, 5, 300).Status)
+	r = tbRun(t, m, p, "giveback", t0+100, 3, t0)
+	assert.Equal(t, int64(3), r.RetryAfterMillis)
+	assert.Equal(t, int64(8), r.Remaining)
+	assert.Equal(t, []LogEntry{{t0 + 300, 2}}, entries())
+	r = tbRun(t, m, p, "giveback", t0+100, 5, t0+1)
+	assert.Equal(t, int64(0), r.RetryAfterMillis, "no lease of that instant")
+	r = tbRun(t, m, p, "giveback", t0+400, 5, t0)
+	assert.Equal(t, int64(2), r.RetryAfterMillis, "at most what the entry holds, after its end too")
+	assert.Equal(t, int64(10), r.Remaining)
+	assert.Nil(t, getState(t, m.c, "tb"), "the last entry gone: the key too")
+	r = tbRun(t, m, p, "replace", t0+500, 2, t0+500)
+	require.Equal(t, StatusAllowed, r.Status)
+	assert.Equal(t, []LogEntry{{t0 + 800, 2}}, entries(), "a replaced lease's entry stays: it is its admissions")
 }

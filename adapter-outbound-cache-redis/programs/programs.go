@@ -85,6 +85,10 @@ var (
 	gcraLeaseSource string
 	//go:embed rate-gcra-giveback-v1.lua
 	gcraGiveBackSource string
+	//go:embed rate-sliding-log-lease-v1.lua
+	slidingLogLeaseSource string
+	//go:embed rate-sliding-log-giveback-v1.lua
+	slidingLogGiveBackSource string
 	//go:embed manifest.json
 	manifestJSON []byte
 )
@@ -164,8 +168,10 @@ func definitions() []definition {
 		{"rate-concurrency-refund-v1", 1, ratelimit.AlgorithmConcurrency, ArgCountWindow + ArgCountRefund, concurrencyRefundSource, false, false, true, false, false},
 		{name: "rate-token-bucket-lease-v1", version: 1, algorithm: ratelimit.AlgorithmTokenBucket, argCount: ArgCountTokenBucket + ArgCountLease, source: tokenBucketLeaseSource, lease: true},
 		{name: "rate-gcra-lease-v1", version: 1, algorithm: ratelimit.AlgorithmGCRA, argCount: ArgCountGCRA + ArgCountLease, source: gcraLeaseSource, lease: true},
-		{name: "rate-token-bucket-giveback-v1", version: 1, algorithm: ratelimit.AlgorithmTokenBucket, argCount: ArgCountTokenBucket + ArgCountRefund, source: tokenBucketGiveBackSource, giveBack: true},
-		{name: "rate-gcra-giveback-v1", version: 1, algorithm: ratelimit.AlgorithmGCRA, argCount: ArgCountGCRA + ArgCountRefund, source: gcraGiveBackSource, giveBack: true},
+		{name: "rate-sliding-log-lease-v1", version: 1, algorithm: ratelimit.AlgorithmSlidingLog, argCount: ArgCountWindow + ArgCountLease, source: slidingLogLeaseSource, lease: true},
+		{name: "rate-token-bucket-giveback-v1", version: 1, algorithm: ratelimit.AlgorithmTokenBucket, argCount: ArgCountTokenBucket + ArgCountGiveBack, source: tokenBucketGiveBackSource, giveBack: true},
+		{name: "rate-gcra-giveback-v1", version: 1, algorithm: ratelimit.AlgorithmGCRA, argCount: ArgCountGCRA + ArgCountGiveBack, source: gcraGiveBackSource, giveBack: true},
+		{name: "rate-sliding-log-giveback-v1", version: 1, algorithm: ratelimit.AlgorithmSlidingLog, argCount: ArgCountWindow + ArgCountGiveBack, source: slidingLogGiveBackSource, giveBack: true},
 	}
 }
 

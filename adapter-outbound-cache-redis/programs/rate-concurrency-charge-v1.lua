@@ -123,9 +123,10 @@ if g then
       and sub(g, 12 + 8 * fn) == ARGV[1] and fl <= S and fn <= fs and fs <= limit) then
     return {4, now, 0, 0, 0, 0, 0}
   end
-  -- Entry i (1-based) starts at byte 4 + 8*i; the newest is entry n.
+  -- Entry i (1-based) starts at byte 4 + 8*i; the newest is entry n. A
+  -- lease's entry (ADR 0042) is at its end, up to a window after l.
   newest = sunpack('>I6', g, 4 + 8 * fn)
-  if newest > fl then return {4, now, 0, 0, 0, 0, 0} end
+  if newest > fl + win then return {4, now, 0, 0, 0, 0, 0} end
 end
 
 local eff = now
@@ -155,14 +156,29 @@ end
 -- kept is the kept entries as bytes ('' when none).
 local kept = ''
 if fl then kept = sub(g, 4 + 8 * first, 11 + 8 * fn) end
+-- place returns the entries k with (t, c) after every entry at or before
+-- t: the log stays in instant order with a lease's entry in the future
+-- (ADR 0042); without one it appends.
+local function place(k, t, c)
+  local i = #k / 8
+  while i >= 1 and sunpack('>I6', k, 8 * i - 7) > t do i = i - 1 end
+  return sub(k, 1, 8 * i) .. spack('>I6I2', t, c) .. sub(k, 8 * i + 1)
+end
+-- resetOf is when the entries k have all left the window: the newest's
+-- instant plus the window (eff when none).
+local function resetOf(k)
+  if #k == 0 then return eff end
+  return sunpack('>I6', k, #k - 7) + win
+end
 -- The charge consumes without denying and saturates at the limit.
 local charged = limit - sum
 if cost < charged then charged = cost end
-local reset = eff + win
+local reset
 if charged > 0 then
-  kept = kept .. spack('>I6I2', eff, charged)
+  kept = place(kept, eff, charged)
+  reset = resetOf(kept)
 else
-  reset = newest + win -- the log is full: nothing appended
+  reset = newest + win -- the log is full: nothing placed
 end
 redis.call('SET', KEYS[1], spack('>BI6I2I2', 39, eff, sum + charged, #kept / 8) .. kept .. ARGV[1],
   'PX', reset - now + grace)

@@ -46,8 +46,9 @@ Reply, 7 integers: status, serverNowMillis, effectiveNowMillis, limit (= B),
   5 INVALID (KEYS/ARGV count, syntax or range): as 4. Nothing written.
 Write (ALLOWED only): SET the value with PX (resetAt - serverNow) + grace.
 Give-back (not a decision; the reply above reads as follows):
-ARGV[n]  atMillis, the reservation's effectiveNowMillis (its receipt) 0..S
-  (n = #ARGV = 8; ARGV[2] is the units to give back.) After the
+ARGV[n-1] atMillis, the reservation's effectiveNowMillis (its receipt) 0..S
+ARGV[n]  ttlMillis, the lease's length  1..H
+  (n = #ARGV = 9; ARGV[2] is the units to give back.) After the
   clock check: status 1 always, retryAfterMillis replaced by the units
   given back (0: no live lease was reserved at atMillis, nothing
   written), remaining and resetAt as the state left answers them.
@@ -106,7 +107,7 @@ do
   if future then now = 0 end
 end
 
-if #KEYS ~= 1 or #ARGV ~= 8 then return {5, now, 0, 0, 0, 0, 0} end
+if #KEYS ~= 1 or #ARGV ~= 9 then return {5, now, 0, 0, 0, 0, 0} end
 -- The ARGV that must be >= 1 are checked as int() does, inline: the pattern
 -- POS, then one conversion. A matching string longer than 16 characters is
 -- at least 10^16 > M, and each is bounded by M or less below (P too: B >= 1
@@ -126,8 +127,8 @@ if not (rev and rev <= M and reg and reg <= H and grace <= H
   return {5, now, 0, 0, 0, 0, 0}
 end
 if future then return {3, 0, 0, 0, 0, 0, 0} end
-local at = int(ARGV[#ARGV])
-if not (at and at <= S) then return {5, now, 0, 0, 0, 0, 0} end
+local at, ttl = int(ARGV[#ARGV - 1]), int(ARGV[#ARGV])
+if not (at and at <= S and ttl and ttl >= 1 and ttl <= H) then return {5, now, 0, 0, 0, 0, 0} end
 
 -- One GET is the type check (WRONGTYPE: not a string) and the read. The
 -- value is 7 + w bytes packed as '>BI6Iw' (header 16*schema+algorithm,

@@ -20,11 +20,14 @@ Stored value (ADR 0010, ADR 0024): one string, '>BI6I2I2', n entries
   l  lastObservedMillis, 0..S: the effective instant of the last write
   s  the sum of the entries' costs, n..limit
   n  the number of entries, 1..s
-  entries, oldest first: (t, c), the millisecond t <= l of one admission
-     and its cost c, in the order admitted
+  entries, oldest first: (t, c), the millisecond t of one admission and
+     its cost c, in instant order (the order admitted); t <= l, but a
+     lease's entry (ADR 0042), at its end, t <= l + window
   r  policy revision, = ARGV[1] (the bytes after the entries)
 Only admissions are stored, one entry each; entries that left the window
-are dropped by the next write. A missing key is an empty log.
+are dropped by the next write. A lease is stored as admitted at its end:
+its entry counts from the reservation until a window after its end. A
+missing key is an empty log.
 Work per call: the header and the newest entry are read in O(1); pruning
 unpacks the dropped entries only (none once the newest has left: the log
 is then empty); the sum is kept, never recomputed; only a denial scans
@@ -122,9 +125,10 @@ if g then
       and sub(g, 12 + 8 * fn) == ARGV[1] and fl <= S and fn <= fs and fs <= limit) then
     return {4, now, 0, 0, 0, 0, 0}
   end
-  -- Entry i (1-based) starts at byte 4 + 8*i; the newest is entry n.
+  -- Entry i (1-based) starts at byte 4 + 8*i; the newest is entry n. A
+  -- lease's entry (ADR 0042) is at its end, up to a window after l.
   newest = sunpack('>I6', g, 4 + 8 * fn)
-  if newest > fl then return {4, now, 0, 0, 0, 0, 0} end
+  if newest > fl + win then return {4, now, 0, 0, 0, 0, 0} end
 end
 
 local eff = now
@@ -154,14 +158,29 @@ end
 -- kept is the kept entries as bytes ('' when none).
 local kept = ''
 if fl then kept = sub(g, 4 + 8 * first, 11 + 8 * fn) end
+-- place returns the entries k with (t, c) after every entry at or before
+-- t: the log stays in instant order with a lease's entry in the future
+-- (ADR 0042); without one it appends.
+local function place(k, t, c)
+  local i = #k / 8
+  while i >= 1 and sunpack('>I6', k, 8 * i - 7) > t do i = i - 1 end
+  return sub(k, 1, 8 * i) .. spack('>I6I2', t, c) .. sub(k, 8 * i + 1)
+end
+-- resetOf is when the entries k have all left the window: the newest's
+-- instant plus the window (eff when none).
+local function resetOf(k)
+  if #k == 0 then return eff end
+  return sunpack('>I6', k, #k - 7) + win
+end
 -- The charge consumes without denying and saturates at the limit.
 local charged = limit - sum
 if cost < charged then charged = cost end
-local reset = eff + win
+local reset
 if charged > 0 then
-  kept = kept .. spack('>I6I2', eff, charged)
+  kept = place(kept, eff, charged)
+  reset = resetOf(kept)
 else
-  reset = newest + win -- the log is full: nothing appended
+  reset = newest + win -- the log is full: nothing placed
 end
 redis.call('SET', KEYS[1], spack('>BI6I2I2', 37, eff, sum + charged, #kept / 8) .. kept .. ARGV[1],
   'PX', reset - now + grace)

@@ -278,9 +278,10 @@ func TestSlidingLogPrunesBeforeAppending(t *testing.T) {
 	r, next = Evaluate(p, st, t0+150, 10)
 	require.Equal(t, StatusAllowed, r.Status)
 	require.Equal(t, encodeLog(p.Revision(), t0+150, []LogEntry{{t0 + 150, 10}}), next)
-	// A newest entry after l is refused before the clock is looked at,
-	// by the model and by the program alike.
-	ahead := encodeLogRaw(p.Revision(), t0, 1, 1, []LogEntry{{t0 + 5, 1}})
+	// A newest entry more than a window after l (a lease's entry is at
+	// its end, up to a window after: ADR 0042) is refused before the
+	// clock is looked at, by the model and by the program alike.
+	ahead := encodeLogRaw(p.Revision(), t0, 1, 1, []LogEntry{{t0 + p.WindowMillis() + 1, 1}})
 	for _, now := range []int64{t0 + 10, t0 - 1_000} { // clock fine; clock far behind l
 		r, _ = Evaluate(p, ahead, now, 1)
 		require.Equal(t, Reply{Status: StatusStateIncompatible, ServerNowMillis: now}, r)

@@ -101,7 +101,8 @@ func malformedStates(p ratelimit.Policy, valid State) map[string]State {
 		out["entries one more"] = with(FieldEntries, f[FieldEntries]+1)
 		out["entries one fewer"] = with(FieldEntries, f[FieldEntries]-1)
 		out["entries > sum"] = encodeLogRaw(r, l, 1, 2, []LogEntry{{l, 1}, {l, 1}})
-		out["newest entry after l"] = encodeLogRaw(r, l, f[FieldSum], f[FieldEntries], append(entries[:len(entries)-1:len(entries)-1], LogEntry{l + 1, entries[len(entries)-1].Cost}))
+		// A lease's entry is at its end, up to a window after l (ADR 0042).
+		out["newest entry a window after l"] = encodeLogRaw(r, l, f[FieldSum], f[FieldEntries], append(entries[:len(entries)-1:len(entries)-1], LogEntry{l + n.win + 1, entries[len(entries)-1].Cost}))
 		out["entries without a header"] = append(cloneState(valid[:1]), valid[fixed:]...)
 	}
 	return out

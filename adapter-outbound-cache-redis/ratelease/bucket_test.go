@@ -113,16 +113,34 @@ func (u unrecorded) Refund(ctx context.Context, req ratelimit.Request, r ratelim
 	return u.EdgePort.Refund(ctx, req, r)
 }
 
-// bucketHistory runs rounds of the workload that shows a bucket
-// refilling into leased units: each of three instances sends requests
-// until it holds a lease with at least 4 units unspent (at most 30; its
-// leases grow with its demand, 2, 4, 8 units), then, 70 ms later,
-// with the bucket refilled and the leases still live, every instance
-// hammers the subject for 60 ms. With faults, round 1 kills instance 0
-// holding its lease (replaced for the next round), round 2 cuts instance
-// 2 off from Redis, round 3 restarts Redis (append-only file written at
-// every command). broken builds every instance on unrecorded.
-func bucketHistory(t *testing.T, p ratelimit.Policy, broken, faults bool) []admission {
+// shape is the timing of one round of leaseRounds, each after the end of
+// the round's first phase (the leases built).
+type shape struct {
+	// settle is the pause before each round.
+	settle time.Duration
+	// spendAfter, when spend > 0, is when every instance sends spend
+	// requests, one after another (answered from its lease while it
+	// lives).
+	spendAfter time.Duration
+	spend      int
+	// burstAfter is when every instance hammers the subject for 60 ms.
+	burstAfter time.Duration
+}
+
+// bucketShape shows a bucket refilling into leased units: 70 ms after the
+// leases are built, the bucket refilled and the leases still live, every
+// instance hammers the subject.
+var bucketShape = shape{settle: 150 * time.Millisecond, burstAfter: 70 * time.Millisecond}
+
+// leaseRounds runs five rounds of a workload on three leasing instances
+// and returns their admissions: each instance sends requests until it
+// holds a lease with at least 4 units unspent (at most 30; its leases
+// grow with its demand, 2, 4, 8 units), then the round goes as sh says.
+// With faults, round 1 kills instance 0 holding its lease (replaced for
+// the next round), round 2 cuts instance 2 off from Redis, round 3
+// restarts Redis (append-only file written at every command). broken
+// builds every instance on unrecorded.
+func leaseRounds(t *testing.T, p ratelimit.Policy, sh shape, broken, faults bool) []admission {
 	t.Helper()
 	srv := redistest.Start(t, redistest.WithConfig("appendonly", "yes"), redistest.WithConfig("appendfsync", "always"))
 	keys := redistest.RandomKeys(t)
@@ -153,22 +171,31 @@ func bucketHistory(t *testing.T, p ratelimit.Policy, broken, faults bool) []admi
 			h.record(admission{inst, before, time.Now()})
 		}
 	}
-	for round := range 5 {
-		time.Sleep(150 * time.Millisecond) // full again, leases given back
+	// each runs f once per instance at once, workers goroutines each.
+	each := func(workers int, f func(inst int, l *Leaser)) {
 		var wg sync.WaitGroup
 		for inst, l := range leasers {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				// Until it holds a lease with units left (a reservation in
-				// the millisecond of its last one is refused: a pause).
-				for i := 0; i < 30 && (i < 4 || l.unspent() < 4); i++ {
-					call(inst, l)
-					time.Sleep(300 * time.Microsecond)
-				}
-			}()
+			for range workers {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					f(inst, l)
+				}()
+			}
 		}
 		wg.Wait()
+	}
+	for round := range 5 {
+		time.Sleep(sh.settle)
+		each(1, func(inst int, l *Leaser) {
+			// Until it holds a lease with units left (a reservation in the
+			// millisecond of its last one is refused: a pause).
+			for i := 0; i < 30 && (i < 4 || l.unspent() < 4); i++ {
+				call(inst, l)
+				time.Sleep(300 * time.Microsecond)
+			}
+		})
+		built := time.Now()
 		held := leasers[0].unspent() + leasers[1].unspent() + leasers[2].unspent()
 		cut := false
 		if faults {
@@ -182,24 +209,25 @@ func bucketHistory(t *testing.T, p ratelimit.Policy, broken, faults bool) []admi
 				srv.Restart()
 			}
 		}
-		time.Sleep(70 * time.Millisecond)
-		end := time.Now().Add(60 * time.Millisecond)
-		for inst, l := range leasers {
-			for range 4 {
-				wg.Add(1)
-				go func() {
-					defer wg.Done()
-					for i := 0; i < 2000 && time.Now().Before(end); i++ {
-						call(inst, l)
-					}
-				}()
-			}
+		if sh.spend > 0 {
+			time.Sleep(time.Until(built.Add(sh.spendAfter)))
+			each(1, func(inst int, l *Leaser) {
+				for range sh.spend {
+					call(inst, l)
+				}
+			})
 		}
-		wg.Wait()
+		time.Sleep(time.Until(built.Add(sh.burstAfter)))
+		end := time.Now().Add(60 * time.Millisecond)
+		each(4, func(inst int, l *Leaser) {
+			for i := 0; i < 2000 && time.Now().Before(end); i++ {
+				call(inst, l)
+			}
+		})
 		if cut {
 			require.NoError(t, proxy.Accept())
 		}
-		t.Logf("round %d: %d units unspent in leases before the burst", round, held)
+		t.Logf("round %d: %d units unspent in leases after they were built", round, held)
 		for i, l := range leasers {
 			if l.isClosed() {
 				leasers[i] = mk(i)
@@ -216,7 +244,7 @@ func bucketHistory(t *testing.T, p ratelimit.Policy, broken, faults bool) []admi
 func TestBucketHistoryKeepsTheBound(t *testing.T) {
 	for name, p := range bucketPolicies(t) {
 		t.Run(name, func(t *testing.T) {
-			all := bucketHistory(t, p, false, true)
+			all := leaseRounds(t, p, bucketShape, false, true)
 			over, most := bucketExcess(all, 100, 1, 2*time.Millisecond)
 			assert.Empty(t, over)
 			t.Logf("%d admissions checked; the closest interval came %.1f to the bound", len(all), most)
@@ -230,7 +258,7 @@ func TestBucketHistoryKeepsTheBound(t *testing.T) {
 func TestBucketHistoryCheckerFailsABrokenLease(t *testing.T) {
 	for name, p := range bucketPolicies(t) {
 		t.Run(name, func(t *testing.T) {
-			all := bucketHistory(t, p, true, false)
+			all := leaseRounds(t, p, bucketShape, true, false)
 			over, most := bucketExcess(all, 100, 1, 2*time.Millisecond)
 			assert.NotEmpty(t, over, "the checker did not see the broken build's excess")
 			t.Logf("broken build, %d admissions, at most %.1f over the bound: %v", len(all), most, over)

@@ -12,9 +12,10 @@
 // most the budget's remaining times MaxShare: 1 (no lease, one decision
 // per request as without the decorator) when demand is low or the budget
 // is scarce. Every admission from a lease falls in the window its
-// reservation was counted in, or, for an algorithm whose state records
-// leases (AlgorithmSpec.LeaseRecords: a token bucket, GCRA), within a
-// lease the server counts as live and never refills into, so the
+// reservation was counted in, or, for an algorithm whose state holds
+// leases (AlgorithmSpec.LeaseRecords: a token bucket and GCRA record them
+// and never refill into them, a sliding log counts them as admitted at
+// their end), within a lease the server holds until its end, so the
 // admissions of all processes satisfy the algorithm's bound exactly as
 // if each had been decided by the server (AlgorithmSpec.NoLease names
 // the algorithms that cannot lease). A reservation names the previous

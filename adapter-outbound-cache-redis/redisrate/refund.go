@@ -34,12 +34,12 @@ func (p *Provider) Refund(ctx context.Context, req ratelimit.Request, r ratelimi
 		return ratelimit.Evaluated{Decision: ratelimit.Decision{Allowed: true, PolicyID: ps.policy.ID(), PolicyRevision: ps.policy.Revision(), Source: ratelimit.GlobalRedis, Certainty: ps.certainty}}
 	}
 	// BoundRefundArgs holds the cost already: the ARGV goes as built.
-	script := ps.refund
+	script, argv := ps.refund, programs.BoundRefundArgs(ps.policy, r.Cost(), r.AtMillis())
 	if req.Lease && ps.giveBack != nil {
 		// A lease's unspent units: its record goes with them (ADR 0042).
-		script = ps.giveBack
+		script, argv = ps.giveBack, programs.BoundGiveBackArgs(ps.policy, r.Cost(), r.AtMillis())
 	}
-	res := p.exec.Run(ctx, send.Call{Script: script, Key: c.key, Argv: programs.BoundRefundArgs(ps.policy, r.Cost(), r.AtMillis()), SendBy: c.sendBy})
+	res := p.exec.Run(ctx, send.Call{Script: script, Key: c.key, Argv: argv, SendBy: c.sendBy})
 	rep, ok := res.(send.Replied)
 	if !ok || rep.Err != nil {
 		return p.outcome(ps, res, r.Cost())

@@ -34,7 +34,7 @@ var slidingLogSpec = register[SlidingLog](AlgorithmSpec{
 	// 0024).
 	DenialCacheExact: true,
 	Charge:           true,
-	NoLease:          "its state does not yet hold a lease counted at its expiry, and without it the log forgets a lease before its last admission leaves the window (ADR 0042)",
+	LeaseRecords:     true,
 	Refund:           true,
 })
 

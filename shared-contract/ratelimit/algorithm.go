@@ -99,10 +99,11 @@ type AlgorithmSpec struct {
 	// holds when a lease's units are counted at the reservation and used
 	// later, within the lease, leases.
 	NoLease string
-	// LeaseRecords: the algorithm's state records each live lease (its
-	// reservation instant, end and units) and never refills into leased
-	// units, so a lease ends its TTL after the reservation, with no window
-	// to end with (the token bucket, ADR 0042). Without it a lease also
+	// LeaseRecords: the algorithm's state holds each lease until its end
+	// (ADR 0042): a token bucket and GCRA record it (reservation instant,
+	// end, units) and never refill into its units; a sliding log stores
+	// it as admitted at its end. A lease then ends its TTL after the
+	// reservation, with no window to end with. Without it a lease also
 	// ends with the aligned window it was counted in.
 	LeaseRecords bool
 	// Charge and Refund: the algorithm has reconciliation charges and

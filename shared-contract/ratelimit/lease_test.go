@@ -44,7 +44,7 @@ func TestLeasePolicy(t *testing.T) {
 		"zero ttl":               {leased(fixedSpec(10, time.Second, 1), 0.1, 0), "Lease.TTL"},
 		"ttl not whole ms":       {leased(fixedSpec(10, time.Second, 1), 0.1, time.Microsecond), "Lease.TTL"},
 		"ttl beyond window":      {leased(fixedSpec(10, time.Second, 1), 0.1, 2*time.Second), "Lease.TTL"},
-		"a sliding log":          {leased(baseSpec(ratelimit.AlgorithmSlidingLog, ratelimit.SlidingLog{Limit: 10, Window: time.Second}, 1), 0.1, time.Millisecond), "Lease"},
+		"a leaky bucket":         {leased(baseSpec(ratelimit.AlgorithmLeakyBucket, ratelimit.LeakyBucket{Rate: 10, Period: time.Second, QueueSize: 5, MaxDelay: time.Second}, 1), 0.1, time.Millisecond), "Lease"},
 		"bucket ttl beyond fill": {leased(bucketSpec(10, 1, time.Second, 1), 0.1, 11*time.Second), "Lease.TTL"},
 		"a concurrency limit":    {leased(baseSpec(ratelimit.AlgorithmConcurrency, ratelimit.Concurrency{Limit: 3, MaxHold: time.Second}, 1), 0.1, time.Millisecond), "Lease"},
 	} {

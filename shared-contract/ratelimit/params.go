@@ -74,12 +74,20 @@ func (p Policy) WindowMillis() int64 {
 // docs/arithmetic.md), two windows (sliding counter, S3), the time to fill
 // (token bucket, T2), the time to full plus 1 ms (GCRA, G2), one window
 // (sliding log, L2); 0 for the zero
-// Policy.
+// Policy. A policy whose leases its state holds until their end
+// (AlgorithmSpec.LeaseRecords, ADR 0042) adds its lease's TTL: a sliding
+// log's lease is admitted at its end and leaves a window after it.
 func (p Policy) HorizonMillis() int64 {
 	if p.params == nil {
 		return 0
 	}
-	return p.params.horizonMillis()
+	h := p.params.horizonMillis()
+	if l, ok := p.Lease(); ok {
+		if s, known := p.Algorithm().Spec(); known && s.LeaseRecords {
+			h += l.TTL.Milliseconds()
+		}
+	}
+	return h
 }
 
 // Refill returns a token bucket's RefillTokens and RefillPeriod in whole

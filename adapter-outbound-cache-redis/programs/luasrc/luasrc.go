@@ -94,7 +94,7 @@ var Algorithms = []Algorithm{
 	{Slug: "sliding-counter", Args: 6},
 	{Slug: "token-bucket", Args: 7, Leases: true},
 	{Slug: "gcra", Args: 7, Leases: true},
-	{Slug: "sliding-log", Args: 6},
+	{Slug: "sliding-log", Args: 6, Leases: true},
 	{Slug: "leaky-bucket", Args: 8, Base: "gcra", Delays: true},
 	{Slug: "concurrency", Args: 6, Base: "sliding-log", NoDedup: true},
 }
@@ -128,10 +128,10 @@ var Variants = []Variant{
 	{Name: "refund", Suffix: "-refund", Version: 1, Keys: 1, ExtraArgs: 1},
 	// ADR 0042: reserve a lease (the extra ARGV are its length and the
 	// instant of the lease it replaces) and give its unspent units back
-	// (the extra ARGV is its reservation's instant); only for an algorithm
-	// whose state records leases (Algorithm.Leases).
+	// (the extra ARGV are its reservation's instant and its length); only
+	// for an algorithm whose state records leases (Algorithm.Leases).
 	{Name: "lease", Suffix: "-lease", Version: 1, Keys: 1, ExtraArgs: 2, Lease: true},
-	{Name: "giveback", Suffix: "-giveback", Version: 1, Keys: 1, ExtraArgs: 1, Lease: true},
+	{Name: "giveback", Suffix: "-giveback", Version: 1, Keys: 1, ExtraArgs: 2, Lease: true},
 }
 
 // File is one rendered program.

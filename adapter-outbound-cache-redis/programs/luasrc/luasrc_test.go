@@ -17,8 +17,8 @@ func TestRenderEveryProgram(t *testing.T) {
 	}
 	// Every algorithm in every variant but the lease ones, but the dedup
 	// program of a queue and of a concurrency limit; the lease variants
-	// for the token bucket and GCRA.
-	if want := len(Algorithms)*(len(Variants)-2) - 2 + 4; len(files) != want {
+	// for the token bucket, GCRA and the sliding log.
+	if want := len(Algorithms)*(len(Variants)-2) - 2 + 6; len(files) != want {
 		t.Fatalf("%d programs rendered, want %d", len(files), want)
 	}
 	seen := map[string]bool{}
