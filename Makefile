@@ -204,7 +204,7 @@ bench-lease: ## the lease phase alone (issue 37): a hot leased subject vs the un
 DURATION ?= 30m
 
 .PHONY: soak
-soak: ## the lease history checker for DURATION (a Go duration, default 30m, under 23h): three leasing instances of a hot subject on a private redis-server, random demand, and at random an instance killed holding leases, one cut off from Redis, or Redis restarted (append-only file); fails on any window over the limit (ADR 0042)
+soak: ## the lease history checkers for DURATION (a Go duration, default 30m, under 23h): three leasing instances of a hot subject of each leased algorithm (fixed window, token bucket, GCRA, sliding log, sliding window counter) on a private redis-server, random demand, and at random an instance killed holding leases, one cut off from Redis, or Redis restarted (append-only file); fails on any window or interval over the algorithm's bound (ADR 0042)
 	@$(PREREQ) "make soak" redis-server
 	@cd adapter-outbound-cache-redis && REDIS_REQUIRED=1 SOAK_DURATION=$(DURATION) go test -count=1 -run '^TestSoak$$' -timeout 24h -v ./ratelease/
 

@@ -112,14 +112,17 @@ func TestKilledInstanceOnlyUnderAdmits(t *testing.T) {
 	assert.LessOrEqual(t, lost, lp.MaxUnits(limit), "a killed instance loses at most one lease")
 }
 
-// TestSoak runs the history checker for SOAK_DURATION (make soak): rounds
-// of random demand on three instances of a leased subject with the fault
-// lane's faults at random (TestKilledInstanceOnlyUnderAdmits,
-// TestHistoryThroughFaults): an instance killed holding leases and
-// replaced, the third instance cut off from Redis for the rest of a round,
-// Redis restarted (its append-only file written at every command);
-// private servers only. Every loop is bounded by the duration and a round
-// count. Without SOAK_DURATION it says so and does not run.
+// TestSoak runs the history checkers for SOAK_DURATION (make soak):
+// rounds of random demand on three instances leasing a hot subject of
+// each leased algorithm (a fixed window, a token bucket, GCRA, a sliding
+// log, a sliding window counter) with the fault lane's faults at random
+// (TestKilledInstanceOnlyUnderAdmits, TestHistoryThroughFaults): an
+// instance killed holding leases and replaced, the third instance cut
+// off from Redis for the rest of a round, Redis restarted (its
+// append-only file written at every command); private servers only.
+// Each round's admissions are checked (the windows against the whole
+// run). Every loop is bounded by the duration and a round count. Without
+// SOAK_DURATION it says so and does not run.
 func TestSoak(t *testing.T) {
 	d, err := time.ParseDuration(os.Getenv("SOAK_DURATION"))
 	if err != nil || d <= 0 {
@@ -130,7 +133,17 @@ func TestSoak(t *testing.T) {
 	srv := redistest.Start(t, redistest.WithConfig("appendonly", "yes"), redistest.WithConfig("appendfsync", "always"))
 	keys := redistest.RandomKeys(t)
 	p := leasedPolicy(t, ratelimit.FixedWindow{Limit: limit, Window: window}, 0.2, 300*time.Millisecond)
-	pols := []ratelimit.Policy{p}
+	bp := bucketPolicies(t)
+	withID := func(q ratelimit.Policy, id ratelimit.PolicyID) ratelimit.Policy {
+		lp, _ := q.Lease()
+		r, err := ratelimit.NewPolicy(ratelimit.PolicySpec{ID: id, Revision: 1, Algorithm: q.Algorithm(), Params: q.Params(), MaxCost: 1,
+			CleanupGrace: time.Minute, MaxClockRegression: 2 * time.Second, FailurePolicy: ratelimit.FailClosed, Lease: &lp})
+		require.NoError(t, err)
+		return r
+	}
+	tb, gc, sl := withID(bp["token bucket"], "hot-tb"), withID(bp["gcra"], "hot-gcra"), withID(slidingPolicy(t), "hot-sl")
+	swc := withID(windowPolicies(t)["sliding window counter"].p, "hot-swc")
+	pols := []ratelimit.Policy{p, tb, gc, sl, swc}
 	proxy := redistest.StartProxy(t, srv.Addr())
 	mk := func(inst int) *Leaser {
 		if inst == 2 { // the one a partition cuts off
@@ -141,7 +154,9 @@ func TestSoak(t *testing.T) {
 	leasers := []*Leaser{mk(0), mk(1), mk(2)}
 	s := changetest.RandomSubject(t)
 	rng := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 37))
-	var h history
+	var h history                        // the fixed window's, the whole run
+	rounds := make([]history, len(pols)) // each policy's, this round
+	checked := 0
 	deadline := time.Now().Add(d)
 	kills, cuts, restarts := 0, 0, 0
 	for round := 0; round < 1_000_000 && time.Now().Before(deadline); round++ {
@@ -149,14 +164,19 @@ func TestSoak(t *testing.T) {
 		stop := time.Now().Add(time.Duration(200+rng.IntN(800)) * time.Millisecond)
 		for inst, l := range leasers {
 			workers, pause := 1+rng.IntN(4), time.Duration(rng.IntN(3))*time.Millisecond
-			for range workers {
+			for w := range workers {
 				wg.Add(1)
 				go func() {
 					defer wg.Done()
 					for i := 0; i < 5000 && time.Now().Before(stop); i++ {
+						k := (w + i) % len(pols)
 						before := time.Now()
-						if admitted(l.Evaluate(context.Background(), request(p, s))) {
-							h.record(admission{inst, before, time.Now()})
+						if admitted(l.Evaluate(context.Background(), request(pols[k], s))) {
+							a := admission{inst, before, time.Now()}
+							rounds[k].record(a)
+							if k == 0 {
+								h.record(a)
+							}
 						}
 						time.Sleep(pause)
 					}
@@ -188,8 +208,23 @@ func TestSoak(t *testing.T) {
 			}
 		}
 		require.Empty(t, overWindows(h.all, window, limit), "round %d", round)
+		for k := range pols {
+			all := rounds[k].all
+			checked += len(all)
+			var over []string
+			switch k {
+			case 1, 2:
+				over, _ = bucketExcess(all, 100, 1, 2*time.Millisecond)
+			case 3:
+				over, _ = overSliding(all, 200*time.Millisecond, 2*time.Millisecond, 100)
+			case 4: // this round's only: the window before it may be unseen
+				over = overCounter(all, time.Second, 200)
+			}
+			require.Empty(t, over, "round %d, %s", round, pols[k].ID())
+			rounds[k] = history{}
+		}
 	}
-	t.Logf("soak: %v, %d admissions checked, %d kills, %d partitions, %d Redis restarts", d, len(h.all), kills, cuts, restarts)
+	t.Logf("soak: %v, %d admissions checked (%d of the fixed window), %d kills, %d partitions, %d Redis restarts", d, checked, len(h.all), kills, cuts, restarts)
 }
 
 // TestHistoryThroughFaults (issue 37 item 4): three instances of a
