@@ -299,6 +299,8 @@ func killedInstanceReclaimedByExpiry(t *testing.T, p ratelimit.Policy) {
 	require.Len(t, recs, 1, "the killed instance's lease is recorded")
 	lp, _ := p.Lease()
 	assert.LessOrEqual(t, recs[0].EndMillis, killed.Add(lp.TTL+time.Millisecond).UnixMilli(), "it ends by its TTL")
+	assert.LessOrEqual(t, lost, lp.MaxUnits(p.Limit()), "a killed instance loses at most one lease (the documented bound)")
+	assert.LessOrEqual(t, lost, recs[0].Units, "and no more than its record holds")
 
 	// A fresh instance after the end plus the fill time: a full bucket.
 	time.Sleep(time.Until(time.UnixMilli(recs[0].EndMillis).Add(150 * time.Millisecond)))
