@@ -30,10 +30,11 @@ var slidingLogModel = model{
 	},
 	checkDecision: func(n numbers, r Reply) error {
 		// An admission's entry leaves one window after eff (a full log's
-		// charge appends none: its newest entry is earlier).
+		// charge appends none: its newest entry is earlier); a lease's
+		// entry (ADR 0042) is up to the lease's TTL later.
 		eff, reset := r.EffectiveNowMillis, r.ResetAtMillis
-		if r.Status == StatusAllowed && reset != eff+n.win && r.Remaining != 0 {
-			return malformed("allowed resetAt %d, want effectiveNow + window %d", reset, eff+n.win)
+		if r.Status == StatusAllowed && (reset < eff+n.win || reset > eff+n.win+n.leaseMs) && r.Remaining != 0 {
+			return malformed("allowed resetAt %d, want effectiveNow + window %d (a lease: up to %d ms later)", reset, eff+n.win, n.leaseMs)
 		}
 		return nil
 	},

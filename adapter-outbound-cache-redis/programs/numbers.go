@@ -20,6 +20,10 @@ type numbers struct {
 	horizonMs        int64 // ratelimit.Policy.HorizonMillis
 	// longestDelayMs bounds a leaky bucket's delay (LeakyBucket.LongestDelay).
 	longestDelayMs int64
+	// leaseMs is the lease's TTL of a policy whose state holds its leases
+	// until their end (AlgorithmSpec.LeaseRecords, ADR 0042), else 0: a
+	// sliding log's lease entry is up to that far in the future.
+	leaseMs int64
 }
 
 func numbersOf(p ratelimit.Policy) numbers {
@@ -32,6 +36,9 @@ func numbersOf(p ratelimit.Policy) numbers {
 	}
 	if spec, ok := p.Algorithm().Spec(); ok {
 		n.delays = spec.Delays
+		if l, leases := p.Lease(); leases && spec.LeaseRecords {
+			n.leaseMs = l.TTL.Milliseconds()
+		}
 	}
 	if m := modelOf(n.alg); m != nil {
 		n = m.fill(p, n)

@@ -76,14 +76,19 @@ func TestBucketCheckerCounts(t *testing.T) {
 	assert.Empty(t, overBucket(spread, 10, 0.1, 2*time.Millisecond))
 }
 
+// bucketPerMs is the refill of the buckets of these tests, units per ms.
+const bucketPerMs = 0.1
+
 // bucketPolicies are the leased buckets of these tests, the algorithms
 // that record leases (ADR 0042): a token bucket and a GCRA, each of 100
-// units refilled at one per millisecond (full again 100 ms after empty),
-// leases of at most 10 units for 100 ms.
+// units refilled at one per 10 ms (full again a second after empty),
+// leases of at most 10 units for 600 ms. The slow refill keeps the
+// workload's shape whatever the round trip: a lease outlives the refill
+// of what its round took.
 func bucketPolicies(t testing.TB) map[string]ratelimit.Policy {
 	return map[string]ratelimit.Policy{
-		"token bucket": leasedPolicy(t, ratelimit.TokenBucket{Capacity: 100, RefillTokens: 1, RefillPeriod: time.Millisecond}, 0.1, 100*time.Millisecond),
-		"gcra":         leasedPolicy(t, ratelimit.GCRA{Rate: 1, Period: time.Millisecond, Burst: 100}, 0.1, 100*time.Millisecond),
+		"token bucket": leasedPolicy(t, ratelimit.TokenBucket{Capacity: 100, RefillTokens: 1, RefillPeriod: 10 * time.Millisecond}, 0.1, 600*time.Millisecond),
+		"gcra":         leasedPolicy(t, ratelimit.GCRA{Rate: 1, Period: 10 * time.Millisecond, Burst: 100}, 0.1, 600*time.Millisecond),
 	}
 }
 
@@ -123,16 +128,19 @@ type shape struct {
 	// lives).
 	spendAfter time.Duration
 	spend      int
-	// burstAfter is when every instance hammers the subject for 60 ms.
+	// burstAfter is when every instance hammers the subject, 4 workers
+	// each, until a worker is denied three times in a row (the budget
+	// spent: how fast the round trips are does not change what the round
+	// admits), at most 2,000 requests or a second.
 	burstAfter time.Duration
 }
 
-// bucketShape shows a bucket refilling into leased units: 70 ms after the
-// leases are built, the bucket refilled and the leases still live, every
-// instance hammers the subject.
-var bucketShape = shape{settle: 150 * time.Millisecond, burstAfter: 70 * time.Millisecond}
+// bucketShape shows a bucket refilling into leased units: 500 ms after
+// the leases are built, the bucket refilled and the leases still live,
+// every instance hammers the subject until it is spent.
+var bucketShape = shape{settle: 1100 * time.Millisecond, burstAfter: 500 * time.Millisecond}
 
-// leaseRounds runs five rounds of a workload on three leasing instances
+// leaseRounds runs four rounds of a workload on three leasing instances
 // and returns their admissions: each instance sends requests until it
 // holds a lease with at least 4 units unspent (at most 30; its leases
 // grow with its demand, 2, 4, 8 units), then the round goes as sh says.
@@ -165,11 +173,13 @@ func leaseRounds(t *testing.T, p ratelimit.Policy, sh shape, broken, faults bool
 	leasers := []*Leaser{mk(0), mk(1), mk(2)}
 	s := changetest.RandomSubject(t)
 	var h history
-	call := func(inst int, l *Leaser) {
+	call := func(inst int, l *Leaser) bool {
 		before := time.Now()
 		if admitted(l.Evaluate(context.Background(), request(p, s))) {
 			h.record(admission{inst, before, time.Now()})
+			return true
 		}
+		return false
 	}
 	// each runs f once per instance at once, workers goroutines each.
 	each := func(workers int, f func(inst int, l *Leaser)) {
@@ -185,7 +195,7 @@ func leaseRounds(t *testing.T, p ratelimit.Policy, sh shape, broken, faults bool
 		}
 		wg.Wait()
 	}
-	for round := range 5 {
+	for round := range 4 {
 		time.Sleep(sh.settle)
 		each(1, func(inst int, l *Leaser) {
 			// Until it holds a lease with units left (a reservation in the
@@ -218,10 +228,14 @@ func leaseRounds(t *testing.T, p ratelimit.Policy, sh shape, broken, faults bool
 			})
 		}
 		time.Sleep(time.Until(built.Add(sh.burstAfter)))
-		end := time.Now().Add(60 * time.Millisecond)
+		end := time.Now().Add(time.Second)
 		each(4, func(inst int, l *Leaser) {
-			for i := 0; i < 2000 && time.Now().Before(end); i++ {
-				call(inst, l)
+			for i, denied := 0, 0; i < 2000 && denied < 3 && time.Now().Before(end); i++ {
+				if call(inst, l) {
+					denied = 0
+				} else {
+					denied++
+				}
 			}
 		})
 		if cut {
@@ -245,7 +259,7 @@ func TestBucketHistoryKeepsTheBound(t *testing.T) {
 	for name, p := range bucketPolicies(t) {
 		t.Run(name, func(t *testing.T) {
 			all := leaseRounds(t, p, bucketShape, false, true)
-			over, most := bucketExcess(all, 100, 1, 2*time.Millisecond)
+			over, most := bucketExcess(all, 100, bucketPerMs, 2*time.Millisecond)
 			assert.Empty(t, over)
 			t.Logf("%d admissions checked; the closest interval came %.1f to the bound", len(all), most)
 		})
@@ -259,7 +273,7 @@ func TestBucketHistoryCheckerFailsABrokenLease(t *testing.T) {
 	for name, p := range bucketPolicies(t) {
 		t.Run(name, func(t *testing.T) {
 			all := leaseRounds(t, p, bucketShape, true, false)
-			over, most := bucketExcess(all, 100, 1, 2*time.Millisecond)
+			over, most := bucketExcess(all, 100, bucketPerMs, 2*time.Millisecond)
 			assert.NotEmpty(t, over, "the checker did not see the broken build's excess")
 			t.Logf("broken build, %d admissions, at most %.1f over the bound: %v", len(all), most, over)
 		})
@@ -303,7 +317,7 @@ func killedInstanceReclaimedByExpiry(t *testing.T, p ratelimit.Policy) {
 	assert.LessOrEqual(t, lost, recs[0].Units, "and no more than its record holds")
 
 	// A fresh instance after the end plus the fill time: a full bucket.
-	time.Sleep(time.Until(time.UnixMilli(recs[0].EndMillis).Add(150 * time.Millisecond)))
+	time.Sleep(time.Until(time.UnixMilli(recs[0].EndMillis).Add(time.Duration(p.WindowMillis()+100) * time.Millisecond)))
 	fresh := provider(t, srv, keys, pols)
 	out := fresh.Evaluate(context.Background(), request(p, s))
 	require.True(t, admitted(out))

@@ -214,9 +214,9 @@ func TestSoak(t *testing.T) {
 			var over []string
 			switch k {
 			case 1, 2:
-				over, _ = bucketExcess(all, 100, 1, 2*time.Millisecond)
+				over, _ = bucketExcess(all, 100, bucketPerMs, 2*time.Millisecond)
 			case 3:
-				over, _ = overSliding(all, 200*time.Millisecond, 2*time.Millisecond, 100)
+				over, _ = overSliding(all, slidingWindow, 2*time.Millisecond, 100)
 			case 4: // this round's only: the window before it may be unseen
 				over = overCounter(all, time.Second, 200)
 			}

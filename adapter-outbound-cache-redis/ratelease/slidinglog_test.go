@@ -1,13 +1,17 @@
 package ratelease
 
 import (
+	"context"
 	"fmt"
 	"slices"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 
+	"github.com/tech-log/tech-log-backend/adapter-outbound-cache-redis/internal/changetest"
+	"github.com/tech-log/tech-log-backend/adapter-outbound-cache-redis/redistest"
 	"github.com/tech-log/tech-log-backend/shared-contract/ratelimit"
 )
 
@@ -57,17 +61,20 @@ func TestSlidingCheckerCounts(t *testing.T) {
 	assert.Empty(t, over)
 }
 
-// slidingPolicy is the leased sliding log of these tests: 100 per 200 ms,
-// leases of at most 10 units for 100 ms.
+// slidingWindow is the window of the sliding log of these tests.
+const slidingWindow = time.Second
+
+// slidingPolicy is the leased sliding log of these tests: 100 per second,
+// leases of at most 10 units for 500 ms.
 func slidingPolicy(t testing.TB) ratelimit.Policy {
-	return leasedPolicy(t, ratelimit.SlidingLog{Limit: 100, Window: 200 * time.Millisecond}, 0.1, 100*time.Millisecond)
+	return leasedPolicy(t, ratelimit.SlidingLog{Limit: 100, Window: slidingWindow}, 0.1, 500*time.Millisecond)
 }
 
 // slidingShape shows a lease forgotten before its last admission leaves
-// the window: the leases' units are spent 70 ms after they were taken,
-// and 195 ms after, when a log that counted them at their reservation has
-// let them go, every instance hammers the subject.
-var slidingShape = shape{settle: 300 * time.Millisecond, spendAfter: 70 * time.Millisecond, spend: 8, burstAfter: 195 * time.Millisecond}
+// the window: the leases' units are spent 400 ms after they were taken,
+// and a window after, when a log that counted them at their reservation
+// has let them go, every instance hammers the subject until it is spent.
+var slidingShape = shape{settle: 1500 * time.Millisecond, spendAfter: 400 * time.Millisecond, spend: 8, burstAfter: 995 * time.Millisecond}
 
 // TestSlidingLogHistoryKeepsTheBound (issue 37 item 4): three instances
 // lease a sliding log through an instance killed holding a lease, a
@@ -76,7 +83,7 @@ var slidingShape = shape{settle: 300 * time.Millisecond, spendAfter: 70 * time.M
 func TestSlidingLogHistoryKeepsTheBound(t *testing.T) {
 	p := slidingPolicy(t)
 	all := leaseRounds(t, p, slidingShape, false, true)
-	over, most := overSliding(all, 200*time.Millisecond, 2*time.Millisecond, 100)
+	over, most := overSliding(all, slidingWindow, 2*time.Millisecond, 100)
 	assert.Empty(t, over)
 	t.Logf("%d admissions checked; the fullest window held %d of 100", len(all), most)
 }
@@ -87,7 +94,51 @@ func TestSlidingLogHistoryKeepsTheBound(t *testing.T) {
 func TestSlidingLogCheckerFailsABrokenLease(t *testing.T) {
 	p := slidingPolicy(t)
 	all := leaseRounds(t, p, slidingShape, true, false)
-	over, most := overSliding(all, 200*time.Millisecond, 2*time.Millisecond, 100)
+	over, most := overSliding(all, slidingWindow, 2*time.Millisecond, 100)
 	assert.NotEmpty(t, over, "the checker did not see the broken build's excess")
 	t.Logf("broken build, %d admissions, the fullest window held %d of 100: %v", len(all), most, over)
+}
+
+// TestRecordedLeasesAnswerLocally: one instance's hot subject of each
+// algorithm whose state holds its leases (a token bucket, GCRA, a sliding
+// log) is answered mostly from leases, every answer evaluated (a
+// reservation's reply passes the reply checks: a sliding log's lease
+// entry is up to its TTL in the future), and no more admitted than the
+// algorithm's bound over the run.
+func TestRecordedLeasesAnswerLocally(t *testing.T) {
+	bp := bucketPolicies(t)
+	for name, p := range map[string]ratelimit.Policy{"token bucket": bp["token bucket"], "gcra": bp["gcra"], "sliding log": slidingPolicy(t)} {
+		t.Run(name, func(t *testing.T) {
+			srv := redistest.Start(t)
+			pols := []ratelimit.Policy{p}
+			var local atomicCount
+			l, err := New(provider(t, srv, redistest.RandomKeys(t), pols), Options{Policies: pols, Timeout: time.Second,
+				Observe: func(_ ratelimit.PolicyID, ev Event, units int64) {
+					if ev == Local {
+						local.add(units)
+					}
+				}})
+			require.NoError(t, err)
+			defer l.Close()
+			s := changetest.RandomSubject(t)
+			start := time.Now()
+			var n int64
+			for range 150 {
+				out := l.Evaluate(context.Background(), request(p, s))
+				_, evaluated := out.(ratelimit.Evaluated)
+				require.True(t, evaluated, "%v", out)
+				if admitted(out) {
+					n++
+				}
+			}
+			bound := p.Limit()
+			if name != "sliding log" {
+				bound += int64(bucketPerMs*float64(time.Since(start).Milliseconds())) + 1
+			}
+			assert.LessOrEqual(t, n, bound)
+			assert.GreaterOrEqual(t, n, p.Limit(), "the whole budget was admitted")
+			assert.Greater(t, local.load(), n/2, "most from leases")
+			t.Logf("%d admitted, %d from leases", n, local.load())
+		})
+	}
 }
